@@ -1,3 +1,4 @@
 // The core's exports: numbers in, numbers out; bulk data through linear memory.
 export { alloc, release, heapTop } from "./heap";
 export * from "./hash-exports";
+export * from "./manager-exports";

@@ -3,8 +3,9 @@
 // the functions marked "grows".
 
 import type { HashExports } from './hash-exports.js';
+import type { ManagerExports } from './manager-exports.js';
 
-export interface CoreExports extends HashExports {
+export interface CoreExports extends HashExports, ManagerExports {
   readonly memory: WebAssembly.Memory;
   /** grows: a zeroed 16-byte aligned region, 0 when memory is exhausted */
   alloc(bytes: number): number;

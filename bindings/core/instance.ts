@@ -78,7 +78,7 @@ export function loadCore(source?: WasmSource): Promise<void> {
     let input: Parameters<typeof instantiate>[0];
     if (typeof src === 'string' || src instanceof URL) input = fetch(src);
     else input = src as Parameters<typeof instantiate>[0];
-    const result = await instantiate<CoreExports>(input, {});
+    const result = await instantiate(input, {});
     if (!ex) install(result.exports as unknown as CoreExports);
   })();
   loading.catch(() => {
@@ -91,7 +91,7 @@ function coreSync(): CoreExports {
   if (!syncLoader) {
     throw new Error('kvpool: the Wasm core is not loaded yet; `await loadCore()` (or use an async `create()`) first');
   }
-  const result = instantiateSync<CoreExports>(syncLoader() as WebAssembly.Module, {});
+  const result = instantiateSync(syncLoader() as WebAssembly.Module, {});
   install(result.exports as unknown as CoreExports);
   return ex!;
 }

@@ -1,0 +1,157 @@
+// Ids and their holders: the free stack, reference counts and the exact
+// "used" count. An id goes back to the free stack only when its last
+// reference goes (deallocate is not free); a block counts as used while
+// anything other than the prefix cache holds it.
+
+import {
+  Manager, CACHED, refOf, setRef, flagsOf, setFlags, isCached,
+  ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
+} from "./layout";
+import { heapPush, heapRemove, heapPop, inHeap } from "./lru";
+import { tableRemove } from "./table";
+
+@inline export function pushFree(m: Manager, id: i32): void {
+  store<i32>(m.free + (<usize>m.freeTop << 2), id);
+  m.freeTop++;
+}
+
+@inline function popFree(m: Manager): i32 {
+  m.freeTop--;
+  return load<i32>(m.free + (<usize>m.freeTop << 2));
+}
+
+/** Fills the stack so that ids pop 0, 1, 2, ... and takes id 0 as padding. */
+export function initIds(m: Manager): void {
+  const n = m.numBlocks;
+  for (let i = 0; i < n; i++) store<i32>(m.free + (<usize>i << 2), n - 1 - i);
+  m.freeTop = n;
+  const padding = popFree(m);
+  setRef(m, padding, 1); // held by the manager for its whole life
+}
+
+/**
+ * Evicts up to `k` least recent evictable entries; their ids are pushed on the
+ * free stack in eviction order. Returns how many were evicted.
+ */
+export function evict(m: Manager, k: i32): i32 {
+  let done = 0;
+  while (done < k && m.heapSize > 0) {
+    const id = heapPop(m);
+    tableRemove(m, id);
+    setFlags(m, id, 0);
+    setRef(m, id, 0);
+    m.numCached--;
+    pushFree(m, id);
+    done++;
+  }
+  m.blocksEvicted += <u64>done;
+  return done;
+}
+
+/**
+ * Pops `n` ids into `out` (one reference each). When the stack is short and
+ * caching is on, evicts first; evictions stay done even if the allocation
+ * then fails. Returns n, or -1 when there are not enough blocks.
+ */
+export function allocate(m: Manager, n: i32, out: usize): i32 {
+  if (n > m.freeTop) {
+    if (m.prefixOn != 0) evict(m, n - m.freeTop);
+    if (n > m.freeTop) {
+      m.allocFailures++;
+      return -1;
+    }
+  }
+  for (let i = 0; i < n; i++) {
+    const id = popFree(m);
+    setRef(m, id, 1);
+    setFlags(m, id, 0);
+    store<i32>(out + (<usize>i << 2), id);
+  }
+  m.numUsed += n;
+  m.blocksAllocated += <u64>n;
+  return n;
+}
+
+@inline function holders(m: Manager, id: i32): i32 {
+  return refOf(m, id) - <i32>(flagsOf(m, id) & CACHED);
+}
+
+/** One more holder on a held or cached id (a cached id leaves the eviction order). */
+@inline export function addRef(m: Manager, id: i32): void {
+  if (holders(m, id) == 0) {
+    m.numUsed++;
+    if (inHeap(m, id)) heapRemove(m, id);
+  }
+  setRef(m, id, refOf(m, id) + 1);
+}
+
+/** One holder lets go: the id becomes evictable, or free when nothing holds it. */
+@inline export function dropRef(m: Manager, id: i32): void {
+  const r = refOf(m, id) - 1;
+  setRef(m, id, r);
+  if (r == 0) {
+    m.numUsed--;
+    setFlags(m, id, 0);
+    pushFree(m, id);
+  } else if (r == 1 && isCached(m, id)) {
+    m.numUsed--;
+    heapPush(m, id);
+  }
+}
+
+@inline function rangeError(m: Manager, id: i32): i32 {
+  if (id <= 0 || id >= m.numBlocks) return id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+  return 0;
+}
+
+/**
+ * Drops one reference per listed id, in list order. Validates the whole list
+ * first (duplicates included) and changes nothing when some id has no holder
+ * left. Returns 0, or an error code with `errorIndex` set.
+ */
+export function release(m: Manager, ids: usize, n: i32): i32 {
+  // Validation: take the references tentatively, then put them all back.
+  let bad = -1;
+  let code = 0;
+  for (let i = 0; i < n; i++) {
+    const id = load<i32>(ids + (<usize>i << 2));
+    code = rangeError(m, id);
+    if (code == 0 && holders(m, id) <= 0) code = refOf(m, id) == 0 ? ERR_FREE : ERR_NOT_HELD;
+    if (code != 0) {
+      bad = i;
+      break;
+    }
+    setRef(m, id, refOf(m, id) - 1);
+  }
+  const undo = bad >= 0 ? bad : n;
+  for (let i = 0; i < undo; i++) {
+    const id = load<i32>(ids + (<usize>i << 2));
+    setRef(m, id, refOf(m, id) + 1);
+  }
+  if (bad >= 0) {
+    setErrorIndex(bad);
+    return code;
+  }
+  for (let i = 0; i < n; i++) dropRef(m, load<i32>(ids + (<usize>i << 2)));
+  return 0;
+}
+
+/** Adds one reference per listed id; every id must be held or cached. */
+export function retain(m: Manager, ids: usize, n: i32): i32 {
+  for (let i = 0; i < n; i++) {
+    const id = load<i32>(ids + (<usize>i << 2));
+    let code = rangeError(m, id);
+    if (code == 0 && refOf(m, id) == 0) code = ERR_FREE;
+    if (code != 0) {
+      setErrorIndex(i);
+      return code;
+    }
+  }
+  for (let i = 0; i < n; i++) addRef(m, load<i32>(ids + (<usize>i << 2)));
+  return 0;
+}
+
+/** Removes every evictable entry (the reference's reset_prefix_cache). */
+export function evictAll(m: Manager): i32 {
+  return evict(m, m.heapSize);
+}

@@ -1,0 +1,209 @@
+// Exports of the block manager core. `m` is a manager's header pointer.
+
+import { alloc, release as releaseRegion } from "./heap";
+import {
+  Manager, CACHED, STAMPED, refOf, flagsOf, setFlags, hashPtr, stampOf, errorIndex, setErrorIndex,
+} from "./layout";
+import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
+import { match, insert } from "./prefix";
+import { heapValid, inHeap } from "./lru";
+import { tableCount } from "./table";
+
+const MARK: u8 = 0x80; // audit-only flag, cleared before the audit returns
+
+@inline function align16(n: usize): usize {
+  return (n + 15) & ~(<usize>15);
+}
+
+/**
+ * Creates a manager of `numBlocks` ids (id 0 taken as padding) and returns its
+ * header pointer, or 0 when linear memory is exhausted. Grows memory.
+ */
+export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo: u32, seedHi: u32): usize {
+  if (numBlocks < 2 || blockSize < 1) return 0;
+  const n = <usize>numBlocks;
+  // Sizes in u64 so a huge request is refused instead of wrapping around.
+  const n64 = <u64>numBlocks;
+  let cap: u64 = 16;
+  while (cap < n64 * 2) cap <<= 1;
+  const header = align16(offsetof<Manager>());
+  let size64: u64 = <u64>header + (n64 * 4 + 16) * 2 + n64 + 16;
+  if (prefixOn != 0) size64 += n64 * 16 + n64 * 8 + (n64 * 4 + 16) * 2 + cap * 4;
+  if (size64 >= 0xffff0000) return 0;
+  const base = alloc(<usize>size64);
+  if (base == 0) return 0;
+  const m = changetype<Manager>(base);
+  m.numBlocks = numBlocks;
+  m.blockSize = blockSize;
+  m.prefixOn = prefixOn;
+  m.seed = (<u64>seedHi << 32) | <u64>seedLo;
+  let p = base + header;
+  m.free = p; p += align16(n * 4);
+  m.ref = p; p += align16(n * 4);
+  m.flags = p; p += align16(n);
+  if (prefixOn != 0) {
+    m.hash = p; p += n * 16;
+    m.stamp = p; p += n * 8;
+    m.heap = p; p += align16(n * 4);
+    m.heapPos = p; p += align16(n * 4);
+    m.table = p;
+    m.tableMask = <i32>(cap - 1);
+  }
+  initIds(m);
+  return base;
+}
+
+export function mgr_destroy(m: usize): void {
+  releaseRegion(m);
+}
+
+export function mgr_allocate(m: usize, n: i32, out: usize): i32 {
+  return allocate(changetype<Manager>(m), n, out);
+}
+
+export function mgr_release(m: usize, ids: usize, n: i32): i32 {
+  return release(changetype<Manager>(m), ids, n);
+}
+
+export function mgr_retain(m: usize, ids: usize, n: i32): i32 {
+  return retain(changetype<Manager>(m), ids, n);
+}
+
+export function mgr_match(m: usize, tokens: usize, nBlocks: i32, parentId: i32, parentPtr: usize, out: usize): i32 {
+  return match(changetype<Manager>(m), tokens, nBlocks, parentId, parentPtr, out);
+}
+
+export function mgr_insert(m: usize, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
+  return insert(changetype<Manager>(m), tokens, ids, nBlocks, parentId, parentPtr);
+}
+
+export function mgr_evict(m: usize, k: i32): i32 {
+  return evict(changetype<Manager>(m), k);
+}
+
+export function mgr_evict_all(m: usize): i32 {
+  return evictAll(changetype<Manager>(m));
+}
+
+export function mgr_num_free(m: usize): i32 {
+  return changetype<Manager>(m).freeTop;
+}
+
+export function mgr_num_used(m: usize): i32 {
+  return changetype<Manager>(m).numUsed;
+}
+
+export function mgr_num_cached(m: usize): i32 {
+  return changetype<Manager>(m).numCached;
+}
+
+export function mgr_ref(m: usize, id: i32): i32 {
+  return refOf(changetype<Manager>(m), id);
+}
+
+/** Copies the hash stamped on `id` to `out`; returns 0 when it has none. */
+export function mgr_block_hash(m: usize, id: i32, out: usize): i32 {
+  const mg = changetype<Manager>(m);
+  if (mg.prefixOn == 0 || (flagsOf(mg, id) & STAMPED) == 0) return 0;
+  memory.copy(out, hashPtr(mg, id), 16);
+  return 1;
+}
+
+/** Pointers of the per-id arrays, for read-only views: ref, flags, free. */
+export function mgr_ref_ptr(m: usize): usize {
+  return changetype<Manager>(m).ref;
+}
+
+export function mgr_flags_ptr(m: usize): usize {
+  return changetype<Manager>(m).flags;
+}
+
+export function mgr_free_ptr(m: usize): usize {
+  return changetype<Manager>(m).free;
+}
+
+export function mgr_error_index(): i32 {
+  return errorIndex;
+}
+
+/** Writes the counters as f64: see STAT_FIELDS in bindings/core/manager-exports.ts. */
+export function mgr_stats(m: usize, out: usize): void {
+  const mg = changetype<Manager>(m);
+  store<f64>(out, <f64>mg.freeTop);
+  store<f64>(out, <f64>mg.numUsed, 8);
+  store<f64>(out, <f64>mg.numCached, 16);
+  store<f64>(out, <f64>(mg.numBlocks - 1), 24);
+  store<f64>(out, <f64>mg.heapSize, 32);
+  store<f64>(out, <f64>mg.matchCalls, 40);
+  store<f64>(out, <f64>mg.blocksQueried, 48);
+  store<f64>(out, <f64>mg.blocksHit, 56);
+  store<f64>(out, <f64>mg.blocksInserted, 64);
+  store<f64>(out, <f64>mg.blocksEvicted, 72);
+  store<f64>(out, <f64>mg.blocksAllocated, 80);
+  store<f64>(out, <f64>mg.allocFailures, 88);
+}
+
+/**
+ * Full-state audit. Returns 0, or a negative code naming the broken
+ * invariant (see CHECK_MESSAGES in the bindings) with `errorIndex` = the id.
+ */
+export function mgr_check(m: usize): i32 {
+  const mg = changetype<Manager>(m);
+  const code = audit(mg);
+  // Clear audit marks whatever the outcome.
+  for (let id = 0; id < mg.numBlocks; id++) setFlags(mg, id, flagsOf(mg, id) & ~MARK);
+  return code;
+}
+
+function fail(code: i32, id: i32): i32 {
+  setErrorIndex(id);
+  return code;
+}
+
+function audit(m: Manager): i32 {
+  const n = m.numBlocks;
+  if (m.freeTop < 0 || m.freeTop > n - 1) return fail(-10, -1);
+  if (refOf(m, 0) != 1 || (flagsOf(m, 0) & ~MARK) != 0) return fail(-15, 0);
+  for (let i = 0; i < m.freeTop; i++) {
+    const id = load<i32>(m.free + (<usize>i << 2));
+    if (id <= 0 || id >= n) return fail(-11, id);
+    const f = flagsOf(m, id);
+    if ((f & MARK) != 0) return fail(-12, id);
+    if (refOf(m, id) != 0 || (f & CACHED) != 0) return fail(-13, id);
+    setFlags(m, id, f | MARK);
+  }
+  let used = 0;
+  let cached = 0;
+  let evictable = 0;
+  for (let id = 1; id < n; id++) {
+    const f = flagsOf(m, id);
+    const r = refOf(m, id);
+    if ((f & MARK) != 0) continue; // on the free stack
+    if (r <= 0) return fail(-14, id);
+    const c = <i32>(f & CACHED);
+    if (c != 0) {
+      if (m.prefixOn == 0) return fail(-23, id);
+      cached++;
+      if (stampOf(m, id) > m.clock) return fail(-22, id);
+    }
+    if (r - c > 0) used++;
+    const shouldHeap = c != 0 && r == 1;
+    if (shouldHeap) evictable++;
+    if (m.prefixOn != 0 && shouldHeap != inHeap(m, id)) return fail(-21, id);
+  }
+  if (used != m.numUsed) return fail(-16, -1);
+  if (cached != m.numCached) return fail(-17, -1);
+  if (m.prefixOn != 0) {
+    if (tableCount(m) != cached) return fail(-18, -1);
+    if (evictable != m.heapSize || !heapValid(m)) return fail(-20, -1);
+  }
+  return 0;
+}
+
+export function mgr_stamp_ptr(m: usize): usize {
+  return changetype<Manager>(m).stamp;
+}
+
+export function mgr_hash_ptr(m: usize): usize {
+  return changetype<Manager>(m).hash;
+}

@@ -1,0 +1,121 @@
+// The prefix cache: match and insert over chains of full blocks.
+//
+// A block's key chains its parent's key with its tokens (chain.ts). Match
+// walks from the first block and stops at the first miss; insert adds the
+// blocks it has not seen and refreshes the ones it has. Both re-append the
+// entries they visit in reverse visiting order, so the root of a chain is the
+// most recent and eviction takes chain tails first.
+
+import {
+  Manager, CACHED, STAMPED, refOf, setRef, flagsOf, setFlags, hashPtr, setStamp,
+  ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, setErrorIndex,
+} from "./layout";
+import { addRef } from "./idpool";
+import { heapIncreased, inHeap } from "./lru";
+import { tableFind, tableInsert } from "./table";
+import { chainHash } from "./chain";
+
+// Two 16-byte scratch slots: the hash being computed and the previous one
+// (the parent of the next block when the block itself is not cached).
+const scratch = memory.data(32, 16);
+
+/**
+ * The parent hash for a walk that starts after existing blocks: the hash
+ * stamped on `parentId`, the 16 bytes at `parentPtr`, or none (0). Returns 1
+ * when `parentId` was given but carries no hash yet.
+ */
+@inline function parentOf(m: Manager, parentId: i32, parentPtr: usize): usize {
+  if (parentId > 0) {
+    if (parentId >= m.numBlocks || (flagsOf(m, parentId) & STAMPED) == 0) return 1;
+    return hashPtr(m, parentId);
+  }
+  return parentPtr;
+}
+
+/**
+ * Matches up to `nBlocks` full blocks of tokens (at `tokens`, 16 writable bytes
+ * before it) against the cache; writes the hit ids to `out`, adding one
+ * reference to each. Returns the number of hits or ERR_UNSTAMPED_PARENT.
+ */
+export function match(m: Manager, tokens: usize, nBlocks: i32, parentId: i32, parentPtr: usize, out: usize): i32 {
+  let parent = parentOf(m, parentId, parentPtr);
+  if (parent == 1) return ERR_UNSTAMPED_PARENT;
+  m.matchCalls++;
+  m.blocksQueried += <u64>nBlocks;
+  if (m.prefixOn == 0) return 0;
+  const bytes = <usize>m.blockSize << 2;
+  let hits = 0;
+  for (let b = 0; b < nBlocks; b++) {
+    chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, scratch);
+    const id = tableFind(m, scratch);
+    if (id == 0) break;
+    addRef(m, id);
+    store<i32>(out + (<usize>hits << 2), id);
+    hits++;
+    parent = hashPtr(m, id);
+  }
+  // Re-append in reverse visiting order: the first block ends most recent.
+  for (let i = hits - 1; i >= 0; i--) {
+    setStamp(m, load<i32>(out + (<usize>i << 2)), ++m.clock);
+  }
+  m.blocksHit += <u64>hits;
+  return hits;
+}
+
+/**
+ * Inserts the chain of `nBlocks` full blocks (tokens at `tokens`, ids at
+ * `ids`; every id must be held by someone other than the cache). A key
+ * already cached keeps its block and is refreshed; a new key caches the given
+ * block (one more reference). An id already cached under another key is not
+ * cached twice. Overwrites `ids` with the entries visited (0 for none).
+ * Returns the number of new entries, or a negative error code.
+ */
+export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
+  for (let b = 0; b < nBlocks; b++) {
+    const id = load<i32>(ids + (<usize>b << 2));
+    let code = 0;
+    if (id <= 0 || id >= m.numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+    else if (refOf(m, id) - <i32>(flagsOf(m, id) & CACHED) <= 0) code = ERR_NOT_HELD;
+    if (code != 0) {
+      setErrorIndex(b);
+      return code;
+    }
+  }
+  let parent = parentOf(m, parentId, parentPtr);
+  if (parent == 1) return ERR_UNSTAMPED_PARENT;
+  if (m.prefixOn == 0) return 0;
+  const bytes = <usize>m.blockSize << 2;
+  let added = 0;
+  for (let b = 0; b < nBlocks; b++) {
+    const slot = scratch + ((<usize>b & 1) << 4);
+    chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, slot);
+    const idAddr = ids + (<usize>b << 2);
+    const id = load<i32>(idAddr);
+    const f = flagsOf(m, id);
+    const found = tableFind(m, slot);
+    let visited = found;
+    if (found == 0 && (f & CACHED) == 0) {
+      memory.copy(hashPtr(m, id), slot, 16);
+      setFlags(m, id, CACHED | STAMPED);
+      setRef(m, id, refOf(m, id) + 1);
+      tableInsert(m, id);
+      m.numCached++;
+      added++;
+      visited = id;
+    } else if ((f & CACHED) == 0) {
+      // The caller's block duplicates a cached one: stamp it, do not cache it.
+      memory.copy(hashPtr(m, id), slot, 16);
+      setFlags(m, id, f | STAMPED);
+    }
+    store<i32>(idAddr, visited);
+    parent = slot;
+  }
+  for (let b = nBlocks - 1; b >= 0; b--) {
+    const e = load<i32>(ids + (<usize>b << 2));
+    if (e == 0) continue;
+    setStamp(m, e, ++m.clock);
+    if (inHeap(m, e)) heapIncreased(m, e);
+  }
+  m.blocksInserted += <u64>added;
+  return added;
+}

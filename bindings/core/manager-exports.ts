@@ -1,0 +1,66 @@
+// Raw block-manager exports of the core (assembly/manager-exports.ts).
+
+export interface ManagerExports {
+  /** grows: header pointer of a new manager, 0 when memory is exhausted */
+  mgr_create(numBlocks: number, blockSize: number, prefixOn: number, seedLo: number, seedHi: number): number;
+  mgr_destroy(m: number): void;
+  mgr_allocate(m: number, n: number, out: number): number;
+  mgr_release(m: number, ids: number, n: number): number;
+  mgr_retain(m: number, ids: number, n: number): number;
+  mgr_match(m: number, tokens: number, nBlocks: number, parentId: number, parentPtr: number, out: number): number;
+  mgr_insert(m: number, tokens: number, ids: number, nBlocks: number, parentId: number, parentPtr: number): number;
+  mgr_evict(m: number, k: number): number;
+  mgr_evict_all(m: number): number;
+  mgr_num_free(m: number): number;
+  mgr_num_used(m: number): number;
+  mgr_num_cached(m: number): number;
+  mgr_ref(m: number, id: number): number;
+  mgr_block_hash(m: number, id: number, out: number): number;
+  mgr_ref_ptr(m: number): number;
+  mgr_flags_ptr(m: number): number;
+  mgr_free_ptr(m: number): number;
+  mgr_stamp_ptr(m: number): number;
+  mgr_hash_ptr(m: number): number;
+  mgr_error_index(): number;
+  mgr_stats(m: number, out: number): void;
+  mgr_check(m: number): number;
+}
+
+/** Order of the f64 counters written by mgr_stats. */
+export const STAT_FIELDS = [
+  'numFreeBlocks',
+  'numUsedBlocks',
+  'numBlocksInPrefixCache',
+  'numTotalBlocks',
+  'numEvictableBlocks',
+  'matchCalls',
+  'blocksQueried',
+  'blocksHit',
+  'blocksInserted',
+  'blocksEvicted',
+  'blocksAllocated',
+  'allocationFailures',
+] as const;
+
+export const ERR_UNSTAMPED_PARENT = -2;
+export const ERR_OUT_OF_RANGE = -3;
+export const ERR_PADDING = -4;
+export const ERR_NOT_HELD = -5;
+export const ERR_FREE = -6;
+
+/** What each mgr_check code means. */
+export const CHECK_MESSAGES: Record<number, string> = {
+  [-10]: 'free-stack size out of range',
+  [-11]: 'free stack holds an id out of range or the padding id',
+  [-12]: 'free stack holds an id twice',
+  [-13]: 'a free id still has references or is cached',
+  [-14]: 'an id is neither free nor referenced (lost)',
+  [-15]: 'padding block 0 is not reserved',
+  [-16]: 'used count does not match the ids held outside the prefix cache',
+  [-17]: 'prefix-cache size does not match the cached ids',
+  [-18]: 'hash table and cached ids disagree',
+  [-20]: 'eviction order (heap) is corrupt or its size is wrong',
+  [-21]: 'an evictable entry is missing from the eviction order, or a held one is in it',
+  [-22]: 'an entry has a recency from the future',
+  [-23]: 'a manager without prefix cache has cached ids',
+};

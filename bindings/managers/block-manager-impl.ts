@@ -1,0 +1,97 @@
+// BlockManagerImpl (seed section 4): free stack + prefix cache + padding id 0.
+
+import { core, loadCore } from '../core/instance.js';
+import { checkBool, checkInt, checkInt32Array, checkKeys, checkObject, checkSeed } from '../validate.js';
+import type { BlockManager } from './block-manager.js';
+import { CoreManager } from './core-manager.js';
+import { throwIdError } from './core-errors.js';
+
+export interface BlockManagerOptions {
+  /** Physical blocks, padding id 0 included (>= 2). */
+  numBlocks: number;
+  /** Tokens per block (>= 1). */
+  blockSize: number;
+  /** Keep a prefix cache of full blocks (default true). */
+  enablePrefixCache?: boolean;
+  /** XXH3-128 seed of the block hash chain (default 1024). */
+  seed?: number | bigint;
+}
+
+const KEYS = ['numBlocks', 'blockSize', 'enablePrefixCache', 'seed'] as const;
+
+/** Validated options in the form the core takes. */
+export function parseManagerOptions(opts: BlockManagerOptions, name = 'options') {
+  checkObject(name, opts);
+  checkKeys(name, opts, KEYS);
+  const numBlocks = checkInt(`${name}.numBlocks`, opts.numBlocks, 2);
+  const blockSize = checkInt(`${name}.blockSize`, opts.blockSize, 1);
+  const prefixOn = opts.enablePrefixCache === undefined ? true : checkBool(`${name}.enablePrefixCache`, opts.enablePrefixCache);
+  const seed = checkSeed(`${name}.seed`, opts.seed ?? 1024);
+  return { numBlocks, blockSize, prefixOn, seedLo: seed.lo, seedHi: seed.hi };
+}
+
+export class BlockManagerImpl extends CoreManager implements BlockManager {
+  readonly enablePrefixCache: boolean;
+
+  /** Synchronous once the core is loaded (always in Node); see `create` otherwise. */
+  constructor(options: BlockManagerOptions) {
+    const cfg = parseManagerOptions(options);
+    super(cfg);
+    this.enablePrefixCache = cfg.prefixOn;
+  }
+
+  /** Loads the Wasm core if needed, then creates the manager. */
+  static async create(options: BlockManagerOptions): Promise<BlockManagerImpl> {
+    parseManagerOptions(options);
+    await loadCore();
+    return new BlockManagerImpl(options);
+  }
+
+  allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
+    this.live();
+    const toks = checkInt32Array('tokens', tokens);
+    const existing = checkInt32Array('existingShared', existingShared);
+    const B = this.blockSize;
+    const nFull = Math.floor(toks.length / B);
+    if (existing.length > nFull) {
+      throw new RangeError(
+        `existingShared has ${existing.length} ids but tokens hold only ${nFull} full blocks of ${B}`,
+      );
+    }
+    this.checkHeld(existing, 'existingShared');
+    const dst = new Int32Array(nFull - existing.length);
+    const parent = existing.length > 0 ? existing[existing.length - 1]! : 0;
+    const hits = this.matchInto(toks, existing.length, nFull - existing.length, parent, dst, 0);
+    return dst.slice(0, hits);
+  }
+
+  cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
+    this.live();
+    const toks = checkInt32Array('tokens', tokens);
+    const list = checkInt32Array('ids', ids);
+    const B = this.blockSize;
+    const maxIds = Math.ceil(toks.length / B);
+    if (list.length > maxIds) {
+      throw new RangeError(`ids has ${list.length} blocks but tokens (${toks.length}) fill at most ${maxIds} blocks of ${B}`);
+    }
+    const n = Math.min(Math.floor(toks.length / B), list.length);
+    checkInt('existingSharedCount', existingSharedCount, 0, n);
+    this.checkHeld(list, 'ids');
+    const parent = existingSharedCount > 0 ? list[existingSharedCount - 1]! : 0;
+    const r = this.insertFrom(toks, list, existingSharedCount, n - existingSharedCount, parent);
+    if (r < 0) throwIdError(r, 'ids', list, existingSharedCount, this.numBlocks);
+    return r;
+  }
+
+  /** Every id must be in range and not free (checked without changing anything). */
+  private checkHeld(ids: ArrayLike<number>, name: string): void {
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      if (id === 0) throw new RangeError(`${name}[${i}] = 0 is the padding block, which is never handed out`);
+      if (id < 0 || id >= this.numBlocks) {
+        throw new RangeError(`${name}[${i}] = ${id} is out of range: this manager's ids are 1..${this.numBlocks - 1}`);
+      }
+      if (core().mgr_ref(this.ptr, id) === 0) throw new RangeError(`${name}[${i}] = ${id} has no holder left (it is free)`);
+    }
+  }
+}

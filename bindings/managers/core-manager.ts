@@ -1,0 +1,266 @@
+// What every core-backed manager shares: one region of the Wasm core (free
+// stack, reference counts, and with caching on the hash table and eviction
+// order), reached through the raw exports. The pool's hot paths use the
+// `*Into`/`*From` methods, which write into caller-owned arrays and cross
+// the boundary once per call.
+
+import { core, growing, loadCore, mem, views } from '../core/instance.js';
+import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, STAT_FIELDS } from '../core/manager-exports.js';
+import { byteSpace, idSpace, stageIds, stageTokens } from '../core/staging.js';
+import { checkInt, checkInt32Array } from '../validate.js';
+import type { BlockManagerStats } from './block-manager.js';
+import { throwIdError } from './core-errors.js';
+
+export interface CoreManagerConfig {
+  numBlocks: number;
+  blockSize: number;
+  prefixOn: boolean;
+  seedLo: number;
+  seedHi: number;
+}
+
+export abstract class CoreManager {
+  /** Physical ids, padding id 0 included. */
+  readonly numBlocks: number;
+  /** Tokens per block. */
+  readonly blockSize: number;
+  /** @internal header pointer of this manager in the core */
+  readonly ptr: number;
+  /** @internal */
+  readonly seedLo: number;
+  /** @internal */
+  readonly seedHi: number;
+  private disposed = false;
+
+  protected constructor(cfg: CoreManagerConfig) {
+    this.numBlocks = cfg.numBlocks;
+    this.blockSize = cfg.blockSize;
+    this.seedLo = cfg.seedLo;
+    this.seedHi = cfg.seedHi;
+    const ptr = growing((e) => e.mgr_create(cfg.numBlocks, cfg.blockSize, cfg.prefixOn ? 1 : 0, cfg.seedLo, cfg.seedHi));
+    if (ptr === 0) {
+      throw new RangeError(`kvpool: Wasm memory exhausted creating a manager of ${cfg.numBlocks} blocks`);
+    }
+    this.ptr = ptr;
+  }
+
+  /** Resolves once the Wasm core is loaded (constructors are synchronous after that). */
+  static ready(): Promise<void> {
+    return loadCore();
+  }
+
+  allocate(n: number): Int32Array | null {
+    this.live();
+    checkInt('n', n);
+    const out = idSpace(n);
+    if (core().mgr_allocate(this.ptr, n, out) < 0) return null;
+    return mem.i32.slice(out >>> 2, (out >>> 2) + n);
+  }
+
+  deallocate(ids: ArrayLike<number>): void {
+    this.live();
+    const list = checkInt32Array('ids', ids);
+    const p = stageIds(list);
+    const code = core().mgr_release(this.ptr, p, list.length);
+    if (code < 0) throwIdError(code, 'ids', list, 0, this.numBlocks);
+  }
+
+  retain(ids: ArrayLike<number>): void {
+    this.live();
+    const list = checkInt32Array('ids', ids);
+    const p = stageIds(list);
+    const code = core().mgr_retain(this.ptr, p, list.length);
+    if (code < 0) throwIdError(code, 'ids', list, 0, this.numBlocks);
+  }
+
+  evict(n: number): number {
+    this.live();
+    checkInt('n', n);
+    return core().mgr_evict(this.ptr, n);
+  }
+
+  numFreeBlocks(): number {
+    return core().mgr_num_free(this.ptr);
+  }
+
+  numUsedBlocks(): number {
+    return core().mgr_num_used(this.ptr);
+  }
+
+  numBlocksInPrefixCache(): number {
+    return core().mgr_num_cached(this.ptr);
+  }
+
+  numTotalBlocks(): number {
+    return this.numBlocks - 1;
+  }
+
+  kvCacheUtilization(): number {
+    return this.numUsedBlocks() / this.numTotalBlocks();
+  }
+
+  stats(): BlockManagerStats {
+    this.live();
+    const out = byteSpace(STAT_FIELDS.length * 8);
+    core().mgr_stats(this.ptr, out);
+    const f = mem.f64;
+    const base = out >>> 3;
+    const s = {} as Record<(typeof STAT_FIELDS)[number], number>;
+    STAT_FIELDS.forEach((k, i) => (s[k] = f[base + i]!));
+    return s;
+  }
+
+  check(): void {
+    this.live();
+    const code = core().mgr_check(this.ptr);
+    if (code !== 0) {
+      const id = core().mgr_error_index();
+      const msg = CHECK_MESSAGES[code] ?? `code ${code}`;
+      throw new Error(`kvpool: manager state is inconsistent: ${msg}${id >= 0 ? ` (id ${id})` : ''}`);
+    }
+  }
+
+  /** References held on `id` right now, the prefix cache's included. */
+  refCount(id: number): number {
+    this.live();
+    checkInt('id', id, 0, this.numBlocks - 1);
+    return core().mgr_ref(this.ptr, id);
+  }
+
+  /**
+   * Holders of every id other than the prefix cache (index = id; id 0, the
+   * padding block, counts the manager itself). For audits.
+   */
+  holderCounts(): Int32Array {
+    this.live();
+    const e = core();
+    const v = views();
+    const ref = e.mgr_ref_ptr(this.ptr) >>> 2;
+    const flags = e.mgr_flags_ptr(this.ptr);
+    const out = v.i32.slice(ref, ref + this.numBlocks);
+    for (let id = 0; id < this.numBlocks; id++) out[id]! -= v.u8[flags + id]! & 1;
+    return out;
+  }
+
+  /** A copy of the free stack, bottom first (the last element is handed out next). */
+  freeIds(): Int32Array {
+    this.live();
+    const v = views();
+    const p = core().mgr_free_ptr(this.ptr) >>> 2;
+    return v.i32.slice(p, p + this.numFreeBlocks());
+  }
+
+  /**
+   * Cached ids from least to most recently used: the order eviction walks
+   * (skipping ids something else still holds). O(n log n); for audits and views.
+   */
+  lruOrder(): Int32Array {
+    this.live();
+    const e = core();
+    const v = views();
+    const ids: number[] = [];
+    const stamps: number[] = [];
+    const flags = e.mgr_flags_ptr(this.ptr);
+    const stamp = e.mgr_stamp_ptr(this.ptr) >>> 2;
+    if (stamp === 0) return new Int32Array(0);
+    for (let id = 1; id < this.numBlocks; id++) {
+      if ((v.u8[flags + id]! & 1) === 0) continue;
+      ids.push(id);
+      stamps[id] = v.u32[stamp + 2 * id]! + v.u32[stamp + 2 * id + 1]! * 2 ** 32;
+    }
+    ids.sort((a, b) => stamps[a]! - stamps[b]!);
+    return Int32Array.from(ids);
+  }
+
+  /** Gives the manager's memory back to the core. The manager is unusable afterwards. */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    core().mgr_destroy(this.ptr);
+  }
+
+  /** @internal */
+  protected live(): void {
+    if (this.disposed) throw new Error('kvpool: this manager was disposed');
+  }
+
+  // ---- hot paths for the pool (arguments already validated) ----
+
+  /** @internal Pops `n` ids into `dst[at..]`; false (nothing popped) when short. */
+  allocateInto(n: number, dst: Int32Array, at: number): boolean {
+    const out = idSpace(n);
+    if (core().mgr_allocate(this.ptr, n, out) < 0) return false;
+    const i32 = mem.i32;
+    const base = out >>> 2;
+    if (n <= 8) for (let i = 0; i < n; i++) dst[at + i] = i32[base + i]!;
+    else dst.set(i32.subarray(base, base + n), at);
+    return true;
+  }
+
+  /** @internal Drops one reference on each of `ids[start..end)`; returns the core's code. */
+  releaseFrom(ids: Int32Array, start: number, end: number): number {
+    if (end <= start) return 0;
+    const p = stageIds(ids, start, end);
+    return core().mgr_release(this.ptr, p, end - start);
+  }
+
+  /** @internal Adds one reference to each of `ids[start..end)`. */
+  retainFrom(ids: Int32Array, start: number, end: number): number {
+    if (end <= start) return 0;
+    const p = stageIds(ids, start, end);
+    return core().mgr_retain(this.ptr, p, end - start);
+  }
+
+  /**
+   * @internal Matches blocks `first..first+nBlocks` of `tokens`, chained on the
+   * hash stamped on `parentId` (0: the chain starts at block `first` = 0).
+   * Writes hit ids to `dst[at..]`; returns the number of hits.
+   */
+  matchInto(tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number): number {
+    if (nBlocks <= 0) return 0;
+    const e = core();
+    const B = this.blockSize;
+    const out = idSpace(nBlocks);
+    let tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
+    let hits = e.mgr_match(this.ptr, tok, nBlocks, parentId, 0, out);
+    if (hits === ERR_UNSTAMPED_PARENT) {
+      const parent = this.parentFromTokens(tokens, first);
+      tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
+      hits = e.mgr_match(this.ptr, tok, nBlocks, 0, parent, out);
+    }
+    const i32 = mem.i32;
+    const base = out >>> 2;
+    for (let i = 0; i < hits; i++) dst[at + i] = i32[base + i]!;
+    return hits;
+  }
+
+  /**
+   * @internal Caches blocks `first..first+nBlocks` of `tokens` held in
+   * `ids[first..]`, chained on `parentId`'s hash. Returns new entries or a
+   * negative core code (bad id).
+   */
+  insertFrom(tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number): number {
+    if (nBlocks <= 0) return 0;
+    const e = core();
+    const B = this.blockSize;
+    let idp = stageIds(ids, first, first + nBlocks);
+    let tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
+    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, 0);
+    if (r === ERR_UNSTAMPED_PARENT) {
+      const parent = this.parentFromTokens(tokens, first);
+      idp = stageIds(ids, first, first + nBlocks);
+      tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
+      r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent);
+    }
+    return r;
+  }
+
+  /** The chain hash of block `first - 1`, computed from the tokens (in the byte area). */
+  private parentFromTokens(tokens: ArrayLike<number>, first: number): number {
+    const B = this.blockSize;
+    const tok = stageTokens(tokens, 0, first * B);
+    const out = byteSpace(first * 16);
+    core().hash_blocks(tok, first * B, B, this.seedLo, this.seedHi, out);
+    return out + (first - 1) * 16;
+  }
+}

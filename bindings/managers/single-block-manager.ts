@@ -1,0 +1,44 @@
+// SingleBlockManager (seed section 6): a pool of single per-sequence ids
+// (embedding ids, linear-state slots). Block size 1, id 0 reserved, no
+// prefix cache: allocateShared finds nothing and cache does nothing.
+
+import { loadCore } from '../core/instance.js';
+import { checkInt, checkInt32Array, checkKeys, checkObject } from '../validate.js';
+import type { BlockManager } from './block-manager.js';
+import { CoreManager } from './core-manager.js';
+
+export interface SingleBlockManagerOptions {
+  /** Physical ids, padding id 0 included (>= 2). */
+  numBlocks: number;
+}
+
+function parse(opts: SingleBlockManagerOptions) {
+  checkObject('options', opts);
+  checkKeys('options', opts, ['numBlocks']);
+  return { numBlocks: checkInt('options.numBlocks', opts.numBlocks, 2), blockSize: 1, prefixOn: false, seedLo: 0, seedHi: 0 };
+}
+
+export class SingleBlockManager extends CoreManager implements BlockManager {
+  constructor(options: SingleBlockManagerOptions) {
+    super(parse(options));
+  }
+
+  static async create(options: SingleBlockManagerOptions): Promise<SingleBlockManager> {
+    parse(options);
+    await loadCore();
+    return new SingleBlockManager(options);
+  }
+
+  allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
+    checkInt32Array('tokens', tokens);
+    checkInt32Array('existingShared', existingShared);
+    return new Int32Array(0);
+  }
+
+  cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
+    checkInt32Array('tokens', tokens);
+    checkInt32Array('ids', ids);
+    checkInt('existingSharedCount', existingSharedCount);
+    return 0;
+  }
+}

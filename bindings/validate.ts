@@ -1,0 +1,72 @@
+// Argument checks shared by every public call. Each one runs before any state
+// changes and throws a TypeError (wrong kind of value) or RangeError (right
+// kind, bad value) whose message names the argument and the value.
+
+const INT32_MIN = -0x80000000;
+const INT32_MAX = 0x7fffffff;
+
+export function describe(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v);
+  if (typeof v === 'bigint') return `${v}n`;
+  if (Array.isArray(v)) return `an array of length ${v.length}`;
+  if (v !== null && typeof v === 'object') return `a ${(v as object).constructor?.name ?? 'object'}`;
+  return String(v);
+}
+
+/** An integer in [min, max]. */
+export function checkInt(name: string, v: unknown, min = 0, max = INT32_MAX): number {
+  if (typeof v !== 'number') throw new TypeError(`${name} must be a number, got ${describe(v)}`);
+  if (!Number.isInteger(v)) throw new RangeError(`${name} must be an integer, got ${describe(v)}`);
+  if (v < min || v > max) {
+    const range = max === INT32_MAX ? `>= ${min}` : `in [${min}, ${max}]`;
+    throw new RangeError(`${name} must be ${range}, got ${v}`);
+  }
+  return v;
+}
+
+export function checkBool(name: string, v: unknown): boolean {
+  if (typeof v !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${describe(v)}`);
+  return v;
+}
+
+/** An array-like of int32 integers (an Int32Array passes without a scan). */
+export function checkInt32Array(name: string, v: unknown): ArrayLike<number> {
+  if (v instanceof Int32Array) return v;
+  if (v === null || typeof v !== 'object' || typeof (v as ArrayLike<number>).length !== 'number') {
+    throw new TypeError(`${name} must be an Int32Array or an array of integers, got ${describe(v)}`);
+  }
+  const a = v as ArrayLike<unknown>;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < INT32_MIN || x > INT32_MAX) {
+      throw new RangeError(`${name}[${i}] must be an int32 integer, got ${describe(x)}`);
+    }
+  }
+  return a as ArrayLike<number>;
+}
+
+const TWO_64 = 1n << 64n;
+
+/** A 64-bit hash seed as two 32-bit halves. */
+export function checkSeed(name: string, v: unknown): { lo: number; hi: number } {
+  let big: bigint;
+  if (typeof v === 'bigint') big = v;
+  else if (typeof v === 'number') {
+    if (!Number.isSafeInteger(v)) throw new RangeError(`${name} must be a safe integer or a bigint, got ${describe(v)}`);
+    big = BigInt(v);
+  } else throw new TypeError(`${name} must be a number or a bigint, got ${describe(v)}`);
+  if (big < 0n || big >= TWO_64) throw new RangeError(`${name} must be in [0, 2^64), got ${describe(v)}`);
+  return { lo: Number(big & 0xffffffffn), hi: Number(big >> 32n) };
+}
+
+/** Rejects option keys the caller misspelt. */
+export function checkKeys(name: string, opts: object, allowed: readonly string[]): void {
+  for (const k of Object.keys(opts)) {
+    if (!allowed.includes(k)) throw new TypeError(`${name}: unknown option ${JSON.stringify(k)} (known: ${allowed.join(', ')})`);
+  }
+}
+
+export function checkObject(name: string, v: unknown): object {
+  if (v === null || typeof v !== 'object') throw new TypeError(`${name} must be an object, got ${describe(v)}`);
+  return v;
+}

@@ -1,0 +1,348 @@
+// Scenario tests for BlockManagerImpl and SingleBlockManager (seed sections
+// 3, 4 and 6; REPLAY.md "Semantics that must hold").
+
+import { describe, expect, it } from 'vitest';
+import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
+import { SingleBlockManager } from '../bindings/managers/single-block-manager.js';
+
+const B = 4;
+/** Tokens of `n` full blocks, block j filled with `base + j`. */
+function chain(n: number, base = 100, extra = 0): number[] {
+  const t: number[] = [];
+  for (let j = 0; j < n; j++) for (let k = 0; k < B; k++) t.push(base + j);
+  for (let k = 0; k < extra; k++) t.push(-1 - k);
+  return t;
+}
+
+function mgr(numBlocks = 10, enablePrefixCache = true) {
+  return new BlockManagerImpl({ numBlocks, blockSize: B, enablePrefixCache });
+}
+
+describe('BlockManagerImpl ids', () => {
+  it('reserves id 0 as padding and hands out 1, 2, 3, ... from a fresh manager', () => {
+    const m = mgr(6);
+    expect(m.numTotalBlocks()).toBe(5);
+    expect(m.numFreeBlocks()).toBe(5);
+    expect([...m.allocate(3)!]).toEqual([1, 2, 3]);
+    expect([...m.allocate(2)!]).toEqual([4, 5]);
+    expect(m.allocate(1)).toBeNull();
+    expect(m.numUsedBlocks()).toBe(5);
+    expect(m.refCount(0)).toBe(1);
+    m.check();
+  });
+
+  it('is a LIFO stack: ids released 1, 2, 3 come back 3, 2, 1', () => {
+    const m = mgr();
+    const ids = m.allocate(3)!;
+    m.deallocate(ids);
+    expect([...m.allocate(3)!]).toEqual([3, 2, 1]);
+    m.check();
+  });
+
+  it('allocate(0) succeeds with no ids', () => {
+    const m = mgr();
+    expect(m.allocate(0)!.length).toBe(0);
+    expect(m.numFreeBlocks()).toBe(9);
+  });
+
+  it('returns an id to the free stack only when its last holder lets go', () => {
+    const m = mgr();
+    const [a] = m.allocate(1)!;
+    m.retain([a!]); // a forked sequence
+    expect(m.refCount(a!)).toBe(2);
+    m.deallocate([a!]);
+    expect(m.numFreeBlocks()).toBe(8);
+    expect(m.numUsedBlocks()).toBe(1);
+    m.deallocate([a!]);
+    expect(m.numFreeBlocks()).toBe(9);
+    expect(m.numUsedBlocks()).toBe(0);
+    m.check();
+  });
+
+  it('counts a duplicated id in one deallocate twice', () => {
+    const m = mgr();
+    const [a] = m.allocate(1)!;
+    m.retain([a!]);
+    m.deallocate([a!, a!]);
+    expect(m.refCount(a!)).toBe(0);
+    expect(m.numFreeBlocks()).toBe(9);
+  });
+});
+
+describe('BlockManagerImpl prefix cache', () => {
+  it('deallocate is not free: a cached block stays resident until evicted', () => {
+    const m = mgr();
+    const t = chain(2);
+    const ids = m.allocate(2)!;
+    expect(m.cache(t, ids)).toBe(2);
+    expect(m.refCount(ids[0]!)).toBe(2); // the sequence and the cache
+    m.deallocate(ids);
+    expect(m.numFreeBlocks()).toBe(7);
+    expect(m.numUsedBlocks()).toBe(0);
+    expect(m.numBlocksInPrefixCache()).toBe(2);
+    expect(m.refCount(ids[0]!)).toBe(1);
+    expect(m.evict(5)).toBe(2);
+    expect(m.numFreeBlocks()).toBe(9);
+    expect(m.numBlocksInPrefixCache()).toBe(0);
+    m.check();
+  });
+
+  it('matches full blocks from the start, stops at the first miss, and adds a reference to each hit', () => {
+    const m = mgr();
+    const t = chain(3);
+    const ids = m.allocate(3)!;
+    m.cache(t, ids);
+    m.deallocate(ids);
+    const other = chain(3);
+    other[B * 1] = 999; // block 1 differs, so block 2 cannot match either
+    expect([...m.allocateShared(other)]).toEqual([ids[0]]);
+    expect([...m.allocateShared(t.concat([7, 7]))]).toEqual([...ids]);
+    expect(m.refCount(ids[0]!)).toBe(3);
+    expect(m.numUsedBlocks()).toBe(3);
+    m.check();
+  });
+
+  it('never shares blocks across different parents (the hash chains)', () => {
+    const m = mgr();
+    const a = chain(2, 100);
+    const ids = m.allocate(2)!;
+    m.cache(a, ids);
+    const b = chain(2, 200).slice(0, B).concat(a.slice(B)); // same block 1 tokens, other block 0
+    expect(m.allocateShared(b).length).toBe(0);
+  });
+
+  it('evicts chain tails first: a match leaves the root most recent', () => {
+    const m = mgr(10);
+    const t = chain(3);
+    const ids = m.allocate(3)!;
+    m.cache(t, ids);
+    m.deallocate(ids);
+    const hit = m.allocateShared(t);
+    m.deallocate(hit);
+    expect([...m.lruOrder()]).toEqual([ids[2], ids[1], ids[0]]);
+    // Need 8 with 6 free: two evictions, deepest first; allocation gets them in reverse eviction order.
+    const got = m.allocate(8)!;
+    expect([...got.slice(0, 2)]).toEqual([ids[1], ids[2]]);
+    expect(m.stats().blocksEvicted).toBe(2);
+    m.check();
+  });
+
+  it('skips blocks a sequence still holds when evicting', () => {
+    const m = mgr(6);
+    const t = chain(2);
+    const ids = m.allocate(2)!;
+    m.cache(t, ids);
+    m.deallocate([ids[1]!]); // block 1 only cached; block 0 still held
+    const got = m.allocate(4)!;
+    expect(got).not.toBeNull();
+    expect(got[0]).toBe(ids[1]);
+    expect(m.numBlocksInPrefixCache()).toBe(1);
+    m.check();
+  });
+
+  it('a failed allocation keeps what it evicted on the way', () => {
+    const m = mgr(6);
+    const t = chain(2);
+    const ids = m.allocate(2)!;
+    m.cache(t, ids);
+    m.deallocate(ids);
+    const held = m.allocate(3)!;
+    expect(held.length).toBe(3);
+    expect(m.allocate(3)).toBeNull(); // 0 free + 2 evictable < 3
+    expect(m.numBlocksInPrefixCache()).toBe(0);
+    expect(m.numFreeBlocks()).toBe(2);
+    expect(m.stats().allocationFailures).toBe(1);
+    m.check();
+  });
+
+  it('keeps the cached block on a duplicate insert; the caller\'s copy is freed on release', () => {
+    const m = mgr();
+    const t = chain(2);
+    const a = m.allocate(2)!;
+    m.cache(t, a);
+    const b = m.allocate(2)!;
+    expect(m.cache(t, b)).toBe(0);
+    expect(m.refCount(b[0]!)).toBe(1);
+    m.deallocate(b);
+    expect(m.numFreeBlocks()).toBe(7);
+    expect([...m.allocateShared(t)]).toEqual([...a]);
+    m.check();
+  });
+
+  it('insert after a shared prefix refreshes only the new part (the parent can end older)', () => {
+    const m = mgr(12);
+    const t = chain(3);
+    const ids = m.allocate(2)!;
+    m.cache(t.slice(0, 2 * B), ids);
+    m.deallocate(ids);
+    const shared = m.allocateShared(t); // both hit
+    const own = m.allocate(1)!;
+    const table = [...shared, ...own];
+    m.cache(t, table, 2);
+    m.deallocate(table);
+    // Only block 2 was visited by the insert: it is now the most recent.
+    expect([...m.lruOrder()]).toEqual([shared[1], shared[0], own[0]]);
+    m.check();
+  });
+
+  it('continues a match after existing shared blocks using their stamped hash', () => {
+    const m = mgr();
+    const t = chain(3);
+    const ids = m.allocate(3)!;
+    m.cache(t, ids);
+    const first = m.allocateShared(t.slice(0, B));
+    const rest = m.allocateShared(t, first);
+    expect([...rest]).toEqual([ids[1], ids[2]]);
+    m.check();
+  });
+
+  it('derives the parent hash from the tokens when the existing block has none', () => {
+    const m = mgr();
+    const t = chain(2);
+    const ids = m.allocate(2)!;
+    m.cache(t, ids);
+    const mine = m.allocate(1)!; // never hashed
+    expect([...m.allocateShared(t, mine)]).toEqual([ids[1]]);
+  });
+
+  it('caches nothing with the prefix cache off and never evicts', () => {
+    const m = mgr(6, false);
+    const t = chain(2);
+    const ids = m.allocate(2)!;
+    expect(m.cache(t, ids)).toBe(0);
+    expect(m.allocateShared(t).length).toBe(0);
+    expect(m.numBlocksInPrefixCache()).toBe(0);
+    m.deallocate(ids);
+    expect(m.numFreeBlocks()).toBe(5);
+    m.check();
+  });
+
+  it('counts queries, hits, inserts and evictions', () => {
+    const m = mgr();
+    const t = chain(3);
+    const ids = m.allocate(3)!;
+    m.cache(t, ids);
+    m.deallocate(ids);
+    m.deallocate(m.allocateShared(chain(2).concat(chain(1, 500))));
+    const s = m.stats();
+    expect(s).toMatchObject({ matchCalls: 1, blocksQueried: 3, blocksHit: 2, blocksInserted: 3, blocksAllocated: 3 });
+    expect(s.numEvictableBlocks).toBe(3);
+  });
+});
+
+describe('bad input leaves the manager unchanged', () => {
+  const bad: Array<[string, (m: BlockManagerImpl, held: Int32Array) => unknown, RegExp]> = [
+    ['fractional count', (m) => m.allocate(1.5), /n must be an integer, got 1.5/],
+    ['negative count', (m) => m.allocate(-1), /n must be >= 0, got -1/],
+    ['NaN count', (m) => m.allocate(NaN), /n must be an integer, got NaN/],
+    ['string count', (m) => m.allocate('2' as unknown as number), /n must be a number/],
+    ['already free id', (m) => m.deallocate([5]), /ids\[0\] = 5 has no holder left \(it is free\)/],
+    ['double release', (m, h) => m.deallocate([h[0]!, h[0]!]), /ids\[1\] = \d+ has no holder left/],
+    ['padding id', (m) => m.deallocate([0]), /ids\[0\] = 0 is the padding block/],
+    ['retain padding', (m) => m.retain([0]), /ids\[0\] = 0 is the padding block/],
+    ['id out of range', (m) => m.deallocate([10]), /ids\[0\] = 10 is out of range: this manager's ids are 1..9/],
+    ['negative id', (m) => m.retain([-3]), /ids\[0\] = -3 is out of range/],
+    ['fractional id', (m) => m.deallocate([1.5]), /ids\[0\] must be an int32 integer, got 1.5/],
+    ['retain a free id', (m) => m.retain([7]), /ids\[0\] = 7 has no holder left \(it is free\)/],
+    ['non-integer token', (m) => m.allocateShared([1, 2, 3, 4.5]), /tokens\[3\] must be an int32 integer, got 4.5/],
+    ['NaN token', (m) => m.allocateShared([NaN]), /tokens\[0\] must be an int32 integer, got NaN/],
+    ['token above int32', (m) => m.allocateShared([2 ** 31]), /tokens\[0\] must be an int32 integer, got 2147483648/],
+    ['token below int32', (m) => m.allocateShared([-(2 ** 31) - 1]), /tokens\[0\] must be an int32 integer/],
+    ['tokens not an array', (m) => m.allocateShared(5 as unknown as number[]), /tokens must be an Int32Array or an array/],
+    ['too many ids for tokens', (m, h) => m.cache(chain(1), h), /ids has 2 blocks but tokens \(4\) fill at most 1 blocks/],
+    ['existing count above blocks', (m, h) => m.cache(chain(2), h, 3), /existingSharedCount must be in \[0, 2\], got 3/],
+    ['cache a free id', (m) => m.cache(chain(1), [6]), /ids\[0\] = 6 has no holder left \(it is free\)/],
+    ['existing beyond tokens', (m, h) => m.allocateShared(chain(1), h), /existingShared has 2 ids but tokens hold only 1 full blocks/],
+    ['evict negative', (m) => m.evict(-1), /n must be >= 0/],
+  ];
+  for (const [name, call, msg] of bad) {
+    it(name, () => {
+      const m = mgr(10);
+      const held = m.allocate(2)!;
+      m.cache(chain(2), held);
+      const before = { free: [...m.freeIds()], lru: [...m.lruOrder()], stats: m.stats(), refs: [...held].map((id) => m.refCount(id)) };
+      expect(() => call(m, held)).toThrow(msg);
+      expect({ free: [...m.freeIds()], lru: [...m.lruOrder()], stats: m.stats(), refs: [...held].map((id) => m.refCount(id)) }).toEqual(before);
+      m.check();
+    });
+  }
+
+  it('a release that fails midway leaves earlier ids untouched', () => {
+    const m = mgr();
+    const ids = m.allocate(3)!;
+    expect(() => m.deallocate([ids[0]!, ids[1]!, 9])).toThrow(/ids\[2\] = 9 has no holder left/);
+    expect([...ids].map((id) => m.refCount(id))).toEqual([1, 1, 1]);
+    expect(m.numFreeBlocks()).toBe(6);
+  });
+
+  it('rejects cached-only ids as having no holder', () => {
+    const m = mgr();
+    const ids = m.allocate(1)!;
+    m.cache(chain(1), ids);
+    m.deallocate(ids);
+    expect(() => m.deallocate(ids)).toThrow(/only the prefix cache holds it/);
+  });
+
+  it('rejects bad options', () => {
+    expect(() => new BlockManagerImpl({ numBlocks: 1, blockSize: 4 })).toThrow(/options.numBlocks must be >= 2, got 1/);
+    expect(() => new BlockManagerImpl({ numBlocks: 8, blockSize: 0 })).toThrow(/options.blockSize must be >= 1, got 0/);
+    expect(() => new BlockManagerImpl({ numBlocks: 8.5, blockSize: 4 })).toThrow(/options.numBlocks must be an integer/);
+    expect(() => new BlockManagerImpl({ numBlocks: 8, blockSize: 4, seed: -1 })).toThrow(/options.seed must be in \[0, 2\^64\)/);
+    expect(() => new BlockManagerImpl({ numBlocks: 8, blockSize: 4, enablePrefixCache: 1 as unknown as boolean })).toThrow(/enablePrefixCache must be a boolean/);
+    expect(() => new BlockManagerImpl({ numBlocks: 8, blockSize: 4, numblocks: 3 } as never)).toThrow(/unknown option "numblocks"/);
+    expect(() => new BlockManagerImpl(null as never)).toThrow(TypeError);
+  });
+
+  it('reports exhausted Wasm memory as a clear error and keeps working', () => {
+    expect(() => new BlockManagerImpl({ numBlocks: 2 ** 31 - 1, blockSize: 16 })).toThrow(/Wasm memory exhausted creating a manager of 2147483647 blocks/);
+    const m = mgr();
+    expect([...m.allocate(2)!]).toEqual([1, 2]);
+    m.check();
+  });
+
+  it('refuses calls after dispose', () => {
+    const m = mgr();
+    m.dispose();
+    expect(() => m.allocate(1)).toThrow(/disposed/);
+  });
+});
+
+describe('SingleBlockManager', () => {
+  it('hands out single ids 1, 2, ... and reuses them LIFO; id 0 reserved', () => {
+    const s = new SingleBlockManager({ numBlocks: 4 });
+    expect(s.blockSize).toBe(1);
+    expect(s.numTotalBlocks()).toBe(3);
+    expect([...s.allocate(1)!, ...s.allocate(1)!]).toEqual([1, 2]);
+    s.deallocate([1]);
+    expect([...s.allocate(1)!]).toEqual([1]);
+    expect(s.allocate(2)).toBeNull();
+    s.check();
+  });
+
+  it('has no prefix cache', () => {
+    const s = new SingleBlockManager({ numBlocks: 4 });
+    const ids = s.allocate(2)!;
+    expect(s.allocateShared([1, 2]).length).toBe(0);
+    expect(s.cache([1, 2], ids)).toBe(0);
+    expect(s.numBlocksInPrefixCache()).toBe(0);
+    expect(s.evict(3)).toBe(0);
+    s.deallocate(ids);
+    expect(s.numFreeBlocks()).toBe(3);
+    s.check();
+  });
+
+  it('rejects bad options and ids', () => {
+    expect(() => new SingleBlockManager({ numBlocks: 1 })).toThrow(/numBlocks must be >= 2/);
+    const s = new SingleBlockManager({ numBlocks: 4 });
+    expect(() => s.deallocate([1])).toThrow(/has no holder left \(it is free\)/);
+    expect(() => s.allocateShared([0.5])).toThrow(/tokens\[0\]/);
+  });
+
+  it('lives beside many managers in one core without recompiling', async () => {
+    const many = Array.from({ length: 50 }, () => new SingleBlockManager({ numBlocks: 16 }));
+    many.forEach((s, i) => expect([...s.allocate(1 + (i % 3))!][0]).toBe(1));
+    const created = await BlockManagerImpl.create({ numBlocks: 4, blockSize: 2 });
+    expect([...created.allocate(1)!]).toEqual([1]);
+    many.forEach((s) => s.dispose());
+  });
+});

@@ -1,0 +1,189 @@
+// Model of BlockManagerImpl: a free stack, reference counts and the prefix
+// cache, in plain arrays and maps. Mirrors bindings/managers/block-manager-impl.ts.
+
+import { chainKey } from './chain-key.js';
+import { ModelPrefixCache } from './prefix-cache.js';
+
+export interface ModelManagerOptions {
+  numBlocks: number;
+  blockSize: number;
+  enablePrefixCache?: boolean;
+}
+
+export class ModelBlockManager {
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  readonly prefixOn: boolean;
+  /** Free stack; the last element is handed out next. */
+  readonly free: number[] = [];
+  /** References per id, the cache's included. */
+  readonly ref: number[];
+  /** The key stamped on each id by match/insert (until it is freed). */
+  readonly stamp = new Map<number, string>();
+  readonly prefix = new ModelPrefixCache();
+  counters = { matchCalls: 0, blocksQueried: 0, blocksHit: 0, blocksInserted: 0, blocksEvicted: 0, blocksAllocated: 0, allocationFailures: 0 };
+
+  constructor(o: ModelManagerOptions) {
+    this.numBlocks = o.numBlocks;
+    this.blockSize = o.blockSize;
+    this.prefixOn = o.enablePrefixCache ?? true;
+    this.ref = new Array(o.numBlocks).fill(0);
+    for (let id = o.numBlocks - 1; id >= 0; id--) this.free.push(id);
+    this.free.pop(); // id 0: padding
+    this.ref[0] = 1;
+  }
+
+  private cachedCount(id: number): number {
+    return this.prefix.keyOf.has(id) ? 1 : 0;
+  }
+
+  private release1(id: number): void {
+    this.ref[id]!--;
+    if (this.ref[id] === 0) {
+      this.stamp.delete(id);
+      this.free.push(id);
+    }
+  }
+
+  allocate(n: number): number[] | null {
+    if (n > this.free.length && this.prefixOn) this.evict(n - this.free.length);
+    if (n > this.free.length) {
+      this.counters.allocationFailures++;
+      return null;
+    }
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const id = this.free.pop()!;
+      this.ref[id] = 1;
+      this.stamp.delete(id);
+      out.push(id);
+    }
+    this.counters.blocksAllocated += n;
+    return out;
+  }
+
+  /** Throws (changing nothing) if some id has no holder besides the cache. */
+  validateRelease(ids: number[]): void {
+    const left = new Map<number, number>();
+    ids.forEach((id, i) => {
+      if (id <= 0 || id >= this.numBlocks) throw new RangeError(`ids[${i}] = ${id} is not a block id`);
+      const h = left.get(id) ?? this.ref[id]! - this.cachedCount(id);
+      if (h <= 0) throw new RangeError(`ids[${i}] = ${id} has no holder left`);
+      left.set(id, h - 1);
+    });
+  }
+
+  deallocate(ids: number[]): void {
+    this.validateRelease(ids);
+    for (const id of ids) this.release1(id);
+  }
+
+  retain(ids: number[]): void {
+    ids.forEach((id, i) => {
+      if (id <= 0 || id >= this.numBlocks || this.ref[id] === 0) throw new RangeError(`ids[${i}] = ${id} cannot be retained`);
+    });
+    for (const id of ids) this.ref[id]!++;
+  }
+
+  evict(k: number): number {
+    let done = 0;
+    for (const [key, id] of this.prefix.entries) {
+      if (done >= k) break;
+      if (this.ref[id]! > 1) continue; // held by a sequence: skipped
+      this.prefix.remove(key);
+      this.release1(id);
+      done++;
+    }
+    this.counters.blocksEvicted += done;
+    return done;
+  }
+
+  /** The key of block `b` of `tokens`, given the key of block b-1. */
+  private keyAt(parent: string | null, tokens: ArrayLike<number>, b: number): string {
+    return chainKey(parent, tokens, b * this.blockSize, (b + 1) * this.blockSize);
+  }
+
+  /** The key of block `b - 1`: stamped on `parentId`, else computed from the tokens. */
+  private parentKey(tokens: ArrayLike<number>, first: number, parentId: number): string | null {
+    if (first === 0) return null;
+    const stamped = this.stamp.get(parentId);
+    if (stamped !== undefined) return stamped;
+    let key: string | null = null;
+    for (let b = 0; b < first; b++) key = this.keyAt(key, tokens, b);
+    return key;
+  }
+
+  allocateShared(tokens: ArrayLike<number>, existing: number[] = []): number[] {
+    const nFull = Math.floor(tokens.length / this.blockSize);
+    if (nFull <= existing.length) return []; // nothing to look up: not counted
+    this.counters.matchCalls++;
+    this.counters.blocksQueried += nFull - existing.length;
+    if (!this.prefixOn) return [];
+    let parent = this.parentKey(tokens, existing.length, existing[existing.length - 1] ?? 0);
+    const hits: number[] = [];
+    const keys: string[] = [];
+    for (let b = existing.length; b < nFull; b++) {
+      const key = this.keyAt(parent, tokens, b);
+      const id = this.prefix.get(key);
+      if (id === undefined) break;
+      this.ref[id]!++;
+      hits.push(id);
+      keys.push(key);
+      parent = key;
+    }
+    this.prefix.touchReversed(keys);
+    this.counters.blocksHit += hits.length;
+    return hits;
+  }
+
+  cache(tokens: ArrayLike<number>, ids: number[], existing = 0): number {
+    const n = Math.min(Math.floor(tokens.length / this.blockSize), ids.length);
+    ids.forEach((id, i) => {
+      if (id <= 0 || id >= this.numBlocks || this.ref[id]! - this.cachedCount(id) <= 0) {
+        throw new RangeError(`ids[${i}] = ${id} is not held`);
+      }
+    });
+    if (!this.prefixOn) return 0;
+    let parent = this.parentKey(tokens, existing, ids[existing - 1] ?? 0);
+    const visited: string[] = [];
+    let added = 0;
+    for (let b = existing; b < n; b++) {
+      const key = this.keyAt(parent, tokens, b);
+      const id = ids[b]!;
+      if (this.prefix.has(key)) {
+        visited.push(key); // refreshed; the caller's duplicate block is not cached
+        if (!this.prefix.keyOf.has(id)) this.stamp.set(id, key);
+      } else if (!this.prefix.keyOf.has(id)) {
+        this.prefix.add(key, id);
+        this.ref[id]!++;
+        this.stamp.set(id, key);
+        visited.push(key);
+        added++;
+      } // else: the id is already cached under another key; not cached twice
+      parent = key;
+    }
+    this.prefix.touchReversed(visited);
+    this.counters.blocksInserted += added;
+    return added;
+  }
+
+  numFreeBlocks(): number {
+    return this.free.length;
+  }
+
+  numUsedBlocks(): number {
+    let used = 0;
+    for (let id = 1; id < this.numBlocks; id++) if (this.ref[id]! - this.cachedCount(id) > 0) used++;
+    return used;
+  }
+
+  numBlocksInPrefixCache(): number {
+    return this.prefix.size;
+  }
+
+  numEvictableBlocks(): number {
+    let n = 0;
+    for (const id of this.prefix.entries.values()) if (this.ref[id] === 1) n++;
+    return n;
+  }
+}
