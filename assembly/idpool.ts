@@ -7,7 +7,7 @@ import {
   Manager, CACHED, refOf, setRef, flagsOf, setFlags, isCached,
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
-import { heapPush, heapRemove, heapPop, inHeap } from "./lru";
+import { becameEvictable, lruRemove, nextVictim } from "./lru";
 import { tableRemove } from "./table";
 
 @inline export function pushFree(m: Manager, id: i32): void {
@@ -35,12 +35,15 @@ export function initIds(m: Manager): void {
  */
 export function evict(m: Manager, k: i32): i32 {
   let done = 0;
-  while (done < k && m.heapSize > 0) {
-    const id = heapPop(m);
+  while (done < k) {
+    const id = nextVictim(m);
+    if (id == 0) break;
+    lruRemove(m, id);
     tableRemove(m, id);
     setFlags(m, id, 0);
     setRef(m, id, 0);
     m.numCached--;
+    m.numEvictable--;
     pushFree(m, id);
     done++;
   }
@@ -76,11 +79,11 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
   return refOf(m, id) - <i32>(flagsOf(m, id) & CACHED);
 }
 
-/** One more holder on a held or cached id (a cached id leaves the eviction order). */
+/** One more holder on a held or cached id (a cached id stops being evictable). */
 @inline export function addRef(m: Manager, id: i32): void {
   if (holders(m, id) == 0) {
     m.numUsed++;
-    if (inHeap(m, id)) heapRemove(m, id);
+    if (isCached(m, id)) m.numEvictable--;
   }
   setRef(m, id, refOf(m, id) + 1);
 }
@@ -95,7 +98,8 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
     pushFree(m, id);
   } else if (r == 1 && isCached(m, id)) {
     m.numUsed--;
-    heapPush(m, id);
+    m.numEvictable++;
+    becameEvictable(m, id);
   }
 }
 
@@ -153,5 +157,5 @@ export function retain(m: Manager, ids: usize, n: i32): i32 {
 
 /** Removes every evictable entry (the reference's reset_prefix_cache). */
 export function evictAll(m: Manager): i32 {
-  return evict(m, m.heapSize);
+  return evict(m, m.numEvictable);
 }

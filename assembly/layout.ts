@@ -11,20 +11,21 @@ export class Manager {
   freeTop: i32 = 0; // ids on the free stack
   numUsed: i32 = 0; // ids held by anything other than the prefix cache
   numCached: i32 = 0; // prefix-cache entries (one block each)
-  heapSize: i32 = 0; // evictable entries (cached, no other holder)
+  numEvictable: i32 = 0; // cached entries nothing else holds
+  heapSize: i32 = 0; // entries in the side heap (see lru.ts)
   tableMask: i32 = 0; // table capacity - 1 (power of two)
+  head: i32 = 0; // least recent linked entry, 0 = none
+  tail: i32 = 0; // most recent linked entry, 0 = none
   seed: u64 = 0;
   clock: u64 = 0; // LRU recency: each touch gets the next value
 
-  // Per-id arrays (pointers into linear memory).
+  // Per-id state lives in one record per id (see REC_* below) so an operation
+  // on a block touches one cache line, not one line per field array.
+  recs: usize = 0; // record of id i at recs + (i << recShift)
+  recShift: i32 = 0; // 6 with caching on (64-byte records), 3 without (ref + flags)
   free: usize = 0; // i32[numBlocks]: free stack, top = free[freeTop - 1]
-  ref: usize = 0; // i32[numBlocks]: every reference, the cache's included
-  flags: usize = 0; // u8[numBlocks]: CACHED | STAMPED
-  hash: usize = 0; // 16 bytes per id: the chain hash stamped on the block
-  stamp: usize = 0; // u64[numBlocks]: recency of a cached entry
-  heap: usize = 0; // i32[numBlocks]: min-heap of evictable ids by stamp
-  heapPos: usize = 0; // i32[numBlocks]: index + 1 in `heap`, 0 when absent
-  table: usize = 0; // i32[tableMask + 1]: open addressing, 0 = empty slot
+  heap: usize = 0; // i32[numBlocks]: side heap of returning entries by stamp
+  table: usize = 0; // (u32 fingerprint, i32 id)[tableMask + 1]; id 0 = empty slot
 
   // Counters (monotonic).
   matchCalls: u64 = 0;
@@ -38,6 +39,7 @@ export class Manager {
 
 export const CACHED: u8 = 1;
 export const STAMPED: u8 = 2;
+export const LINKED: u8 = 4; // in the LRU list
 
 // Error codes returned by exports (negative); the offending index is kept in
 // `errorIndex` so the bindings can name the argument element.
@@ -54,20 +56,33 @@ export function setErrorIndex(i: i32): void {
   errorIndex = i;
 }
 
+// Record layout (byte offsets). Without caching only ref and flags exist.
+export const REC_REF: usize = 0; // i32: every reference, the cache's included
+export const REC_FLAGS: usize = 4; // u8: CACHED | STAMPED | LINKED
+export const REC_PREV: usize = 8; // i32: LRU list links (0 = none)
+export const REC_NEXT: usize = 12; // i32
+export const REC_STAMP: usize = 16; // u64: recency of a cached entry
+export const REC_HASH: usize = 24; // 16 bytes: the chain hash stamped on the block
+export const REC_HEAP_POS: usize = 40; // i32: index + 1 in the side heap, 0 when absent
+
+@inline export function rec(m: Manager, id: i32): usize {
+  return m.recs + (<usize>id << m.recShift);
+}
+
 @inline export function refOf(m: Manager, id: i32): i32 {
-  return load<i32>(m.ref + (<usize>id << 2));
+  return load<i32>(rec(m, id) + REC_REF);
 }
 
 @inline export function setRef(m: Manager, id: i32, v: i32): void {
-  store<i32>(m.ref + (<usize>id << 2), v);
+  store<i32>(rec(m, id) + REC_REF, v);
 }
 
 @inline export function flagsOf(m: Manager, id: i32): u8 {
-  return load<u8>(m.flags + <usize>id);
+  return load<u8>(rec(m, id) + REC_FLAGS);
 }
 
 @inline export function setFlags(m: Manager, id: i32, v: u8): void {
-  store<u8>(m.flags + <usize>id, v);
+  store<u8>(rec(m, id) + REC_FLAGS, v);
 }
 
 @inline export function isCached(m: Manager, id: i32): bool {
@@ -75,13 +90,19 @@ export function setErrorIndex(i: i32): void {
 }
 
 @inline export function hashPtr(m: Manager, id: i32): usize {
-  return m.hash + (<usize>id << 4);
+  return rec(m, id) + REC_HASH;
 }
 
 @inline export function stampOf(m: Manager, id: i32): u64 {
-  return load<u64>(m.stamp + (<usize>id << 3));
+  return load<u64>(rec(m, id) + REC_STAMP);
 }
 
 @inline export function setStamp(m: Manager, id: i32, v: u64): void {
-  store<u64>(m.stamp + (<usize>id << 3), v);
+  store<u64>(rec(m, id) + REC_STAMP, v);
+}
+
+/** Copies a 16-byte hash (two loads and stores; a bulk memory.copy costs a call into the engine). */
+@inline export function copyHash(dst: usize, src: usize): void {
+  store<u64>(dst, load<u64>(src));
+  store<u64>(dst, load<u64>(src, 8), 8);
 }

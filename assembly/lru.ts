@@ -1,14 +1,68 @@
-// The eviction order: a binary min-heap of evictable ids keyed by recency.
+// The eviction order of the prefix cache.
 //
-// The reference keeps one LRU list of all cached blocks and, on every
-// eviction, walks it from the least recent end skipping blocks a sequence
-// still holds. Taking the least recent *evictable* entries first gives the
-// same victims in the same order; keeping only evictable ids in a heap makes
-// each victim O(log n) however many cached blocks are held (the reference
-// rescans them all on every call). A held entry leaves the heap; when its
-// last holder lets go it comes back with the recency it had.
+// The reference keeps one LRU list of every cached block and, on each
+// eviction, walks it from the least recent end, skipping blocks a sequence
+// still holds -- so every call rescans all held blocks ahead of the first
+// victim. We keep the same order with a different bookkeeping:
+//
+// - The list holds entries in recency order. A touch (match, insert) gives
+//   the entry the newest stamp and appends it, so the list stays sorted.
+// - Held entries may stay in the list. When the eviction walk meets one it
+//   *parks* it: unlinks it and remembers nothing else; it costs one step,
+//   once, instead of one step per eviction call.
+// - A parked entry whose last holder lets go goes into a small side heap
+//   keyed by its stamp (it keeps the recency it had).
+// - Eviction takes the older of the list head and the side-heap top.
+//
+// The victims and their order are exactly the reference's; each victim is
+// O(1) from the list (O(log n) from the side heap, which only holds blocks
+// that were parked and then released).
 
-import { Manager, stampOf } from "./layout";
+import {
+  Manager, LINKED, REC_PREV, REC_NEXT, REC_HEAP_POS, rec, flagsOf, setFlags, stampOf, setStamp, refOf,
+} from "./layout";
+
+@inline function prevOf(m: Manager, id: i32): i32 {
+  return load<i32>(rec(m, id) + REC_PREV);
+}
+
+@inline function nextOf(m: Manager, id: i32): i32 {
+  return load<i32>(rec(m, id) + REC_NEXT);
+}
+
+@inline function setPrev(m: Manager, id: i32, v: i32): void {
+  store<i32>(rec(m, id) + REC_PREV, v);
+}
+
+@inline function setNext(m: Manager, id: i32, v: i32): void {
+  store<i32>(rec(m, id) + REC_NEXT, v);
+}
+
+@inline export function isLinked(m: Manager, id: i32): bool {
+  return (flagsOf(m, id) & LINKED) != 0;
+}
+
+function unlink(m: Manager, id: i32): void {
+  const p = prevOf(m, id);
+  const n = nextOf(m, id);
+  if (p != 0) setNext(m, p, n);
+  else m.head = n;
+  if (n != 0) setPrev(m, n, p);
+  else m.tail = p;
+  setFlags(m, id, flagsOf(m, id) & ~LINKED);
+}
+
+function append(m: Manager, id: i32): void {
+  const t = m.tail;
+  setPrev(m, id, t);
+  setNext(m, id, 0);
+  if (t != 0) setNext(m, t, id);
+  else m.head = id;
+  m.tail = id;
+  setFlags(m, id, flagsOf(m, id) | LINKED);
+}
+
+// ---- side heap (min by stamp) ----
 
 @inline function heapAt(m: Manager, i: i32): i32 {
   return load<i32>(m.heap + (<usize>i << 2));
@@ -16,11 +70,11 @@ import { Manager, stampOf } from "./layout";
 
 @inline function place(m: Manager, i: i32, id: i32): void {
   store<i32>(m.heap + (<usize>i << 2), id);
-  store<i32>(m.heapPos + (<usize>id << 2), i + 1);
+  store<i32>(rec(m, id) + REC_HEAP_POS, i + 1);
 }
 
 @inline export function inHeap(m: Manager, id: i32): bool {
-  return load<i32>(m.heapPos + (<usize>id << 2)) != 0;
+  return load<i32>(rec(m, id) + REC_HEAP_POS) != 0;
 }
 
 function siftUp(m: Manager, i: i32, id: i32): void {
@@ -59,45 +113,86 @@ function siftDown(m: Manager, i: i32, id: i32): void {
   place(m, i, id);
 }
 
-export function heapPush(m: Manager, id: i32): void {
-  const i = m.heapSize++;
-  siftUp(m, i, id);
-}
-
-export function heapRemove(m: Manager, id: i32): void {
-  const posAddr = m.heapPos + (<usize>id << 2);
+function heapRemove(m: Manager, id: i32): void {
+  const posAddr = rec(m, id) + REC_HEAP_POS;
   const i = load<i32>(posAddr) - 1;
   store<i32>(posAddr, 0);
   const last = heapAt(m, --m.heapSize);
   if (last == id) return;
-  // Move the last element into the hole and restore order in whichever direction it breaks.
   if (i > 0 && stampOf(m, last) < stampOf(m, heapAt(m, (i - 1) >> 1))) siftUp(m, i, last);
   else siftDown(m, i, last);
 }
 
-/** The least recent evictable id, removed from the heap (the heap must not be empty). */
-export function heapPop(m: Manager): i32 {
-  const top = heapAt(m, 0);
-  store<i32>(m.heapPos + (<usize>top << 2), 0);
-  const last = heapAt(m, --m.heapSize);
-  if (m.heapSize > 0) siftDown(m, 0, last);
-  return top;
+// ---- the operations the cache uses ----
+
+/** Gives the entry the newest recency (a match or insert visited it). */
+export function touch(m: Manager, id: i32): void {
+  if (isLinked(m, id)) unlink(m, id);
+  else if (inHeap(m, id)) heapRemove(m, id);
+  setStamp(m, id, ++m.clock);
+  append(m, id);
 }
 
-/** After an entry's recency moved forward (a refresh), restore heap order. */
-export function heapIncreased(m: Manager, id: i32): void {
-  const i = load<i32>(m.heapPos + (<usize>id << 2)) - 1;
-  siftDown(m, i, id);
+/** A new entry (its stamp is set by the touch that follows in the same batch). */
+export function lruAdd(m: Manager, id: i32): void {
+  setStamp(m, id, ++m.clock);
+  append(m, id);
 }
 
-/** Audit: heap order, positions, and size. Returns false on any violation. */
-export function heapValid(m: Manager): bool {
-  const n = m.heapSize;
-  for (let i = 0; i < n; i++) {
-    const id = heapAt(m, i);
-    if (id <= 0 || id >= m.numBlocks) return false;
-    if (load<i32>(m.heapPos + (<usize>id << 2)) != i + 1) return false;
-    if (i > 0 && stampOf(m, heapAt(m, (i - 1) >> 1)) > stampOf(m, id)) return false;
+/** The last holder besides the cache let go: a parked entry becomes findable again. */
+export function becameEvictable(m: Manager, id: i32): void {
+  if (!isLinked(m, id) && !inHeap(m, id)) siftUp(m, m.heapSize++, id);
+}
+
+/** Removes an entry being evicted (or dropped) from whichever structure holds it. */
+export function lruRemove(m: Manager, id: i32): void {
+  if (isLinked(m, id)) unlink(m, id);
+  else if (inHeap(m, id)) heapRemove(m, id);
+}
+
+/**
+ * The least recent evictable entry, or 0 when there is none. Held entries met
+ * on the way are parked (taken out of the order until they are released).
+ */
+export function nextVictim(m: Manager): i32 {
+  while (true) {
+    const a = m.head;
+    const b = m.heapSize > 0 ? heapAt(m, 0) : 0;
+    if (a == 0 && b == 0) return 0;
+    const fromList = b == 0 || (a != 0 && stampOf(m, a) < stampOf(m, b));
+    const id = fromList ? a : b;
+    if (refOf(m, id) == 1) return id;
+    if (fromList) unlink(m, id);
+    else heapRemove(m, id);
   }
-  return true;
+}
+
+/**
+ * Audit: the list is sorted by stamp with consistent links, the side heap is
+ * ordered, and every evictable entry is in one of them. Returns the number of
+ * entries in the list and the heap, or -1.
+ */
+export function lruAudit(m: Manager): i32 {
+  let count = 0;
+  let prev = 0;
+  let lastStamp: u64 = 0;
+  let id = m.head;
+  while (id != 0) {
+    if (id < 0 || id >= m.numBlocks || count > m.numBlocks) return -1;
+    if (!isLinked(m, id) || prevOf(m, id) != prev) return -1;
+    const s = stampOf(m, id);
+    if (count > 0 && s <= lastStamp) return -1;
+    lastStamp = s;
+    prev = id;
+    id = nextOf(m, id);
+    count++;
+  }
+  if (m.tail != prev) return -1;
+  for (let i = 0; i < m.heapSize; i++) {
+    const h = heapAt(m, i);
+    if (h <= 0 || h >= m.numBlocks || isLinked(m, h)) return -1;
+    if (load<i32>(rec(m, h) + REC_HEAP_POS) != i + 1) return -1;
+    if (i > 0 && stampOf(m, heapAt(m, (i - 1) >> 1)) > stampOf(m, h)) return -1;
+  }
+  return count + m.heapSize;
 }

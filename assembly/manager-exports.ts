@@ -2,11 +2,11 @@
 
 import { alloc, release as releaseRegion } from "./heap";
 import {
-  Manager, CACHED, STAMPED, refOf, flagsOf, setFlags, hashPtr, stampOf, errorIndex, setErrorIndex,
+  Manager, CACHED, STAMPED, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
 import { match, insert } from "./prefix";
-import { heapValid, inHeap } from "./lru";
+import { isLinked, inHeap, lruAudit } from "./lru";
 import { tableCount } from "./table";
 
 const MARK: u8 = 0x80; // audit-only flag, cleared before the audit returns
@@ -27,8 +27,9 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
   let cap: u64 = 16;
   while (cap < n64 * 2) cap <<= 1;
   const header = align16(offsetof<Manager>());
-  let size64: u64 = <u64>header + (n64 * 4 + 16) * 2 + n64 + 16;
-  if (prefixOn != 0) size64 += n64 * 16 + n64 * 8 + (n64 * 4 + 16) * 2 + cap * 4;
+  const shift: i32 = prefixOn != 0 ? 6 : 3;
+  let size64: u64 = <u64>header + (n64 << shift) + (n64 * 4 + 16);
+  if (prefixOn != 0) size64 += (n64 * 4 + 16) + cap * 8;
   if (size64 >= 0xffff0000) return 0;
   const base = alloc(<usize>size64);
   if (base == 0) return 0;
@@ -37,15 +38,12 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
   m.blockSize = blockSize;
   m.prefixOn = prefixOn;
   m.seed = (<u64>seedHi << 32) | <u64>seedLo;
+  m.recShift = shift;
   let p = base + header;
+  m.recs = p; p += n << shift;
   m.free = p; p += align16(n * 4);
-  m.ref = p; p += align16(n * 4);
-  m.flags = p; p += align16(n);
   if (prefixOn != 0) {
-    m.hash = p; p += n * 16;
-    m.stamp = p; p += n * 8;
     m.heap = p; p += align16(n * 4);
-    m.heapPos = p; p += align16(n * 4);
     m.table = p;
     m.tableMask = <i32>(cap - 1);
   }
@@ -105,18 +103,20 @@ export function mgr_ref(m: usize, id: i32): i32 {
 export function mgr_block_hash(m: usize, id: i32, out: usize): i32 {
   const mg = changetype<Manager>(m);
   if (mg.prefixOn == 0 || (flagsOf(mg, id) & STAMPED) == 0) return 0;
-  memory.copy(out, hashPtr(mg, id), 16);
+  copyHash(out, hashPtr(mg, id));
   return 1;
 }
 
-/** Pointers of the per-id arrays, for read-only views: ref, flags, free. */
-export function mgr_ref_ptr(m: usize): usize {
-  return changetype<Manager>(m).ref;
+/** Where the per-id records are, for read-only views (layout: REC_* in layout.ts). */
+export function mgr_recs_ptr(m: usize): usize {
+  return changetype<Manager>(m).recs;
 }
 
-export function mgr_flags_ptr(m: usize): usize {
-  return changetype<Manager>(m).flags;
+export function mgr_rec_shift(m: usize): i32 {
+  return changetype<Manager>(m).recShift;
 }
+
+
 
 export function mgr_free_ptr(m: usize): usize {
   return changetype<Manager>(m).free;
@@ -133,7 +133,7 @@ export function mgr_stats(m: usize, out: usize): void {
   store<f64>(out, <f64>mg.numUsed, 8);
   store<f64>(out, <f64>mg.numCached, 16);
   store<f64>(out, <f64>(mg.numBlocks - 1), 24);
-  store<f64>(out, <f64>mg.heapSize, 32);
+  store<f64>(out, <f64>mg.numEvictable, 32);
   store<f64>(out, <f64>mg.matchCalls, 40);
   store<f64>(out, <f64>mg.blocksQueried, 48);
   store<f64>(out, <f64>mg.blocksHit, 56);
@@ -187,23 +187,21 @@ function audit(m: Manager): i32 {
       if (stampOf(m, id) > m.clock) return fail(-22, id);
     }
     if (r - c > 0) used++;
-    const shouldHeap = c != 0 && r == 1;
-    if (shouldHeap) evictable++;
-    if (m.prefixOn != 0 && shouldHeap != inHeap(m, id)) return fail(-21, id);
+    if (c != 0 && r == 1) {
+      evictable++;
+      if (!isLinked(m, id) && !inHeap(m, id)) return fail(-21, id);
+    }
+    if (c == 0 && m.prefixOn != 0 && (isLinked(m, id) || inHeap(m, id))) return fail(-21, id);
   }
   if (used != m.numUsed) return fail(-16, -1);
   if (cached != m.numCached) return fail(-17, -1);
   if (m.prefixOn != 0) {
     if (tableCount(m) != cached) return fail(-18, -1);
-    if (evictable != m.heapSize || !heapValid(m)) return fail(-20, -1);
+    if (evictable != m.numEvictable) return fail(-20, -1);
+    const ordered = lruAudit(m);
+    if (ordered < evictable) return fail(-20, -1);
   }
   return 0;
 }
 
-export function mgr_stamp_ptr(m: usize): usize {
-  return changetype<Manager>(m).stamp;
-}
 
-export function mgr_hash_ptr(m: usize): usize {
-  return changetype<Manager>(m).hash;
-}

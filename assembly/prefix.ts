@@ -7,11 +7,11 @@
 // most recent and eviction takes chain tails first.
 
 import {
-  Manager, CACHED, STAMPED, refOf, setRef, flagsOf, setFlags, hashPtr, setStamp,
+  Manager, CACHED, STAMPED, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
   ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, setErrorIndex,
 } from "./layout";
 import { addRef } from "./idpool";
-import { heapIncreased, inHeap } from "./lru";
+import { touch } from "./lru";
 import { tableFind, tableInsert } from "./table";
 import { chainHash } from "./chain";
 
@@ -55,9 +55,7 @@ export function match(m: Manager, tokens: usize, nBlocks: i32, parentId: i32, pa
     parent = hashPtr(m, id);
   }
   // Re-append in reverse visiting order: the first block ends most recent.
-  for (let i = hits - 1; i >= 0; i--) {
-    setStamp(m, load<i32>(out + (<usize>i << 2)), ++m.clock);
-  }
+  for (let i = hits - 1; i >= 0; i--) touch(m, load<i32>(out + (<usize>i << 2)));
   m.blocksHit += <u64>hits;
   return hits;
 }
@@ -95,7 +93,7 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
     const found = tableFind(m, slot);
     let visited = found;
     if (found == 0 && (f & CACHED) == 0) {
-      memory.copy(hashPtr(m, id), slot, 16);
+      copyHash(hashPtr(m, id), slot);
       setFlags(m, id, CACHED | STAMPED);
       setRef(m, id, refOf(m, id) + 1);
       tableInsert(m, id);
@@ -104,7 +102,7 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
       visited = id;
     } else if ((f & CACHED) == 0) {
       // The caller's block duplicates a cached one: stamp it, do not cache it.
-      memory.copy(hashPtr(m, id), slot, 16);
+      copyHash(hashPtr(m, id), slot);
       setFlags(m, id, f | STAMPED);
     }
     store<i32>(idAddr, visited);
@@ -112,9 +110,7 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
   }
   for (let b = nBlocks - 1; b >= 0; b--) {
     const e = load<i32>(ids + (<usize>b << 2));
-    if (e == 0) continue;
-    setStamp(m, e, ++m.clock);
-    if (inHeap(m, e)) heapIncreased(m, e);
+    if (e != 0) touch(m, e);
   }
   m.blocksInserted += <u64>added;
   return added;

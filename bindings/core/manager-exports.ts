@@ -16,15 +16,18 @@ export interface ManagerExports {
   mgr_num_cached(m: number): number;
   mgr_ref(m: number, id: number): number;
   mgr_block_hash(m: number, id: number, out: number): number;
-  mgr_ref_ptr(m: number): number;
-  mgr_flags_ptr(m: number): number;
+  /** Per-id records: id i at recs + (i << shift); offsets in REC below. */
+  mgr_recs_ptr(m: number): number;
+  mgr_rec_shift(m: number): number;
   mgr_free_ptr(m: number): number;
-  mgr_stamp_ptr(m: number): number;
-  mgr_hash_ptr(m: number): number;
   mgr_error_index(): number;
   mgr_stats(m: number, out: number): void;
   mgr_check(m: number): number;
 }
+
+/** Byte offsets inside a per-id record (assembly/layout.ts). */
+export const REC = { ref: 0, flags: 4, stamp: 16 } as const;
+export const FLAG_CACHED = 1;
 
 /** Order of the f64 counters written by mgr_stats. */
 export const STAT_FIELDS = [
@@ -59,8 +62,8 @@ export const CHECK_MESSAGES: Record<number, string> = {
   [-16]: 'used count does not match the ids held outside the prefix cache',
   [-17]: 'prefix-cache size does not match the cached ids',
   [-18]: 'hash table and cached ids disagree',
-  [-20]: 'eviction order (heap) is corrupt or its size is wrong',
-  [-21]: 'an evictable entry is missing from the eviction order, or a held one is in it',
+  [-20]: 'eviction order (LRU list or side heap) is corrupt, or the evictable count is wrong',
+  [-21]: 'an evictable entry is missing from the eviction order, or an uncached id is in it',
   [-22]: 'an entry has a recency from the future',
   [-23]: 'a manager without prefix cache has cached ids',
 };

@@ -5,7 +5,7 @@
 // the boundary once per call.
 
 import { core, growing, loadCore, mem, views } from '../core/instance.js';
-import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, STAT_FIELDS } from '../core/manager-exports.js';
+import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, REC, STAT_FIELDS } from '../core/manager-exports.js';
 import { byteSpace, idSpace, stageIds, stageTokens } from '../core/staging.js';
 import { checkInt, checkInt32Array } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
@@ -135,10 +135,13 @@ export abstract class CoreManager {
     this.live();
     const e = core();
     const v = views();
-    const ref = e.mgr_ref_ptr(this.ptr) >>> 2;
-    const flags = e.mgr_flags_ptr(this.ptr);
-    const out = v.i32.slice(ref, ref + this.numBlocks);
-    for (let id = 0; id < this.numBlocks; id++) out[id]! -= v.u8[flags + id]! & 1;
+    const recs = e.mgr_recs_ptr(this.ptr);
+    const stride = 1 << e.mgr_rec_shift(this.ptr);
+    const out = new Int32Array(this.numBlocks);
+    for (let id = 0; id < this.numBlocks; id++) {
+      const r = recs + id * stride;
+      out[id] = v.i32[(r + REC.ref) >>> 2]! - (v.u8[r + REC.flags]! & FLAG_CACHED);
+    }
     return out;
   }
 
@@ -158,15 +161,16 @@ export abstract class CoreManager {
     this.live();
     const e = core();
     const v = views();
+    const recs = e.mgr_recs_ptr(this.ptr);
+    const shift = e.mgr_rec_shift(this.ptr);
     const ids: number[] = [];
     const stamps: number[] = [];
-    const flags = e.mgr_flags_ptr(this.ptr);
-    const stamp = e.mgr_stamp_ptr(this.ptr) >>> 2;
-    if (stamp === 0) return new Int32Array(0);
     for (let id = 1; id < this.numBlocks; id++) {
-      if ((v.u8[flags + id]! & 1) === 0) continue;
+      const r = recs + id * (1 << shift);
+      if ((v.u8[r + REC.flags]! & FLAG_CACHED) === 0) continue;
       ids.push(id);
-      stamps[id] = v.u32[stamp + 2 * id]! + v.u32[stamp + 2 * id + 1]! * 2 ** 32;
+      const s = (r + REC.stamp) >>> 2;
+      stamps[id] = v.u32[s]! + v.u32[s + 1]! * 2 ** 32;
     }
     ids.sort((a, b) => stamps[a]! - stamps[b]!);
     return Int32Array.from(ids);
