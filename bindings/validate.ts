@@ -18,7 +18,7 @@ export function checkInt(name: string, v: unknown, min = 0, max = INT32_MAX): nu
   if (typeof v !== 'number') throw new TypeError(`${name} must be a number, got ${describe(v)}`);
   if (!Number.isInteger(v)) throw new RangeError(`${name} must be an integer, got ${describe(v)}`);
   if (v < min || v > max) {
-    const range = max === INT32_MAX ? `>= ${min}` : `in [${min}, ${max}]`;
+    const range = max === INT32_MAX && min >= 0 ? `>= ${min}` : `in [${min}, ${max}]`;
     throw new RangeError(`${name} must be ${range}, got ${v}`);
   }
   return v;

@@ -1,0 +1,134 @@
+#!/usr/bin/env node
+// `kvpool replay [trace.jsonl]`: the replay kernel from the command line.
+
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Command, InvalidArgumentError } from 'commander';
+import cliProgress from 'cli-progress';
+import './wasm-node.js';
+import { readTraceFile } from './node/trace-file.js';
+import { replaySync } from './replay/replay.js';
+import type { ReplayResult } from './replay/kernel.js';
+import { TraceError } from './replay/trace.js';
+
+function intOption(name: string, min: number) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n)) {
+      throw new InvalidArgumentError(`${name} must be an integer, got ${JSON.stringify(value)}`);
+    }
+    if (n < min) throw new InvalidArgumentError(`${name} must be >= ${min}, got ${n}`);
+    return n;
+  };
+}
+
+/** The result as an aligned two-column table. */
+export function formatResult(r: ReplayResult, title: string): string {
+  const rows: Array<[string, string]> = [
+    ['requests', String(r.requests)],
+    ['rejected', String(r.rejected)],
+    ['truncated', String(r.truncated)],
+    ['prompt blocks', String(r.promptBlocks)],
+    ['matched blocks', String(r.matchedBlocks)],
+    ['hit rate', r.hitRate.toFixed(6)],
+    ['evicted blocks', String(r.evictedBlocks)],
+    ['allocated blocks', String(r.allocatedBlocks)],
+    ['id checksum', String(r.idChecksum)],
+    ['free blocks at end', String(r.freeBlocksAtEnd)],
+    ['cached blocks at end', String(r.cachedBlocksAtEnd)],
+    ['loop seconds', r.seconds.toFixed(3)],
+    ['allocate calls / s', r.allocateCallsPerSecond.toLocaleString('en-US')],
+  ];
+  const w = Math.max(...rows.map(([k]) => k.length));
+  return [title, ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`)].join('\n');
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = new Command();
+  program.name('kvpool').description('KV-cache block manager (xLLM BlockManagerPool semantics) with a WebAssembly core');
+  program.exitOverride();
+  program.configureOutput({ writeErr: (s) => process.stderr.write(s) });
+  let code = 0;
+  program
+    .command('replay')
+    .description('replay a Mooncake-style JSONL trace (or the built-in workload) through a BlockManagerPool')
+    .argument('[trace]', 'JSONL trace file; without it, a built-in generated workload of multi-turn chats')
+    .option('--block-size <n>', 'tokens per KV block', intOption('--block-size', 1), 16)
+    .option('--num-blocks <n>', 'physical blocks per dp rank, padding included', intOption('--num-blocks', 2), 65536)
+    .option('--max-running <n>', 'sequences held at once', intOption('--max-running', 1), 32)
+    .option('--seed <n>', 'XXH3 seed of the block hash chain (and of the built-in workload)', intOption('--seed', 0), 1024)
+    .option('--limit <n>', 'replay only the first N requests', intOption('--limit', 0))
+    .option('--requests <n>', 'requests of the built-in workload', intOption('--requests', 0), 2000)
+    .option('--publish-after-prefill', 'publish prompt blocks to the prefix cache while the sequence runs', false)
+    .option('--json', 'print the result object as JSON on stdout', false)
+    .option('--no-progress', 'no progress bar')
+    .action(async (trace: string | undefined, o) => {
+      let requests;
+      try {
+        requests = trace ? await readTraceFile(trace, o.limit ?? Infinity) : undefined;
+      } catch (e) {
+        if (e instanceof TraceError) throw e;
+        const err = e as NodeJS.ErrnoException;
+        throw new Error(`cannot read trace ${JSON.stringify(trace)}: ${err.code === 'ENOENT' ? 'no such file' : err.message}`);
+      }
+      const bar =
+        o.progress && !o.json && process.stderr.isTTY
+          ? new cliProgress.SingleBar(
+              { format: 'replay [{bar}] {percentage}% | {value}/{total} requests | {duration}s', stream: process.stderr },
+              cliProgress.Presets.shades_classic,
+            )
+          : null;
+      let started = false;
+      const result = replaySync({
+        trace: requests,
+        blockSize: o.blockSize,
+        numBlocks: o.numBlocks,
+        maxRunning: o.maxRunning,
+        seed: o.seed,
+        limit: o.limit,
+        workloadRequests: o.requests,
+        publishAfterPrefill: o.publishAfterPrefill,
+        onProgress: bar
+          ? (done, total) => {
+              if (!started) {
+                bar.start(total, 0);
+                started = true;
+              }
+              bar.update(done);
+            }
+          : undefined,
+      });
+      bar?.stop();
+      if (o.json) process.stdout.write(JSON.stringify(result) + '\n');
+      else {
+        const what = trace ?? `built-in workload (${o.requests} requests, seed ${o.seed})`;
+        process.stdout.write(formatResult(result, `kvpool replay: ${what}`) + '\n');
+      }
+    });
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (e) {
+    const ce = e as { code?: string; exitCode?: number };
+    if (typeof ce.code === 'string' && ce.code.startsWith('commander.')) {
+      // commander already printed its message (help and version exit with 0)
+      return ce.exitCode ?? 1;
+    }
+    process.stderr.write(`kvpool: ${(e as Error).message}\n`);
+    code = 1;
+  }
+  return code;
+}
+
+// Run when executed directly (also through npm's bin symlink), not when imported by tests.
+function isMain(): boolean {
+  try {
+    return !!process.argv[1] && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+if (isMain()) {
+  main(process.argv.slice(2)).then((c) => {
+    process.exitCode = c;
+  });
+}

@@ -1,0 +1,194 @@
+// A sequence as the pool sees it (seed 9.5): tokens, the count of tokens
+// whose KV is computed, its block table (logical index -> physical id), how
+// many leading blocks came from the prefix cache, its dp rank and its
+// single id. All arrays grow by doubling; reads are views, not copies.
+
+import { checkInt, checkInt32Array, describe } from '../validate.js';
+
+/** The pool-side operations a sequence needs (fork adds references). */
+export interface SequenceOwner {
+  /** @internal */
+  forkSequence(parent: Sequence, child: Sequence): void;
+  /** @internal */
+  readonly blockSize: number;
+}
+
+export interface ForkOptions {
+  /**
+   * The fork will write into the shared last block (a second or later beam
+   * child of the same source): its next allocation that needs no new block
+   * copies that block first (seed: beam-search swap).
+   */
+  swapLastBlock?: boolean;
+}
+
+export class Sequence {
+  /** @internal */ _tokens: Int32Array;
+  /** @internal */ _numTokens: number;
+  /** @internal */ _table: Int32Array;
+  /** @internal */ _numBlocks = 0;
+  /** @internal */ _shared = 0;
+  /** @internal */ _kvCached = 0;
+  /** @internal */ _dpRank = -1;
+  /** @internal */ _single = -1;
+  /** @internal */ _owner: SequenceOwner | null = null;
+  /** @internal */ _needSwap = false;
+  readonly numPromptTokens: number;
+
+  /** A sequence whose prompt is `prompt` (int32 tokens). */
+  constructor(prompt: ArrayLike<number> = []) {
+    const toks = checkInt32Array('prompt', prompt);
+    const n = toks.length;
+    this._tokens = new Int32Array(Math.max(16, n + (n >> 2)));
+    if (toks instanceof Int32Array) this._tokens.set(toks);
+    else for (let i = 0; i < n; i++) this._tokens[i] = toks[i]!;
+    this._numTokens = n;
+    this.numPromptTokens = n;
+    this._table = new Int32Array(16);
+  }
+
+  /**
+   * A sequence over `buffer[0, numTokens)` as its prompt, taking the buffer
+   * over without a copy; its length is the room for tokens before the
+   * sequence grows (e.g. prompt + the most tokens it may generate). The
+   * caller must not use the buffer afterwards.
+   */
+  static fromBuffer(buffer: Int32Array, numTokens = buffer.length): Sequence {
+    if (!(buffer instanceof Int32Array)) throw new TypeError(`buffer must be an Int32Array, got ${describe(buffer)}`);
+    checkInt('numTokens', numTokens, 0, buffer.length);
+    const seq = new Sequence();
+    seq._tokens = buffer.length > 0 ? buffer : new Int32Array(16);
+    seq._numTokens = numTokens;
+    (seq as { numPromptTokens: number }).numPromptTokens = numTokens;
+    return seq;
+  }
+
+  /** Appends one generated token. */
+  appendToken(token: number): void {
+    checkInt('token', token, -0x80000000, 0x7fffffff);
+    if (this._numTokens === this._tokens.length) {
+      const t = new Int32Array(this._tokens.length * 2);
+      t.set(this._tokens);
+      this._tokens = t;
+    }
+    this._tokens[this._numTokens++] = token;
+  }
+
+  /** The tokens (a view; valid until the next append). */
+  get tokens(): Int32Array {
+    return this._tokens.subarray(0, this._numTokens);
+  }
+
+  get numTokens(): number {
+    return this._numTokens;
+  }
+
+  /** Tokens whose KV is computed; the caller advances it after each step. */
+  get kvCachedTokens(): number {
+    return this._kvCached;
+  }
+
+  set kvCachedTokens(n: number) {
+    checkInt('kvCachedTokens', n, 0, this._numTokens);
+    this._kvCached = n;
+  }
+
+  /** Physical block ids in logical order (a view; valid until the table changes). */
+  get blockTable(): Int32Array {
+    return this._table.subarray(0, this._numBlocks);
+  }
+
+  get numBlocks(): number {
+    return this._numBlocks;
+  }
+
+  /** The physical id of logical block `i`. */
+  blockAt(i: number): number {
+    if (!(i >= 0 && i < this._numBlocks) || !Number.isInteger(i)) {
+      throw new RangeError(`i must be an integer in [0, ${this._numBlocks}), got ${describe(i)}`);
+    }
+    return this._table[i]!;
+  }
+
+  /** Leading blocks that came from the prefix cache. */
+  get sharedBlocks(): number {
+    return this._shared;
+  }
+
+  /** The dp rank the sequence was placed on, -1 until its first allocation. */
+  get dpRank(): number {
+    return this._dpRank;
+  }
+
+  /** Its single id (embedding id / per-sequence slot), -1 when it holds none. */
+  get singleBlockId(): number {
+    return this._single;
+  }
+
+  /** True when the next allocation will copy the shared last block first. */
+  get needsSwap(): boolean {
+    return this._needSwap;
+  }
+
+  /**
+   * Slot ids of tokens [start, end): `blockTable[i / B] * B + i % B`, what an
+   * attention kernel writes KV to.
+   */
+  slotIds(start = 0, end = this._numTokens): Int32Array {
+    const B = this.requireOwner('slotIds').blockSize;
+    checkInt('start', start);
+    checkInt('end', end, start);
+    if (end > this._numBlocks * B) {
+      throw new RangeError(`end = ${end} is beyond the ${this._numBlocks} blocks of ${B} tokens the sequence holds`);
+    }
+    const out = new Int32Array(end - start);
+    for (let i = start; i < end; i++) out[i - start] = this._table[(i / B) | 0]! * B + (i % B);
+    return out;
+  }
+
+  /**
+   * A copy sharing every block of this one (a reference added to each), with
+   * the same tokens, computed count and dp rank, and no single id of its own.
+   */
+  fork(options: ForkOptions = {}): Sequence {
+    const owner = this.requireOwner('fork');
+    if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
+    const swap = options.swapLastBlock ?? false;
+    if (typeof swap !== 'boolean') throw new TypeError(`options.swapLastBlock must be a boolean, got ${describe(swap)}`);
+    const child = new Sequence(this.tokens);
+    (child as { numPromptTokens: number }).numPromptTokens = this.numPromptTokens;
+    child._table = this._table.slice(0, Math.max(16, this._numBlocks));
+    child._numBlocks = this._numBlocks;
+    child._shared = this._shared;
+    child._kvCached = this._kvCached;
+    child._dpRank = this._dpRank;
+    child._owner = owner;
+    child._needSwap = swap && this._numBlocks > 0;
+    owner.forkSequence(this, child);
+    return child;
+  }
+
+  /** @internal room for `n` more blocks in the table */
+  reserveBlocks(n: number): void {
+    const need = this._numBlocks + n;
+    if (need <= this._table.length) return;
+    let cap = this._table.length * 2;
+    while (cap < need) cap *= 2;
+    const t = new Int32Array(cap);
+    t.set(this._table.subarray(0, this._numBlocks));
+    this._table = t;
+  }
+
+  /** @internal forgets every block and the computed count (the pool released them) */
+  resetBlocks(): void {
+    this._numBlocks = 0;
+    this._shared = 0;
+    this._kvCached = 0;
+    this._needSwap = false;
+  }
+
+  private requireOwner(what: string): SequenceOwner {
+    if (!this._owner) throw new Error(`${what}: the sequence has not been placed in a pool yet (allocate it first)`);
+    return this._owner;
+  }
+}

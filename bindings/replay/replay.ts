@@ -1,0 +1,87 @@
+// `replay()`: the replay kernel on a BlockManagerPool, for programs and the CLI.
+
+import { loadCore } from '../core/instance.js';
+import { BlockManagerPool } from '../pool/block-manager-pool.js';
+import { Sequence } from '../pool/sequence.js';
+import { checkBool, checkInt, checkKeys, checkObject } from '../validate.js';
+import { runReplay, type ReplayProgress, type ReplayResult, type ReplayTarget } from './kernel.js';
+import type { TraceRequest } from './trace.js';
+import { generateWorkload } from './workload.js';
+
+export interface ReplayOptions {
+  /** Requests to replay (default: the built-in generated workload). */
+  trace?: readonly TraceRequest[];
+  blockSize?: number;
+  numBlocks?: number;
+  maxRunning?: number;
+  seed?: number;
+  limit?: number;
+  publishAfterPrefill?: boolean;
+  /** Requests of the built-in workload when no trace is given (default 2000). */
+  workloadRequests?: number;
+  onProgress?: ReplayProgress;
+}
+
+const KEYS = ['trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'onProgress'];
+
+/** The replay loop's view of a BlockManagerPool. */
+export class PoolReplayTarget implements ReplayTarget<Sequence> {
+  constructor(readonly pool: BlockManagerPool) {}
+  newSequence(buffer: Int32Array, promptLength: number): Sequence {
+    return Sequence.fromBuffer(buffer, promptLength);
+  }
+  allocate(seq: Sequence, numTokens?: number): boolean {
+    return this.pool.allocate(seq, numTokens);
+  }
+  cache(seq: Sequence): void {
+    this.pool.cache(seq);
+  }
+  deallocate(seq: Sequence): void {
+    this.pool.deallocate(seq);
+  }
+  blocksEvicted(): number {
+    return this.pool.stats().reduce((a, s) => a + s.blocksEvicted, 0);
+  }
+  numFreeBlocks(): number {
+    return this.pool.numFreeBlocks().reduce((a, b) => a + b, 0);
+  }
+  numBlocksInPrefixCache(): number {
+    return this.pool.numBlocksInPrefixCache().reduce((a, b) => a + b, 0);
+  }
+}
+
+export function parseReplayOptions(o: ReplayOptions) {
+  checkObject('options', o);
+  checkKeys('options', o, KEYS);
+  return {
+    blockSize: checkInt('options.blockSize', o.blockSize ?? 16, 1),
+    numBlocks: checkInt('options.numBlocks', o.numBlocks ?? 65536, 2),
+    maxRunning: checkInt('options.maxRunning', o.maxRunning ?? 32, 1),
+    seed: checkInt('options.seed', o.seed ?? 1024, 0, Number.MAX_SAFE_INTEGER),
+    limit: o.limit === undefined ? undefined : checkInt('options.limit', o.limit, 0),
+    publishAfterPrefill: checkBool('options.publishAfterPrefill', o.publishAfterPrefill ?? false),
+    workloadRequests: checkInt('options.workloadRequests', o.workloadRequests ?? 2000, 0),
+  };
+}
+
+/**
+ * Replays a trace (or the built-in workload) through a fresh BlockManagerPool
+ * exactly as REPLAY.md describes and returns the result object.
+ */
+export async function replay(options: ReplayOptions = {}): Promise<ReplayResult> {
+  const p = parseReplayOptions(options);
+  await loadCore();
+  return replaySync(options, p);
+}
+
+/** `replay` once the core is loaded (always the case in Node). */
+export function replaySync(options: ReplayOptions = {}, parsed = parseReplayOptions(options)): ReplayResult {
+  const p = parsed;
+  const trace = options.trace ?? generateWorkload({ requests: p.workloadRequests, seed: p.seed });
+  const pool = new BlockManagerPool({ numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed });
+  try {
+    return runReplay(new PoolReplayTarget(pool), trace, p, options.onProgress);
+  } finally {
+    pool.dispose();
+  }
+}

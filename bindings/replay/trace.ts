@@ -1,0 +1,72 @@
+// Mooncake-style trace requests: one JSON object per line with
+// input_length, output_length and hash_ids (512-token content ids).
+
+export interface TraceRequest {
+  inputLength: number;
+  outputLength: number;
+  /** Content id of each 512-token chunk of the prompt. */
+  hashIds: Int32Array;
+  timestamp?: number;
+}
+
+/** A malformed trace line, with its 1-based line number. */
+export class TraceError extends Error {
+  constructor(
+    readonly line: number,
+    message: string,
+  ) {
+    super(`trace line ${line}: ${message}`);
+    this.name = 'TraceError';
+  }
+}
+
+function field(obj: Record<string, unknown>, key: string, line: number): number {
+  const v = obj[key];
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 0x7fffffff) {
+    throw new TraceError(line, `"${key}" must be a non-negative integer, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+/** Parses one trace line (1-based `line` for messages); null for a blank line. */
+export function parseTraceLine(text: string, line: number): TraceRequest | null {
+  if (text.trim() === '') return null;
+  let obj: unknown;
+  try {
+    obj = JSON.parse(text);
+  } catch (e) {
+    throw new TraceError(line, `not valid JSON (${(e as Error).message})`);
+  }
+  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) throw new TraceError(line, 'not a JSON object');
+  const o = obj as Record<string, unknown>;
+  const inputLength = field(o, 'input_length', line);
+  const outputLength = field(o, 'output_length', line);
+  const ids = o['hash_ids'];
+  if (!Array.isArray(ids)) throw new TraceError(line, `"hash_ids" must be an array, got ${JSON.stringify(ids)}`);
+  const need = Math.ceil(inputLength / 512);
+  if (ids.length < need) {
+    throw new TraceError(line, `"hash_ids" has ${ids.length} ids but input_length ${inputLength} needs ${need}`);
+  }
+  const hashIds = new Int32Array(ids.length);
+  for (let i = 0; i < ids.length; i++) {
+    const v = ids[i];
+    // Prompt tokens are id * 512 + offset and must stay int32.
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 4194303) {
+      throw new TraceError(line, `"hash_ids"[${i}] must be an integer in [0, 4194303], got ${JSON.stringify(v)}`);
+    }
+    hashIds[i] = v;
+  }
+  const ts = o['timestamp'];
+  return { inputLength, outputLength, hashIds, timestamp: typeof ts === 'number' ? ts : undefined };
+}
+
+/** Parses a whole trace held in memory (browsers: a dropped file's text). */
+export function parseTrace(text: string): TraceRequest[] {
+  const out: TraceRequest[] = [];
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const r = parseTraceLine(lines[i]!, i + 1);
+    if (r) out.push(r);
+  }
+  return out;
+}

@@ -1,0 +1,155 @@
+// Differential property test of the pool: random scheduler-level operations
+// on BlockManagerPool (Wasm core) and on the reference model pool must agree
+// step by step -- results, every sequence's table, every manager's state --
+// with pool.check() after each step.
+
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
+import { Sequence } from '../bindings/pool/sequence.js';
+import { ModelBlockManagerPool } from './model/block-manager-pool.js';
+import type { ModelSequence } from './model/sequence.js';
+
+type Op =
+  | { kind: 'new'; prompt: number; len: number }
+  | { kind: 'allocate'; pick: number }
+  | { kind: 'decode'; pick: number; steps: number }
+  | { kind: 'tryAllocate'; pick: number }
+  | { kind: 'allocateShared'; pick: number }
+  | { kind: 'publish'; pick: number }
+  | { kind: 'finish'; pick: number; withoutCache: boolean }
+  | { kind: 'fork'; pick: number; swap: boolean };
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('new' as const), prompt: fc.nat({ max: 9 }), len: fc.nat({ max: 20 }) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('allocate' as const), pick: fc.nat() }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('decode' as const), pick: fc.nat(), steps: fc.integer({ min: 1, max: 6 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('tryAllocate' as const), pick: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('allocateShared' as const), pick: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('publish' as const), pick: fc.nat() }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('finish' as const), pick: fc.nat(), withoutCache: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('fork' as const), pick: fc.nat(), swap: fc.boolean() }) },
+);
+
+function promptTokens(p: number, len: number): number[] {
+  const root = p % 3;
+  const t: number[] = [];
+  for (let i = 0; i < len; i++) t.push(i < 6 ? root * 1000 + i : root * 1000 + (p % 4) * 100 + i);
+  return t;
+}
+
+function sameSequence(s: Sequence, m: ModelSequence): void {
+  expect({
+    table: [...s.blockTable],
+    shared: s.sharedBlocks,
+    kv: s.kvCachedTokens,
+    dp: s.dpRank,
+    single: s.singleBlockId,
+    n: s.numTokens,
+    swap: s.needsSwap,
+  }).toEqual({
+    table: m.blockTable,
+    shared: m.sharedBlocks,
+    kv: m.kvCachedTokens,
+    dp: m.dpRank,
+    single: m.singleBlockId,
+    n: m.numTokens,
+    swap: m.needsSwap,
+  });
+}
+
+function samePools(p: BlockManagerPool, m: ModelBlockManagerPool): void {
+  p.check();
+  expect(p.numFreeBlocks()).toEqual(m.numFreeBlocks());
+  expect(p.numUsedBlocks()).toEqual(m.numUsedBlocks());
+  expect(p.numBlocksInPrefixCache()).toEqual(m.numBlocksInPrefixCache());
+  for (let r = 0; r < p.dpSize; r++) {
+    expect([...p.managers[r]!.freeIds()]).toEqual(m.managers[r]!.free);
+    expect([...p.managers[r]!.lruOrder()]).toEqual(m.managers[r]!.prefix.lruOrder());
+    expect([...p.singles[r]!.freeIds()]).toEqual(m.singles[r]!.free);
+    expect(p.stats()[r]!.blocksEvicted).toBe(m.managers[r]!.counters.blocksEvicted);
+    expect(p.swapTransferInfos(r)).toEqual(m.swaps[r]);
+  }
+}
+
+function run(ops: Op[], numBlocks: number, blockSize: number, dpSize: number, singles: number): void {
+  const opts = { numBlocks, blockSize, dpSize, singleBlockCapacity: singles };
+  const pool = new BlockManagerPool(opts);
+  const model = new ModelBlockManagerPool(opts);
+  const seqs: Array<[Sequence, ModelSequence]> = [];
+  const pick = (i: number) => seqs[i % seqs.length]!;
+  try {
+    for (const op of ops) {
+      if (op.kind === 'new') {
+        const t = promptTokens(op.prompt, op.len);
+        seqs.push([new Sequence(t), model.newSequence(t)]);
+      } else if (seqs.length > 0) {
+        const [s, m] = pick(op.pick);
+        switch (op.kind) {
+          case 'allocate':
+            expect(pool.allocate(s)).toBe(model.allocate(m));
+            if (s.numBlocks > 0) s.kvCachedTokens = m.kvCachedTokens = Math.min(s.numTokens, s.numBlocks * blockSize);
+            break;
+          case 'decode':
+            for (let i = 0; i < op.steps && s.numBlocks > 0; i++) {
+              s.appendToken(7000 + i);
+              m.appendToken(7000 + i);
+              s.kvCachedTokens = m.kvCachedTokens = s.numTokens - 1;
+              expect(pool.allocate(s, s.numTokens)).toBe(model.allocate(m, m.numTokens));
+            }
+            break;
+          case 'tryAllocate':
+            expect(pool.tryAllocate(s)).toBe(model.tryAllocate(m));
+            break;
+          case 'allocateShared':
+            expect(pool.allocateShared(s)).toBe(model.allocateShared(m));
+            break;
+          case 'publish':
+            if (s.dpRank >= 0) {
+              pool.cache(s, s.numTokens);
+              model.cache(m, m.numTokens);
+            }
+            break;
+          case 'finish':
+            if (op.withoutCache) {
+              pool.deallocateWithoutCache(s);
+              model.deallocate(m, false);
+            } else {
+              pool.deallocate(s);
+              model.deallocate(m);
+            }
+            break;
+          case 'fork':
+            if (s.dpRank >= 0) seqs.push([s.fork({ swapLastBlock: op.swap }), model.fork(m, op.swap)]);
+            break;
+        }
+      }
+      for (const [s, m] of seqs) sameSequence(s, m);
+      samePools(pool, model);
+    }
+    for (const [s, m] of seqs) {
+      pool.deallocate(s);
+      model.deallocate(m);
+    }
+    samePools(pool, model);
+    expect(pool.numUsedBlocks().every((u) => u === 0)).toBe(true);
+  } finally {
+    pool.dispose();
+  }
+}
+
+describe('pool vs reference model', () => {
+  it('agrees on random scheduler operations', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 50 }),
+        fc.integer({ min: 3, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 2, max: 6 }),
+        (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles),
+      ),
+      { numRuns: 300 },
+    );
+  });
+});

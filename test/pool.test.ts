@@ -1,0 +1,374 @@
+// Scenario tests for Sequence and BlockManagerPool (seed sections 5, 8, 9.5, 10).
+
+import { describe, expect, it } from 'vitest';
+import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
+import { Sequence } from '../bindings/pool/sequence.js';
+
+const B = 4;
+function prompt(blocks: number, base = 100, extra = 0): number[] {
+  const t: number[] = [];
+  for (let j = 0; j < blocks; j++) for (let k = 0; k < B; k++) t.push(base + j);
+  for (let k = 0; k < extra; k++) t.push(-1 - k);
+  return t;
+}
+function pool(numBlocks = 16, more: Partial<ConstructorParameters<typeof BlockManagerPool>[0]> = {}) {
+  return new BlockManagerPool({ numBlocks, blockSize: B, ...more });
+}
+/** Runs a sequence to completion: prefill computed, then deallocate (caches its full blocks). */
+function finish(p: BlockManagerPool, s: Sequence) {
+  s.kvCachedTokens = s.numTokens;
+  p.deallocate(s);
+}
+
+describe('Sequence', () => {
+  it('holds tokens, grows, and exposes its table as views', () => {
+    const s = new Sequence([1, 2, 3]);
+    expect(s.numTokens).toBe(3);
+    expect(s.numPromptTokens).toBe(3);
+    for (let i = 0; i < 40; i++) s.appendToken(i);
+    expect(s.numTokens).toBe(43);
+    expect(s.numPromptTokens).toBe(3);
+    expect([...s.tokens.slice(0, 4)]).toEqual([1, 2, 3, 0]);
+    expect(s.dpRank).toBe(-1);
+    expect(s.singleBlockId).toBe(-1);
+    expect(s.blockTable.length).toBe(0);
+  });
+
+  it('takes over a buffer without copying', () => {
+    const buf = new Int32Array([5, 6, 7, 0, 0]);
+    const s = Sequence.fromBuffer(buf, 3);
+    expect([...s.tokens]).toEqual([5, 6, 7]);
+    s.appendToken(8);
+    expect(buf[3]).toBe(8);
+    expect(() => Sequence.fromBuffer(buf, 6)).toThrow(/numTokens must be in \[0, 5\], got 6/);
+  });
+
+  it('rejects bad tokens and counts', () => {
+    expect(() => new Sequence([1, 2.5])).toThrow(/prompt\[1\] must be an int32 integer, got 2.5/);
+    const s = new Sequence([1]);
+    expect(() => s.appendToken(2 ** 31)).toThrow(/token must be in \[-2147483648, 2147483647\], got 2147483648/);
+    expect(() => (s.kvCachedTokens = 2)).toThrow(/kvCachedTokens must be in \[0, 1\], got 2/);
+    expect(() => s.slotIds()).toThrow(/not been placed in a pool/);
+  });
+});
+
+describe('BlockManagerPool allocate', () => {
+  it('gives a new sequence a rank, a single id and its blocks', () => {
+    const p = pool();
+    const s = new Sequence(prompt(2, 100, 1));
+    expect(p.allocate(s)).toBe(true);
+    expect(s.dpRank).toBe(0);
+    expect(s.singleBlockId).toBe(1);
+    expect([...s.blockTable]).toEqual([1, 2, 3]);
+    expect(s.sharedBlocks).toBe(0);
+    expect(p.numUsedBlocks()).toEqual([3]);
+    p.check();
+  });
+
+  it('maps token positions to slot ids', () => {
+    const p = pool();
+    const s = new Sequence(prompt(2, 100, 1));
+    p.allocate(s);
+    expect([...s.slotIds(3, 6)]).toEqual([1 * B + 3, 2 * B + 0, 2 * B + 1]);
+    expect(() => s.slotIds(0, 13)).toThrow(/beyond the 3 blocks/);
+  });
+
+  it('decode steps add a block only when the last one is full', () => {
+    const p = pool();
+    const s = new Sequence(prompt(1, 100, 2)); // 6 tokens, 2 blocks
+    p.allocate(s);
+    s.kvCachedTokens = 6;
+    s.appendToken(7);
+    s.appendToken(8); // 8 tokens: still 2 blocks
+    expect(p.allocate(s, s.numTokens)).toBe(true);
+    expect(s.numBlocks).toBe(2);
+    s.appendToken(9);
+    expect(p.allocate(s, s.numTokens)).toBe(true);
+    expect([...s.blockTable]).toEqual([1, 2, 3]);
+    p.check();
+  });
+
+  it('reuses the prefix cache for a sequence that starts empty', () => {
+    const p = pool();
+    const a = new Sequence(prompt(3, 100, 1));
+    p.allocate(a);
+    finish(p, a);
+    expect(p.numBlocksInPrefixCache()).toEqual([3]);
+    expect(p.numUsedBlocks()).toEqual([0]);
+    const b = new Sequence(prompt(3, 100, 2));
+    expect(p.allocate(b)).toBe(true);
+    expect(b.sharedBlocks).toBe(3);
+    expect(b.kvCachedTokens).toBe(12);
+    expect([...b.blockTable.slice(0, 3)]).toEqual([...a.blockTable.slice(0, 0)].concat([1, 2, 3]));
+    expect(p.numUsedBlocks()).toEqual([4]);
+    p.check();
+  });
+
+  it('an exact prompt hit gives back its last block, without a used-count drift', () => {
+    const p = pool();
+    const a = new Sequence(prompt(3));
+    p.allocate(a);
+    finish(p, a);
+    const b = new Sequence(prompt(3));
+    expect(p.allocate(b)).toBe(true);
+    expect(b.sharedBlocks).toBe(2);
+    expect(b.kvCachedTokens).toBe(8);
+    expect(b.numBlocks).toBe(3);
+    expect(b.blockTable[2]).not.toBe(3); // the last block is recomputed into a new one
+    // Used: two shared + one new. The given-back block is only cached (the reference counts it too).
+    expect(p.numUsedBlocks()).toEqual([3]);
+    expect(p.stats()[0]!.numEvictableBlocks).toBe(1);
+    p.check();
+  });
+
+  it('places a new sequence on the rank with the most free blocks, lowest rank on ties', () => {
+    const p = pool(16, { dpSize: 3 });
+    const a = new Sequence(prompt(3));
+    p.allocate(a);
+    expect(a.dpRank).toBe(0);
+    const b = new Sequence(prompt(2, 300));
+    p.allocate(b);
+    expect(b.dpRank).toBe(1);
+    const c = new Sequence(prompt(1, 500));
+    p.allocate(c);
+    expect(c.dpRank).toBe(2);
+    const d = new Sequence(prompt(1, 700));
+    p.allocate(d);
+    expect(d.dpRank).toBe(2); // 15-1 = 14 free on rank 2 vs 13 on rank 1
+    expect(p.numFreeBlocks()).toEqual([12, 13, 13]);
+    p.check();
+  });
+
+  it('keeps the rank chosen even when the allocation fails', () => {
+    const p = pool(8, { dpSize: 2 });
+    const s = new Sequence(prompt(10));
+    expect(p.allocate(s)).toBe(false);
+    expect(s.dpRank).toBe(0);
+    expect(s.singleBlockId).toBe(-1);
+    expect(s.numBlocks).toBe(0);
+    expect(p.liveSequences().size).toBe(0);
+    p.check();
+  });
+
+  it('rolls a failed prefill back to empty; the match moves and the evictions stay', () => {
+    const p = pool(8); // 7 usable
+    const a = new Sequence(prompt(2, 100, 1));
+    p.allocate(a);
+    finish(p, a); // blocks 1, 2 cached; 3 free
+    const c = new Sequence(prompt(2, 900, 1));
+    p.allocate(c);
+    finish(p, c); // blocks 4, 5 cached (c's chain is the newest)
+    expect([...p.managers[0]!.lruOrder()]).toEqual([2, 1, 4, 3]); // c got 3, 4 (and 5, now free)
+    const b = new Sequence(prompt(2, 100, 24)); // matches a's 2 blocks, then needs 6 more
+    expect(p.allocate(b)).toBe(false);
+    expect(b.numBlocks).toBe(0);
+    expect(b.sharedBlocks).toBe(0);
+    expect(b.singleBlockId).toBe(-1);
+    // Needing 6 with 3 free: c's two blocks were evicted (a's were held by the match), and still short.
+    expect(p.stats()[0]!.blocksEvicted).toBe(2);
+    expect([...p.managers[0]!.lruOrder()]).toEqual([2, 1]);
+    expect(p.numUsedBlocks()).toEqual([0]);
+    p.check();
+  });
+
+  it('a failed growth of a sequence that holds blocks keeps them and gives back a new single id', () => {
+    const p = pool(6);
+    const a = new Sequence(prompt(2));
+    p.allocate(a);
+    const f = a.fork();
+    expect(f.singleBlockId).toBe(-1);
+    for (let i = 0; i < 16; i++) f.appendToken(i);
+    expect(p.allocate(f, f.numTokens)).toBe(false);
+    expect(f.numBlocks).toBe(2);
+    expect(f.singleBlockId).toBe(-1);
+    p.check();
+  });
+
+  it('allocate(list) stops at the first failure', () => {
+    const p = pool(6);
+    const s1 = new Sequence(prompt(2));
+    const s2 = new Sequence(prompt(4, 200));
+    const s3 = new Sequence(prompt(1, 300));
+    expect(p.allocate([s1, s2, s3])).toBe(false);
+    expect(s1.numBlocks).toBe(2);
+    expect(s2.numBlocks).toBe(0);
+    expect(s3.dpRank).toBe(-1);
+    p.check();
+  });
+});
+
+describe('BlockManagerPool tryAllocate, allocateShared, cache', () => {
+  it('tryAllocate admits the whole prompt as computed, without the exact-prompt rule', () => {
+    const p = pool();
+    const a = new Sequence(prompt(2));
+    p.allocate(a);
+    finish(p, a);
+    const b = new Sequence(prompt(2));
+    expect(p.tryAllocate(b)).toBe(true);
+    expect(b.sharedBlocks).toBe(2);
+    expect(b.numBlocks).toBe(2);
+    expect(b.kvCachedTokens).toBe(8);
+    p.check();
+  });
+
+  it('tryAllocate rolls back on failure', () => {
+    const p = pool(5);
+    const a = new Sequence(prompt(2));
+    p.allocate(a);
+    finish(p, a);
+    const b = new Sequence(prompt(2, 100, 12)); // 2 shared + 3 new; 2 free + 0 evictable
+    expect(p.tryAllocate(b)).toBe(false);
+    expect(b.numBlocks).toBe(0);
+    expect(b.singleBlockId).toBe(-1);
+    expect(p.numUsedBlocks()).toEqual([0]);
+    p.check();
+  });
+
+  it('allocateShared attaches matches to an empty sequence only', () => {
+    const p = pool();
+    const a = new Sequence(prompt(2, 100, 1));
+    p.allocate(a);
+    finish(p, a);
+    const b = new Sequence(prompt(2, 100, 3));
+    expect(p.allocateShared(b)).toBe(2);
+    expect(p.allocateShared(b)).toBe(2);
+    expect(b.singleBlockId).toBe(-1);
+    expect(p.allocate(b)).toBe(true);
+    expect(b.numBlocks).toBe(3);
+    p.check();
+  });
+
+  it('cache(seq, n) publishes blocks while the sequence runs; deallocate refreshes them', () => {
+    const p = pool();
+    const a = new Sequence(prompt(2, 100, 1));
+    p.allocate(a);
+    p.cache(a, 8);
+    expect(p.numBlocksInPrefixCache()).toEqual([2]);
+    const b = new Sequence(prompt(2, 100, 2));
+    p.allocate(b);
+    expect(b.sharedBlocks).toBe(2);
+    finish(p, a);
+    expect(p.numBlocksInPrefixCache()).toEqual([2]);
+    p.check();
+  });
+
+  it('deallocateWithoutCache caches nothing', () => {
+    const p = pool();
+    const a = new Sequence(prompt(2));
+    p.allocate(a);
+    a.kvCachedTokens = 8;
+    p.deallocateWithoutCache(a);
+    expect(p.numBlocksInPrefixCache()).toEqual([0]);
+    expect(p.numFreeBlocks()).toEqual([15]);
+    expect(a.numBlocks).toBe(0);
+    expect(a.singleBlockId).toBe(-1);
+    p.check();
+  });
+
+  it('deallocate caches only computed full blocks and releases ids in ascending order', () => {
+    const p = pool();
+    const a = new Sequence(prompt(3, 100, 1));
+    p.allocate(a);
+    a.kvCachedTokens = 9; // blocks 0 and 1 full and computed
+    p.deallocate(a);
+    expect(p.numBlocksInPrefixCache()).toEqual([2]);
+    expect([...p.managers[0]!.freeIds().slice(-2)]).toEqual([3, 4]); // 3 then 4 pushed: 4 is next
+    p.check();
+  });
+
+  it('with the prefix cache off nothing is matched or cached', () => {
+    const p = pool(16, { enablePrefixCache: false });
+    const a = new Sequence(prompt(2, 100, 1));
+    p.allocate(a);
+    finish(p, a);
+    const b = new Sequence(prompt(2, 100, 1));
+    p.allocate(b);
+    expect(b.sharedBlocks).toBe(0);
+    expect(p.numBlocksInPrefixCache()).toEqual([0]);
+    p.check();
+  });
+});
+
+describe('beam search forks', () => {
+  it('fork shares every block with one more reference', () => {
+    const p = pool();
+    const a = new Sequence(prompt(2, 100, 1));
+    p.allocate(a);
+    const f = a.fork();
+    expect([...f.blockTable]).toEqual([...a.blockTable]);
+    expect(f.dpRank).toBe(a.dpRank);
+    expect(p.managers[0]!.refCount(a.blockTable[0]!)).toBe(2);
+    p.check();
+    p.deallocate(a);
+    expect(p.numFreeBlocks()).toEqual([12]);
+    p.deallocate(f);
+    expect(p.numFreeBlocks()).toEqual([15]);
+    p.check();
+  });
+
+  it('a second child swaps the shared last block: a copy is planned and the table updated', () => {
+    const p = pool();
+    const a = new Sequence(prompt(1, 100, 2));
+    p.allocate(a);
+    const c = a.fork({ swapLastBlock: true });
+    expect(c.needsSwap).toBe(true);
+    c.appendToken(42);
+    expect(p.allocate(c, c.numTokens)).toBe(true);
+    expect(c.needsSwap).toBe(false);
+    expect(c.blockTable[0]).toBe(a.blockTable[0]);
+    expect(c.blockTable[1]).not.toBe(a.blockTable[1]);
+    expect(p.swapTransferInfos(0)).toEqual([{ src: a.blockTable[1], dst: c.blockTable[1] }]);
+    p.resetTransferInfos();
+    expect(p.swapTransferInfos(0)).toEqual([]);
+    p.check();
+  });
+
+  it('no swap when the step needs a new block anyway', () => {
+    const p = pool();
+    const a = new Sequence(prompt(2));
+    p.allocate(a);
+    const c = a.fork({ swapLastBlock: true });
+    c.appendToken(1);
+    expect(p.allocate(c, c.numTokens)).toBe(true);
+    expect(c.numBlocks).toBe(3);
+    expect(p.swapTransferInfos(0)).toEqual([]);
+    p.check();
+  });
+});
+
+describe('bad input leaves the pool unchanged', () => {
+  it('rejects bad options', () => {
+    expect(() => pool(1)).toThrow(/options.numBlocks must be >= 2, got 1/);
+    expect(() => pool(8, { blockSize: -1 })).toThrow(/options.blockSize must be >= 1, got -1/);
+    expect(() => pool(8, { dpSize: 0 })).toThrow(/options.dpSize must be in \[1, 4096\], got 0/);
+    expect(() => pool(8, { singleBlockCapacity: 1 })).toThrow(/singleBlockCapacity must be >= 2/);
+    expect(() => pool(8, { bogus: 1 } as never)).toThrow(/unknown option "bogus"/);
+  });
+
+  it('rejects a sequence from another pool, a non-sequence, and bad counts', () => {
+    const p = pool();
+    const q = pool();
+    const s = new Sequence(prompt(1));
+    p.allocate(s);
+    const snapshot = () => ({ free: q.numFreeBlocks(), used: q.numUsedBlocks(), table: [...s.blockTable] });
+    const before = snapshot();
+    expect(() => q.allocate(s)).toThrow(/belongs to another pool/);
+    expect(() => q.deallocate(s)).toThrow(/belongs to another pool/);
+    expect(() => q.deallocate([new Sequence(), s])).toThrow(/sequences\[1\] belongs to another pool/);
+    expect(() => q.allocate({} as Sequence)).toThrow(/sequence must be a Sequence/);
+    expect(() => p.allocate(s, -1)).toThrow(/numTokens must be >= 0, got -1/);
+    expect(() => p.allocate(s, 1.5)).toThrow(/numTokens must be an integer/);
+    expect(() => p.swapTransferInfos(1)).toThrow(/dpRank must be in \[0, 0\], got 1/);
+    expect(snapshot()).toEqual(before);
+    p.check();
+    q.check();
+  });
+
+  it('check() notices a sequence whose table was tampered with', () => {
+    const p = pool();
+    const s = new Sequence(prompt(1));
+    p.allocate(s);
+    s._table[0] = 5;
+    expect(() => p.check()).toThrow(/holders but live sequences hold it/);
+  });
+});

@@ -1,0 +1,151 @@
+// The replay kernel (REPLAY.md): the Wasm pool and the reference model must
+// give the identical result object (all but timings), on the built-in
+// workload and on the public Mooncake conversation trace.
+
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { main } from '../bindings/cli.js';
+import { readTraceFile } from '../bindings/node/trace-file.js';
+import { runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
+import { replaySync } from '../bindings/replay/replay.js';
+import { parseTrace, type TraceRequest } from '../bindings/replay/trace.js';
+import { generateWorkload } from '../bindings/replay/workload.js';
+import { ModelBlockManagerPool } from './model/block-manager-pool.js';
+import { ModelReplayTarget } from './support/model-replay-target.js';
+
+const TRACE = new URL('../../shared/traces/mooncake_conversation.jsonl', import.meta.url).pathname;
+const haveTrace = existsSync(TRACE);
+if (!haveTrace) console.warn(`[kvpool tests] skipping the Mooncake trace replays: ${TRACE} not found (it sits in ../shared beside the clone)`);
+
+function withoutTimings(r: ReplayResult) {
+  const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
+  return rest;
+}
+
+function both(trace: TraceRequest[], o: { numBlocks: number; blockSize?: number; maxRunning?: number; publishAfterPrefill?: boolean; limit?: number }) {
+  const blockSize = o.blockSize ?? 16;
+  const core = replaySync({ trace, numBlocks: o.numBlocks, blockSize, maxRunning: o.maxRunning, publishAfterPrefill: o.publishAfterPrefill, limit: o.limit });
+  const model = runReplay(new ModelReplayTarget(new ModelBlockManagerPool({ numBlocks: o.numBlocks, blockSize })), trace, {
+    blockSize,
+    maxRunning: o.maxRunning ?? 32,
+    publishAfterPrefill: o.publishAfterPrefill ?? false,
+    limit: o.limit,
+  });
+  return { core, model };
+}
+
+describe('replay: core vs reference model', () => {
+  const workload = generateWorkload({ requests: 400, seed: 7 });
+
+  it('agrees on the built-in workload with heavy eviction', () => {
+    const { core, model } = both(workload, { numBlocks: 3000 });
+    expect(core.evictedBlocks).toBeGreaterThan(1000);
+    expect(core.matchedBlocks).toBeGreaterThan(1000);
+    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+    expect(core.freeBlocksAtEnd + core.cachedBlocksAtEnd).toBe(2999);
+  });
+
+  it('agrees with publishing after prefill, when running sequences hold cached blocks', () => {
+    const { core, model } = both(workload, { numBlocks: 2500, publishAfterPrefill: true, maxRunning: 8 });
+    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+  });
+
+  it('agrees when requests are rejected and decodes truncated', () => {
+    const { core, model } = both(workload.slice(0, 120), { numBlocks: 600, maxRunning: 4, blockSize: 8 });
+    expect(core.rejected + core.truncated).toBeGreaterThan(0);
+    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+  });
+
+  it.skipIf(!haveTrace)('agrees on the first 2,000 requests of the Mooncake conversation trace', async () => {
+    const trace = await readTraceFile(TRACE, 2000);
+    const { core, model } = both(trace, { numBlocks: 65536 });
+    expect(core.requests).toBe(2000);
+    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+  });
+
+  it.skipIf(!haveTrace)('agrees on the trace with a small cache and publishing after prefill', async () => {
+    const trace = await readTraceFile(TRACE, 300);
+    const { core, model } = both(trace, { numBlocks: 16384, publishAfterPrefill: true });
+    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+  });
+});
+
+describe('replay: trace input', () => {
+  it('reports malformed lines with their number', () => {
+    expect(() => parseTrace('{"input_length": 4, "output_length": 1, "hash_ids": [1]}\n{"input_length": 4}')).toThrow(
+      /trace line 2: "output_length" must be a non-negative integer, got undefined/,
+    );
+    expect(() => parseTrace('nope')).toThrow(/trace line 1: not valid JSON/);
+    expect(() => parseTrace('{"input_length": 1025, "output_length": 1, "hash_ids": [1, 2]}')).toThrow(
+      /"hash_ids" has 2 ids but input_length 1025 needs 3/,
+    );
+    expect(() => parseTrace('{"input_length": 4, "output_length": 1, "hash_ids": [-1]}')).toThrow(/"hash_ids"\[0\] must be an integer/);
+  });
+
+  it('reads a trace file streaming, skipping blank lines', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvpool-'));
+    const f = join(dir, 't.jsonl');
+    writeFileSync(f, '{"timestamp": 0, "input_length": 600, "output_length": 2, "hash_ids": [3, 4]}\n\n{"timestamp": 1, "input_length": 10, "output_length": 0, "hash_ids": [3]}\n');
+    const t = await readTraceFile(f);
+    expect(t.length).toBe(2);
+    expect([...t[0]!.hashIds]).toEqual([3, 4]);
+    const r = replaySync({ trace: t, numBlocks: 64 });
+    expect(r.promptBlocks).toBe(Math.floor(600 / 16) + 0);
+    expect(r.matchedBlocks).toBe(0); // request 1 has 10 tokens: no full block to match
+  });
+});
+
+describe('kvpool replay (CLI)', () => {
+  function capture(fn: () => Promise<number>) {
+    const out: string[] = [];
+    const err: string[] = [];
+    const o = process.stdout.write.bind(process.stdout);
+    const e = process.stderr.write.bind(process.stderr);
+    process.stdout.write = ((s: string) => (out.push(s), true)) as typeof process.stdout.write;
+    process.stderr.write = ((s: string) => (err.push(s), true)) as typeof process.stderr.write;
+    return fn()
+      .then((code) => ({ code, out: out.join(''), err: err.join('') }))
+      .finally(() => {
+        process.stdout.write = o;
+        process.stderr.write = e;
+      });
+  }
+
+  it('--json prints the result object alone', async () => {
+    const r = await capture(() => main(['replay', '--json', '--requests', '50', '--num-blocks', '4096']));
+    expect(r.code).toBe(0);
+    const obj = JSON.parse(r.out);
+    expect(obj.requests).toBe(50);
+    expect(withoutTimings(obj)).toEqual(withoutTimings(replaySync({ workloadRequests: 50, numBlocks: 4096 })));
+  });
+
+  it('prints a table by default', async () => {
+    const r = await capture(() => main(['replay', '--requests', '20']));
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/built-in workload \(20 requests, seed 1024\)/);
+    expect(r.out).toMatch(/hit rate\s+\d\.\d{6}/);
+  });
+
+  it('rejects unknown flags and bad values with exit code 1', async () => {
+    expect((await capture(() => main(['replay', '--bogus']))).err).toMatch(/unknown option '--bogus'/);
+    const neg = await capture(() => main(['replay', '--num-blocks', '-5']));
+    expect(neg.code).toBe(1);
+    expect(neg.err).toMatch(/--num-blocks must be >= 2, got -5/);
+    const frac = await capture(() => main(['replay', '--block-size', '1.5']));
+    expect(frac.err).toMatch(/--block-size must be an integer, got "1.5"/);
+  });
+
+  it('names a missing trace file and a malformed line', async () => {
+    const missing = await capture(() => main(['replay', '/nonexistent/trace.jsonl']));
+    expect(missing.code).toBe(1);
+    expect(missing.err).toMatch(/cannot read trace "\/nonexistent\/trace.jsonl": no such file/);
+    const dir = mkdtempSync(join(tmpdir(), 'kvpool-'));
+    const f = join(dir, 'bad.jsonl');
+    writeFileSync(f, '{"input_length": 4, "output_length": 1, "hash_ids": [1]}\n{"input_length": "x"}\n');
+    const bad = await capture(() => main(['replay', f]));
+    expect(bad.code).toBe(1);
+    expect(bad.err).toMatch(/trace line 2: "input_length" must be a non-negative integer, got "x"/);
+  });
+});
