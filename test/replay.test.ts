@@ -2,7 +2,7 @@
 // give the identical result object (all but timings), on the built-in
 // workload and on the public Mooncake conversation trace.
 
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -15,9 +15,7 @@ import { generateWorkload } from '../bindings/replay/workload.js';
 import { ModelBlockManagerPool } from './model/block-manager-pool.js';
 import { ModelReplayTarget } from './support/model-replay-target.js';
 
-const TRACE = new URL('../../shared/traces/mooncake_conversation.jsonl', import.meta.url).pathname;
-const haveTrace = existsSync(TRACE);
-if (!haveTrace) console.warn(`[kvpool tests] skipping the Mooncake trace replays: ${TRACE} not found (it sits in ../shared beside the clone)`);
+import { TRACE_PATH as TRACE, haveTrace } from './support/externals.js';
 
 function withoutTimings(r: ReplayResult) {
   const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;

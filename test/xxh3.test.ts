@@ -9,6 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { core, mem } from '../bindings/core/instance.js';
 import { stageTokens } from '../bindings/core/staging.js';
 import { hashBlocks, xxh3_128 } from '../bindings/hash.js';
+import { external } from './support/externals.js';
 
 // ------------------------------------------------------------------ helpers
 
@@ -178,14 +179,12 @@ describe('xxh3_random.json (python3-xxhash, every length class)', () => {
 
 const PY = process.env.XXH3_PYTHON ?? '/usr/bin/python3'; // overridable to test the skip path
 const probe = spawnSync(PY, ['-c', 'import xxhash'], { encoding: 'utf8' });
-const havePython = probe.status === 0;
-if (!havePython) {
-  console.warn(
-    `xxh3 live differential tests SKIPPED: ${PY} with the "xxhash" module is not available ` +
-      `(${probe.error?.message ?? probe.stderr.trim().split('\n').pop()}). ` +
-      "Install Debian's python3-xxhash (apt-get install python3-xxhash) to run them.",
-  );
-}
+const havePython = external(
+  'the xxHash reference (python3-xxhash)',
+  probe.status === 0,
+  `${PY} with the "xxhash" module is not available (${probe.error?.message ?? probe.stderr.trim().split('\n').pop()}); ` +
+    "install Debian's python3-xxhash (apt-get install python3-xxhash)",
+);
 
 // Reads requests on stdin, one per line, answers one line each:
 //   H <seed> x<hex>          -> 16 bytes hex (low64 LE, high64 LE)
