@@ -5,7 +5,7 @@ import {
   Manager, CACHED, STAMPED, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
-import { match, insert } from "./prefix";
+import { match, insert, touchReversed } from "./prefix";
 import { isLinked, inHeap, lruAudit } from "./lru";
 import { tableCount } from "./table";
 
@@ -67,8 +67,13 @@ export function mgr_retain(m: usize, ids: usize, n: i32): i32 {
   return retain(changetype<Manager>(m), ids, n);
 }
 
-export function mgr_match(m: usize, tokens: usize, nBlocks: i32, parentId: i32, parentPtr: usize, out: usize): i32 {
-  return match(changetype<Manager>(m), tokens, nBlocks, parentId, parentPtr, out);
+export function mgr_match(m: usize, tokens: usize, nBlocks: i32, parentId: i32, parentPtr: usize, out: usize, flags: i32, queried: i32): i32 {
+  return match(changetype<Manager>(m), tokens, nBlocks, parentId, parentPtr, out, flags, queried);
+}
+
+/** The deferred LRU update of a match made in windows (ids of every window's hits). */
+export function mgr_touch_reversed(m: usize, ids: usize, n: i32): void {
+  touchReversed(changetype<Manager>(m), ids, n);
 }
 
 export function mgr_insert(m: usize, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {

@@ -32,16 +32,24 @@ const scratch = memory.data(32, 16);
   return parentPtr;
 }
 
+/** match() flags: re-append the hits now; count this call in the statistics. */
+export const MATCH_TOUCH: i32 = 1;
+export const MATCH_COUNT: i32 = 2;
+
 /**
  * Matches up to `nBlocks` full blocks of tokens (at `tokens`, 16 writable bytes
  * before it) against the cache; writes the hit ids to `out`, adding one
- * reference to each. Returns the number of hits or ERR_UNSTAMPED_PARENT.
+ * reference to each. A long match may come in windows: only the last one
+ * re-appends (touchReversed over all hits) and only the first one counts the
+ * call and its `queried` blocks. Returns the number of hits or ERR_UNSTAMPED_PARENT.
  */
-export function match(m: Manager, tokens: usize, nBlocks: i32, parentId: i32, parentPtr: usize, out: usize): i32 {
+export function match(m: Manager, tokens: usize, nBlocks: i32, parentId: i32, parentPtr: usize, out: usize, flags: i32, queried: i32): i32 {
   let parent = parentOf(m, parentId, parentPtr);
   if (parent == 1) return ERR_UNSTAMPED_PARENT;
-  m.matchCalls++;
-  m.blocksQueried += <u64>nBlocks;
+  if ((flags & MATCH_COUNT) != 0) {
+    m.matchCalls++;
+    m.blocksQueried += <u64>queried;
+  }
   if (m.prefixOn == 0) return 0;
   const bytes = <usize>m.blockSize << 2;
   let hits = 0;
@@ -54,10 +62,14 @@ export function match(m: Manager, tokens: usize, nBlocks: i32, parentId: i32, pa
     hits++;
     parent = hashPtr(m, id);
   }
-  // Re-append in reverse visiting order: the first block ends most recent.
-  for (let i = hits - 1; i >= 0; i--) touch(m, load<i32>(out + (<usize>i << 2)));
+  if ((flags & MATCH_TOUCH) != 0) touchReversed(m, out, hits);
   m.blocksHit += <u64>hits;
   return hits;
+}
+
+/** Re-appends ids[0..n) in reverse order: the first ends most recent. */
+export function touchReversed(m: Manager, ids: usize, n: i32): void {
+  for (let i = n - 1; i >= 0; i--) touch(m, load<i32>(ids + (<usize>i << 2)));
 }
 
 /**

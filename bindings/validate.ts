@@ -2,7 +2,6 @@
 // changes and throws a TypeError (wrong kind of value) or RangeError (right
 // kind, bad value) whose message names the argument and the value.
 
-const INT32_MIN = -0x80000000;
 const INT32_MAX = 0x7fffffff;
 
 export function describe(v: unknown): string {
@@ -35,14 +34,16 @@ export function checkInt32Array(name: string, v: unknown): ArrayLike<number> {
   if (v === null || typeof v !== 'object' || typeof (v as ArrayLike<number>).length !== 'number') {
     throw new TypeError(`${name} must be an Int32Array or an array of integers, got ${describe(v)}`);
   }
-  const a = v as ArrayLike<unknown>;
+  const a = v as ArrayLike<number>;
   for (let i = 0; i < a.length; i++) {
-    const x = a[i];
-    if (typeof x !== 'number' || !Number.isInteger(x) || x < INT32_MIN || x > INT32_MAX) {
+    const x = a[i]!;
+    // `x | 0` is x itself exactly for int32 numbers: fractions, NaN, values
+    // outside int32 and non-numbers all differ (one operation per element).
+    if ((x | 0) !== x) {
       throw new RangeError(`${name}[${i}] must be an int32 integer, got ${describe(x)}`);
     }
   }
-  return a as ArrayLike<number>;
+  return a;
 }
 
 const TWO_64 = 1n << 64n;

@@ -127,6 +127,23 @@ describe('BlockManagerImpl prefix cache', () => {
     m.check();
   });
 
+  it('a long match (staged in windows) leaves the same LRU order as one walk', () => {
+    const m = new BlockManagerImpl({ numBlocks: 200, blockSize: 1 });
+    const t = Array.from({ length: 100 }, (_, i) => i);
+    const ids = m.allocate(100)!;
+    m.cache(t, ids);
+    m.deallocate(ids);
+    const hit = m.allocateShared(t);
+    expect([...hit]).toEqual([...ids]);
+    expect([...m.lruOrder()]).toEqual([...ids].reverse());
+    expect(m.stats()).toMatchObject({ matchCalls: 1, blocksQueried: 100, blocksHit: 100 });
+    m.deallocate(hit);
+    const partial = t.slice(0, 70).concat([-5, -6]);
+    expect(m.allocateShared(partial).length).toBe(70);
+    expect(m.stats()).toMatchObject({ matchCalls: 2, blocksQueried: 172, blocksHit: 170 });
+    m.check();
+  });
+
   it('skips blocks a sequence still holds when evicting', () => {
     const m = mgr(6);
     const t = chain(2);

@@ -7,7 +7,9 @@ export interface ManagerExports {
   mgr_allocate(m: number, n: number, out: number): number;
   mgr_release(m: number, ids: number, n: number): number;
   mgr_retain(m: number, ids: number, n: number): number;
-  mgr_match(m: number, tokens: number, nBlocks: number, parentId: number, parentPtr: number, out: number): number;
+  /** flags: MATCH_TOUCH | MATCH_COUNT; `queried` is added to blocksQueried when counted */
+  mgr_match(m: number, tokens: number, nBlocks: number, parentId: number, parentPtr: number, out: number, flags: number, queried: number): number;
+  mgr_touch_reversed(m: number, ids: number, n: number): void;
   mgr_insert(m: number, tokens: number, ids: number, nBlocks: number, parentId: number, parentPtr: number): number;
   mgr_evict(m: number, k: number): number;
   mgr_evict_all(m: number): number;
@@ -44,6 +46,9 @@ export const STAT_FIELDS = [
   'blocksAllocated',
   'allocationFailures',
 ] as const;
+
+export const MATCH_TOUCH = 1;
+export const MATCH_COUNT = 2;
 
 export const ERR_UNSTAMPED_PARENT = -2;
 export const ERR_OUT_OF_RANGE = -3;

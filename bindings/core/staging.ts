@@ -40,14 +40,25 @@ const tokenArea = new Area(1 << 16);
 const idArea = new Area(1 << 14);
 const byteArea = new Area(1 << 12);
 
+/** Copies src[start, end) to linear memory at int32 index `at` (TypedArray.set takes plain arrays too). */
+function copyInto(src: ArrayLike<number>, start: number, end: number, at: number): void {
+  const n = end - start;
+  if (n <= 8) {
+    const i32 = mem.i32;
+    for (let i = 0; i < n; i++) i32[at + i] = src[start + i]!;
+  } else if (src instanceof Int32Array) {
+    mem.i32.set(start === 0 && end === src.length ? src : src.subarray(start, end), at);
+  } else if (start === 0 && end === src.length) {
+    mem.i32.set(src, at);
+  } else {
+    mem.i32.set(Array.prototype.slice.call(src, start, end) as number[], at);
+  }
+}
+
 /** Copies tokens into linear memory; returns their byte pointer (16 writable bytes before it). */
 export function stageTokens(tokens: ArrayLike<number>, start = 0, end = tokens.length): number {
-  const n = end - start;
-  const ptr = tokenArea.ensure(n * 4);
-  const at = ptr >>> 2;
-  if (start === 0 && end === tokens.length && (tokens instanceof Int32Array)) mem.i32.set(tokens, at);
-  else if (tokens instanceof Int32Array) mem.i32.set(tokens.subarray(start, end), at);
-  else for (let i = 0; i < n; i++) mem.i32[at + i] = tokens[start + i]!;
+  const ptr = tokenArea.ensure((end - start) * 4);
+  copyInto(tokens, start, end, ptr >>> 2);
   return ptr;
 }
 
@@ -58,11 +69,8 @@ export function idSpace(n: number): number {
 
 /** Copies ids into linear memory; returns their byte pointer. */
 export function stageIds(ids: ArrayLike<number>, start = 0, end = ids.length): number {
-  const n = end - start;
-  const ptr = idArea.ensure(n * 4);
-  const at = ptr >>> 2;
-  if (ids instanceof Int32Array) mem.i32.set(start === 0 && end === ids.length ? ids : ids.subarray(start, end), at);
-  else for (let i = 0; i < n; i++) mem.i32[at + i] = ids[start + i]!;
+  const ptr = idArea.ensure((end - start) * 4);
+  copyInto(ids, start, end, ptr >>> 2);
   return ptr;
 }
 

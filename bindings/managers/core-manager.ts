@@ -5,7 +5,10 @@
 // the boundary once per call.
 
 import { core, growing, loadCore, mem, views } from '../core/instance.js';
-import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, REC, STAT_FIELDS } from '../core/manager-exports.js';
+import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, MATCH_COUNT, MATCH_TOUCH, REC, STAT_FIELDS } from '../core/manager-exports.js';
+
+/** Blocks staged per core call when matching (see matchInto). */
+const MATCH_WINDOW = 32;
 import { byteSpace, idSpace, stageIds, stageTokens } from '../core/staging.js';
 import { checkInt, checkInt32Array } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
@@ -222,15 +225,43 @@ export abstract class CoreManager {
    */
   matchInto(tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number): number {
     if (nBlocks <= 0) return 0;
+    // Most matches stop within a few blocks, so tokens are staged a window at
+    // a time, going on only while a whole window hit. The LRU update is
+    // deferred to one re-append over all hits, as a single walk would do.
+    if (nBlocks <= MATCH_WINDOW) return this.matchWindow(tokens, first, nBlocks, parentId, dst, at, MATCH_TOUCH | MATCH_COUNT, nBlocks);
+    let hits = 0;
+    let parent = parentId;
+    while (hits < nBlocks) {
+      const n = Math.min(MATCH_WINDOW, nBlocks - hits);
+      const h = this.matchWindow(tokens, first + hits, n, parent, dst, at + hits, hits === 0 ? MATCH_COUNT : 0, nBlocks);
+      hits += h;
+      if (h < n) break;
+      parent = dst[at + hits - 1]!;
+    }
+    const p = stageIds(dst, at, at + hits);
+    core().mgr_touch_reversed(this.ptr, p, hits);
+    return hits;
+  }
+
+  private matchWindow(
+    tokens: ArrayLike<number>,
+    first: number,
+    nBlocks: number,
+    parentId: number,
+    dst: Int32Array,
+    at: number,
+    flags: number,
+    queried: number,
+  ): number {
     const e = core();
     const B = this.blockSize;
     const out = idSpace(nBlocks);
     let tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
-    let hits = e.mgr_match(this.ptr, tok, nBlocks, parentId, 0, out);
+    let hits = e.mgr_match(this.ptr, tok, nBlocks, parentId, 0, out, flags, queried);
     if (hits === ERR_UNSTAMPED_PARENT) {
       const parent = this.parentFromTokens(tokens, first);
       tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
-      hits = e.mgr_match(this.ptr, tok, nBlocks, 0, parent, out);
+      hits = e.mgr_match(this.ptr, tok, nBlocks, 0, parent, out, flags, queried);
     }
     const i32 = mem.i32;
     const base = out >>> 2;
