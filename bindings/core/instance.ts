@@ -39,6 +39,10 @@ function refreshViews(): void {
   mem.f64 = new Float64Array(buf);
 }
 
+/**
+ * Keeps the raw `instance.exports`: the loader's demangled wrappers add a
+ * JS frame (~5-10 ns) to every call, and the core's exports take numbers only.
+ */
 function install(exports: CoreExports): void {
   ex = exports;
   refreshViews();
@@ -79,7 +83,7 @@ export function loadCore(source?: WasmSource): Promise<void> {
     if (typeof src === 'string' || src instanceof URL) input = fetch(src);
     else input = src as Parameters<typeof instantiate>[0];
     const result = await instantiate(input, {});
-    if (!ex) install(result.exports as unknown as CoreExports);
+    if (!ex) install(result.instance.exports as unknown as CoreExports);
   })();
   loading.catch(() => {
     loading = null;
@@ -92,7 +96,7 @@ function coreSync(): CoreExports {
     throw new Error('kvpool: the Wasm core is not loaded yet; `await loadCore()` (or use an async `create()`) first');
   }
   const result = instantiateSync(syncLoader() as WebAssembly.Module, {});
-  install(result.exports as unknown as CoreExports);
+  install(result.instance.exports as unknown as CoreExports);
   return ex!;
 }
 
