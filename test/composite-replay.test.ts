@@ -70,8 +70,8 @@ describe('composite replay: core vs reference model', () => {
     expect(withoutTimings(core)).toEqual(withoutTimings(model));
   });
 
-  it.skipIf(!haveTrace)('agrees on the first 100 requests of the Mooncake conversation trace', async () => {
-    const trace = await readTraceFile(TRACE, 100);
+  it.skipIf(!haveTrace)('agrees on the first 300 requests of the Mooncake conversation trace', async () => {
+    const trace = await readTraceFile(TRACE, 300);
     const { core, model } = both(trace, { numBlocks: 65536, slidingWindow: 4096, compressRatios: [1, 4] });
     expect(withoutTimings(core)).toEqual(withoutTimings(model));
     expect(core.subManagers[0]!.releasedBlocks).toBeGreaterThan(0);

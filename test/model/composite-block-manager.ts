@@ -70,7 +70,8 @@ export class ModelCompositeBlockManager {
     need.forEach((n, i) => {
       if (n === 0) return;
       tables[i]!.push(...this.subs[i]!.allocate(n)!);
-      this.peaks[i] = Math.max(this.peaks[i]!, this.subs[i]!.numUsedBlocks());
+      // No prefix cache: every id off the free stack is used.
+      this.peaks[i] = Math.max(this.peaks[i]!, this.subs[i]!.numBlocks - 1 - this.subs[i]!.free.length);
     });
     this.releaseOutOfWindow(tables, cached);
     return true;
