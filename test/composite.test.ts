@@ -503,3 +503,22 @@ describe('SEMANTICS B.5: composite ranks of BlockManagerPool', () => {
     }
   });
 });
+
+describe('SlidingWindowBlockManager errors', () => {
+  it('a table with an id it does not hold changes nothing', () => {
+    const m = new SlidingWindowBlockManager({ numBlocks: 8, blockSize: 2, slidingWindowSize: 2 });
+    try {
+      const t = m.allocate(2)!;
+      const bad = new Int32Array([t[0]!, 6, t[1]!]);
+      const free = [...m.freeIds()];
+      expect(() => m.releaseOutOfWindow(bad, 6)).toThrow(/table\[1\] = 6 has no holder left \(it is free\)/);
+      expect([...bad]).toEqual([1, 6, 2]);
+      expect([...m.freeIds()]).toEqual(free);
+      expect(() => m.releaseOutOfWindow(new Int32Array([1, -1, 2]), 6)).toThrow(/table\[1\] = -1 follows a held block/);
+      expect(m.refCount(1)).toBe(1);
+      m.check();
+    } finally {
+      m.dispose();
+    }
+  });
+});

@@ -17,7 +17,8 @@ type Op =
   | { kind: 'decode'; pick: number; steps: number }
   | { kind: 'tryAllocate'; pick: number }
   | { kind: 'finish'; pick: number }
-  | { kind: 'fork'; pick: number };
+  | { kind: 'fork'; pick: number }
+  | { kind: 'compute'; pick: number; cached: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('new' as const), len: fc.nat({ max: 24 }) }) },
@@ -26,6 +27,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('tryAllocate' as const), pick: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('finish' as const), pick: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('fork' as const), pick: fc.nat() }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('compute' as const), pick: fc.nat(), cached: fc.nat({ max: 40 }) }) },
 );
 
 interface Layout {
@@ -138,6 +140,10 @@ function run(L: Layout, ops: Op[]): void {
           case 'finish':
             pool.deallocate(s);
             model.deallocate(m);
+            break;
+          case 'compute': // any computed count, then a round with no growth: the window alone moves
+            s.kvCachedTokens = m.kvCachedTokens = Math.min(op.cached, s.numTokens);
+            expect(pool.allocate(s, s.numTokens)).toBe(model.allocate(m, m.numTokens));
             break;
           case 'fork':
             if (s.dpRank >= 0) seqs.push([s.fork(), model.fork(m)]);

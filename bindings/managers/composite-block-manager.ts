@@ -176,6 +176,7 @@ export class CompositeBlockManager {
   private readonly sizes: Int32Array;
   private readonly windowed: Uint8Array;
   private readonly need: Int32Array;
+  private readonly freeBefore: Int32Array;
   private readonly peaks: number[];
   private readonly releasedOut: number[];
   private readonly short: number[];
@@ -208,6 +209,7 @@ export class CompositeBlockManager {
     this.sizes = Int32Array.from(layout.specs, (s) => s.blockSize);
     this.windowed = Uint8Array.from(layout.specs, (s) => (s.kind === 'sliding-window' ? 1 : 0));
     this.need = new Int32Array(k);
+    this.freeBefore = new Int32Array(k);
     this.peaks = new Array<number>(k).fill(0);
     this.releasedOut = new Array<number>(k).fill(0);
     this.short = new Array<number>(k).fill(0);
@@ -277,12 +279,16 @@ export class CompositeBlockManager {
     for (let i = 0; i < k; i++) {
       const want = Math.ceil(numTokens / this.sizes[i]!) - t._lengths[i]!;
       need[i] = want > 0 ? want : 0;
-      if (want > 0 && want > subs[i]!.numFreeBlocks()) {
+      if (want <= 0) continue;
+      const free = subs[i]!.numFreeBlocks();
+      this.freeBefore[i] = free;
+      if (want > free) {
         this.short[i]!++;
         ok = false;
       }
     }
     if (!ok) return false;
+    // Stage: each sub-manager's new ids go past its table's end ...
     for (let i = 0; i < k; i++) {
       const n = need[i]!;
       if (n === 0) continue;
@@ -292,11 +298,12 @@ export class CompositeBlockManager {
         throw new Error(`kvpool: internal error: sub-manager ${i} was short after its free count said otherwise`);
       }
     }
+    // ... and commit by moving the ends. Without a prefix cache every id off the free stack is used.
     for (let i = 0; i < k; i++) {
       const n = need[i]!;
       if (n === 0) continue;
       t._lengths[i]! += n;
-      const used = subs[i]!.numUsedBlocks();
+      const used = this.specs[i]!.numBlocks - 1 - (this.freeBefore[i]! - n);
       if (used > this.peaks[i]!) this.peaks[i] = used;
     }
     this.releaseWindowsFor(t, kvCached);

@@ -8,6 +8,7 @@ import { loadCore } from '../core/instance.js';
 import { checkInt, checkInt32Array, checkKeys, checkObject, describe } from '../validate.js';
 import { BlockManagerImpl } from './block-manager-impl.js';
 import { RELEASED } from './composite-block-tables.js';
+import { throwIdError } from './core-errors.js';
 
 export interface SlidingWindowBlockManagerOptions {
   /** Physical blocks, padding id 0 included (>= 2). */
@@ -128,7 +129,8 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
     for (let i = first; i < upto; i++) {
       if (table[i] === RELEASED) throw new RangeError(`table[${i}] = -1 follows a held block: placeholders must lead the table`);
     }
-    this.deallocate(table.subarray(first, upto));
+    const code = this.releaseFrom(table, first, upto);
+    if (code < 0) throwIdError(code, 'table', table, first, this.numBlocks);
     table.fill(RELEASED, first, upto);
     return upto - first;
   }
