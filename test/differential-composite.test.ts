@@ -141,7 +141,7 @@ function run(L: Layout, ops: Op[]): void {
             pool.deallocate(s);
             model.deallocate(m);
             break;
-          case 'compute': // any computed count, then a round with no growth: the window alone moves
+          case 'compute': // any computed count, then a round for every token: the window follows the count
             s.kvCachedTokens = m.kvCachedTokens = Math.min(op.cached, s.numTokens);
             expect(pool.allocate(s, s.numTokens)).toBe(model.allocate(m, m.numTokens));
             break;
