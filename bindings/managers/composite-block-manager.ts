@@ -181,6 +181,7 @@ export class CompositeBlockManager {
   private readonly releasedOut: number[];
   private readonly short: number[];
   private scratch = new Int32Array(16);
+  private disposed = false;
 
   constructor(options: CompositeBlockManagerOptions) {
     checkObject('options', options);
@@ -234,6 +235,7 @@ export class CompositeBlockManager {
   }
 
   private own(tables: unknown, name = 'tables'): CompositeBlockTables {
+    if (this.disposed) throw new Error('kvpool: this composite manager was disposed');
     if (!(tables instanceof CompositeBlockTables)) throw new TypeError(`${name} must be a CompositeBlockTables, got ${describe(tables)}`);
     if (tables._owner !== this) throw new Error(`${name} were made by another composite manager`);
     return tables;
@@ -449,6 +451,7 @@ export class CompositeBlockManager {
 
   /** Gives every sub-manager's memory back to the core. */
   dispose(): void {
+    this.disposed = true;
     for (const m of this.subManagers) m.dispose();
   }
 }
