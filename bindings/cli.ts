@@ -9,6 +9,7 @@ import './wasm-node.js';
 import { readTraceFile } from './node/trace-file.js';
 import { replaySync } from './replay/replay.js';
 import type { ReplayResult } from './replay/kernel.js';
+import { formatSubManagers, ratiosOption } from './replay/composite-format.js';
 import { TraceError } from './replay/trace.js';
 
 function intOption(name: string, min: number) {
@@ -40,7 +41,7 @@ export function formatResult(r: ReplayResult, title: string): string {
     ['allocate calls / s', r.allocateCallsPerSecond.toLocaleString('en-US')],
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
-  return [title, ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`)].join('\n');
+  return [title, ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`), ...formatSubManagers(r)].join('\n');
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -60,6 +61,8 @@ export async function main(argv: string[]): Promise<number> {
     .option('--limit <n>', 'replay only the first N requests', intOption('--limit', 0))
     .option('--requests <n>', 'requests of the built-in workload', intOption('--requests', 0), 2000)
     .option('--publish-after-prefill', 'publish prompt blocks to the prefix cache while the sequence runs', false)
+    .option('--sliding-window <n>', 'replay on a composite pool: a sliding window of n tokens plus full sub-managers (no prefix cache)', intOption('--sliding-window', 1))
+    .option('--compress-ratios <list>', 'with --sliding-window: one full sub-manager per ratio, e.g. 1,4 (default 1)', ratiosOption('--compress-ratios'))
     .option('--json', 'print the result object as JSON on stdout', false)
     .option('--no-progress', 'no progress bar')
     .action(async (trace: string | undefined, o) => {
@@ -88,6 +91,8 @@ export async function main(argv: string[]): Promise<number> {
         limit: o.limit,
         workloadRequests: o.requests,
         publishAfterPrefill: o.publishAfterPrefill,
+        slidingWindow: o.slidingWindow,
+        compressRatios: o.compressRatios,
         onProgress: bar
           ? (done, total) => {
               if (!started) {
@@ -102,7 +107,8 @@ export async function main(argv: string[]): Promise<number> {
       if (o.json) process.stdout.write(JSON.stringify(result) + '\n');
       else {
         const what = trace ?? `built-in workload (${o.requests} requests, seed ${o.seed})`;
-        process.stdout.write(formatResult(result, `kvpool replay: ${what}`) + '\n');
+        const layout = o.slidingWindow ? `, composite: window ${o.slidingWindow}, ratios ${(o.compressRatios ?? [1]).join(',')}` : '';
+        process.stdout.write(formatResult(result, `kvpool replay: ${what}${layout}`) + '\n');
       }
     });
   try {

@@ -7,10 +7,28 @@ export { xxh3_128, hashBlocks } from './hash.js';
 export type { BlockManager, BlockManagerStats } from './managers/block-manager.js';
 export { BlockManagerImpl, type BlockManagerOptions } from './managers/block-manager-impl.js';
 export { SingleBlockManager, type SingleBlockManagerOptions } from './managers/single-block-manager.js';
+export {
+  CompositeBlockManager,
+  type CompositeBlockManagerOptions,
+  type ManagerType,
+  type SubManagerKind,
+  type SubManagerSpec,
+  type SubManagerStats,
+} from './managers/composite-block-manager.js';
+export { CompositeBlockTables } from './managers/composite-block-tables.js';
+export {
+  SlidingWindowBlockManager,
+  type SlidingWindowBlockManagerOptions,
+  type SwaPoolSizing,
+  swaBlocksPerSeq,
+  swaPoolBlocks,
+  outOfWindowBlocks,
+} from './managers/sliding-window-block-manager.js';
 export { Sequence, type ForkOptions } from './pool/sequence.js';
 export type { KVCacheManager, BlockTransferInfo } from './pool/kv-cache-manager.js';
 export { BlockManagerPool, type BlockManagerPoolOptions, type PoolRankStats } from './pool/block-manager-pool.js';
 export { replay, replaySync, type ReplayOptions } from './replay/replay.js';
+export type { CompositeReplayResult, SubManagerReplayStats } from './replay/composite-replay.js';
 export { runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence } from './replay/kernel.js';
 export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './replay/trace.js';
 export { generateWorkload, type WorkloadOptions } from './replay/workload.js';

@@ -5,13 +5,15 @@
 import { loadCore } from '../core/instance.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
+import type { CompositeBlockManager, SubManagerStats } from '../managers/composite-block-manager.js';
 import type { CoreManager } from '../managers/core-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
+import { COMPOSITE_OPTION_KEYS, CompositeRanks, type CompositePoolOptions } from './composite-ranks.js';
 import type { BlockTransferInfo, KVCacheManager } from './kv-cache-manager.js';
 import { Sequence, type SequenceOwner } from './sequence.js';
 
-export interface BlockManagerPoolOptions {
+export interface BlockManagerPoolOptions extends CompositePoolOptions {
   /** Physical KV blocks per dp rank, padding id 0 included (>= 2). */
   numBlocks: number;
   /** Tokens per block (>= 1). */
@@ -29,7 +31,7 @@ export interface BlockManagerPoolOptions {
   seed?: number | bigint;
 }
 
-const KEYS = ['numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed'] as const;
+const KEYS = ['numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed', ...COMPOSITE_OPTION_KEYS] as const;
 
 export interface PoolRankStats extends BlockManagerStats {
   /** Single ids free / held on this rank. */
@@ -62,18 +64,22 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   /** Sequences holding anything from this pool (for audits). */
   protected readonly live = new Set<Sequence>();
   private readonly swaps: BlockTransferInfo[][] = [];
+  /** @internal composite KV managers per rank when `managerTypes` is given (seed 5.1); `managers` then holds their capacity sub-managers */
+  readonly composite: CompositeRanks | null;
 
   constructor(options: BlockManagerPoolOptions) {
     const o = parsePoolOptions(options);
     checkSeed('options.seed', o.seed);
+    this.composite = options.managerTypes === undefined ? null : new CompositeRanks(options);
     this.blockSize = o.blockSize;
     this.numBlocks = o.numBlocks;
     this.dpSize = o.dpSize;
-    this.enablePrefixCache = o.enablePrefixCache;
+    this.enablePrefixCache = o.enablePrefixCache && this.composite === null;
     try {
       for (let r = 0; r < o.dpSize; r++) {
         this.managers.push(
-          new BlockManagerImpl({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed }),
+          this.composite?.addRank() ??
+            new BlockManagerImpl({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed }),
         );
         this.singles.push(new SingleBlockManager({ numBlocks: o.singleBlockCapacity }));
         this.swaps.push([]);
@@ -147,6 +153,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const startedEmpty = seq._numBlocks === 0;
     const newSingle = seq._single < 0;
     if (newSingle && !this.acquireSingle(seq, r)) return false;
+    if (this.composite) return this.allocateComposite(seq, r, numTokens, newSingle);
     if (startedEmpty && this.enablePrefixCache) this.attachShared(seq, r);
     const need = Math.ceil(numTokens / this.blockSize);
     const held = seq._numBlocks;
@@ -177,6 +184,11 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const r = this.place(seq);
     const newSingle = seq._single < 0;
     if (newSingle && !this.acquireSingle(seq, r)) return false;
+    if (this.composite) {
+      if (!this.allocateComposite(seq, r, seq._numTokens, newSingle)) return false;
+      seq._kvCached = seq._numTokens;
+      return true;
+    }
     const mgr = this.managers[r]!;
     const B = this.blockSize;
     const heldBefore = seq._numBlocks;
@@ -209,6 +221,18 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     seq._kvCached = seq._numTokens;
     this.live.add(seq);
     return true;
+  }
+
+  /** Composite ranks (SEMANTICS B.3, B.5): every table grows or none does; no prefix cache, no beam swap. */
+  private allocateComposite(seq: Sequence, r: number, numTokens: number, newSingle: boolean): boolean {
+    const c = this.composite!;
+    if (c.allocate(seq, r, numTokens)) {
+      this.live.add(seq);
+      return true;
+    }
+    if (newSingle) this.releaseSingle(seq, r);
+    if (!c.holds(seq) && seq._single < 0) this.live.delete(seq);
+    return false;
   }
 
   allocateShared(sequence: Sequence): number {
@@ -261,7 +285,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   forkSequence(parent: Sequence, child: Sequence): void {
     this.own(parent, 'parent');
     if (parent._numBlocks > 0) this.managers[parent._dpRank]!.retainFrom(parent._table, 0, parent._numBlocks);
-    if (child._numBlocks > 0) this.live.add(child);
+    this.composite?.fork(parent, child);
+    if (child._numBlocks > 0 || this.composite?.holds(child)) this.live.add(child);
   }
 
   private acquireSingle(seq: Sequence, r: number): boolean {
@@ -332,6 +357,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     if (r < 0) return;
     if (cacheFirst) this.cacheUpTo(seq, seq._kvCached);
     if (seq._single >= 0) this.releaseSingle(seq, r);
+    this.composite?.release(seq, r);
     this.releaseBlocks(seq, r);
     this.live.delete(seq);
   }
@@ -382,6 +408,17 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     for (const s of this.swaps) s.length = 0;
   }
 
+  /** The composite KV manager of `dpRank` (null unless `managerTypes` was given). */
+  compositeManager(dpRank: number): CompositeBlockManager | null {
+    checkInt('dpRank', dpRank, 0, this.dpSize - 1);
+    return this.composite?.managers[dpRank] ?? null;
+  }
+
+  /** Counters of every sub-manager of `dpRank` (empty unless `managerTypes` was given). */
+  subManagerStats(dpRank: number): SubManagerStats[] {
+    return this.compositeManager(dpRank)?.subManagerStats() ?? [];
+  }
+
   /** Sequences that hold blocks or a single id of this pool. */
   liveSequences(): ReadonlySet<Sequence> {
     return this.live;
@@ -401,6 +438,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     }
     for (let r = 0; r < this.dpSize; r++) {
       this.addExtraHolders(r, kv[r]!);
+      this.composite?.checkRank(r, kv[r]!, this.live);
       compareHolders(`rank ${r} KV`, this.managers[r]!.holderCounts(), kv[r]!);
       compareHolders(`rank ${r} single-id`, this.singles[r]!.holderCounts(), single[r]!);
     }
@@ -411,6 +449,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** Gives every manager's memory back to the core. */
   dispose(): void {
+    this.composite?.dispose();
     for (const m of this.managers) m.dispose();
     for (const s of this.singles) s.dispose();
   }

@@ -3,6 +3,7 @@
 // many leading blocks came from the prefix cache, its dp rank and its
 // single id. All arrays grow by doubling; reads are views, not copies.
 
+import type { CompositeBlockTables } from '../managers/composite-block-tables.js';
 import { checkInt, checkInt32Array, describe } from '../validate.js';
 
 /** The pool-side operations a sequence needs (fork adds references). */
@@ -33,6 +34,8 @@ export class Sequence {
   /** @internal */ _single = -1;
   /** @internal */ _owner: SequenceOwner | null = null;
   /** @internal */ _needSwap = false;
+  /** @internal one block table per sub-manager on a composite pool, null otherwise */
+  _composite: CompositeBlockTables | null = null;
   readonly numPromptTokens: number;
 
   /** A sequence whose prompt is `prompt` (int32 tokens). */
@@ -131,10 +134,21 @@ export class Sequence {
   }
 
   /**
-   * Slot ids of tokens [start, end): `blockTable[i / B] * B + i % B`, what an
-   * attention kernel writes KV to.
+   * On a composite pool, one block table per sub-manager (views; valid until
+   * the tables change): positions that slid out of a window hold -1, so
+   * logical positions never shift. Empty on other pools.
    */
-  slotIds(start = 0, end = this._numTokens): Int32Array {
+  get compositeBlockTables(): Int32Array[] {
+    return this._composite ? this._composite.views() : [];
+  }
+
+  /**
+   * Slot ids of tokens [start, end): `blockTable[i / B] * B + i % B`, what an
+   * attention kernel writes KV to. With `table`, the same over composite
+   * table `table` and its block size; a slid-out position gives -1.
+   */
+  slotIds(start = 0, end = this._numTokens, table?: number): Int32Array {
+    if (table !== undefined) return this.compositeSlotIds(start, end, table);
     const B = this.requireOwner('slotIds').blockSize;
     checkInt('start', start);
     checkInt('end', end, start);
@@ -143,6 +157,24 @@ export class Sequence {
     }
     const out = new Int32Array(end - start);
     for (let i = start; i < end; i++) out[i - start] = this._table[(i / B) | 0]! * B + (i % B);
+    return out;
+  }
+
+  private compositeSlotIds(start: number, end: number, table: number): Int32Array {
+    const c = this._composite;
+    if (!c) throw new Error('slotIds: the sequence holds no composite block tables (allocate it on a composite pool first)');
+    checkInt('table', table, 0, c.count - 1);
+    checkInt('start', start);
+    checkInt('end', end, start);
+    const B = c.blockSizes[table]!;
+    const n = c.length(table);
+    if (end > n * B) throw new RangeError(`end = ${end} is beyond the ${n} blocks of ${B} tokens of composite table ${table}`);
+    const t = c._tables[table]!;
+    const out = new Int32Array(end - start);
+    for (let i = start; i < end; i++) {
+      const id = t[(i / B) | 0]!;
+      out[i - start] = id < 0 ? -1 : id * B + (i % B);
+    }
     return out;
   }
 

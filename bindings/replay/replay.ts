@@ -4,6 +4,7 @@ import { loadCore } from '../core/instance.js';
 import { BlockManagerPool } from '../pool/block-manager-pool.js';
 import { Sequence } from '../pool/sequence.js';
 import { checkBool, checkInt, checkKeys, checkObject } from '../validate.js';
+import { CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type CompositeReplayResult } from './composite-replay.js';
 import { runReplay, type ReplayProgress, type ReplayResult, type ReplayTarget } from './kernel.js';
 import type { TraceRequest } from './trace.js';
 import { generateWorkload } from './workload.js';
@@ -20,9 +21,13 @@ export interface ReplayOptions {
   /** Requests of the built-in workload when no trace is given (default 2000). */
   workloadRequests?: number;
   onProgress?: ReplayProgress;
+  /** Replay on a composite pool: a sliding window of this many tokens plus full sub-managers. */
+  slidingWindow?: number;
+  /** With `slidingWindow`: one full sub-manager per ratio (block size B * ratio; default [1]). */
+  compressRatios?: number[];
 }
 
-const KEYS = ['trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'onProgress'];
+const KEYS = ['trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'onProgress', 'slidingWindow', 'compressRatios'];
 
 /** The replay loop's view of a BlockManagerPool. */
 export class PoolReplayTarget implements ReplayTarget<Sequence> {
@@ -53,6 +58,9 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
 export function parseReplayOptions(o: ReplayOptions) {
   checkObject('options', o);
   checkKeys('options', o, KEYS);
+  if (o.compressRatios !== undefined && o.slidingWindow === undefined) {
+    throw new TypeError('options.compressRatios needs options.slidingWindow (a composite replay), got slidingWindow undefined');
+  }
   return {
     blockSize: checkInt('options.blockSize', o.blockSize ?? 16, 1),
     numBlocks: checkInt('options.numBlocks', o.numBlocks ?? 65536, 2),
@@ -61,6 +69,8 @@ export function parseReplayOptions(o: ReplayOptions) {
     limit: o.limit === undefined ? undefined : checkInt('options.limit', o.limit, 0),
     publishAfterPrefill: checkBool('options.publishAfterPrefill', o.publishAfterPrefill ?? false),
     workloadRequests: checkInt('options.workloadRequests', o.workloadRequests ?? 2000, 0),
+    slidingWindow: o.slidingWindow === undefined ? undefined : checkInt('options.slidingWindow', o.slidingWindow, 1),
+    compressRatios: parseCompressRatios('options.compressRatios', o.compressRatios),
   };
 }
 
@@ -68,16 +78,25 @@ export function parseReplayOptions(o: ReplayOptions) {
  * Replays a trace (or the built-in workload) through a fresh BlockManagerPool
  * exactly as REPLAY.md describes and returns the result object.
  */
-export async function replay(options: ReplayOptions = {}): Promise<ReplayResult> {
+export async function replay(options: ReplayOptions = {}): Promise<ReplayResult | CompositeReplayResult> {
   const p = parseReplayOptions(options);
   await loadCore();
   return replaySync(options, p);
 }
 
 /** `replay` once the core is loaded (always the case in Node). */
-export function replaySync(options: ReplayOptions = {}, parsed = parseReplayOptions(options)): ReplayResult {
+export function replaySync(options: ReplayOptions = {}, parsed = parseReplayOptions(options)): ReplayResult | CompositeReplayResult {
   const p = parsed;
   const trace = options.trace ?? generateWorkload({ requests: p.workloadRequests, seed: p.seed });
+  if (p.slidingWindow !== undefined) {
+    const pool = new BlockManagerPool(compositePoolOptions(p, p.slidingWindow, p.compressRatios));
+    try {
+      const target = new CompositeReplayTarget(pool);
+      return { ...runReplay(target, trace, p, options.onProgress), subManagers: target.subManagers() };
+    } finally {
+      pool.dispose();
+    }
+  }
   const pool = new BlockManagerPool({ numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed });
   try {
     return runReplay(new PoolReplayTarget(pool), trace, p, options.onProgress);

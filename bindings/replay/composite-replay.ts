@@ -1,0 +1,127 @@
+// The replay kernel on a composite pool (hybrid attention): sub-manager 0 is
+// a sliding window of W tokens with the base block size, then one full
+// sub-manager per compress ratio. There is no prefix cache, so the kernel's
+// hit figures are 0; its id figures (allocatedBlocks, idChecksum, free
+// blocks) are those of the capacity sub-manager, and the result gains one
+// row per sub-manager: peak ids held and ids given back by the window.
+
+import type { ManagerType } from '../managers/composite-block-manager.js';
+import type { BlockManagerPool, BlockManagerPoolOptions } from '../pool/block-manager-pool.js';
+import { Sequence } from '../pool/sequence.js';
+import { checkInt, describe } from '../validate.js';
+import type { ReplayResult, ReplaySequence, ReplayTarget } from './kernel.js';
+
+/** One sub-manager's figures after a composite replay. */
+export interface SubManagerReplayStats {
+  kind: 'full' | 'sliding-window';
+  blockSize: number;
+  /** Physical blocks, padding included. */
+  numBlocks: number;
+  /** The most ids held at once (right after an allocation round, before the window release). */
+  peakUsedBlocks: number;
+  /** Ids handed out over the run. */
+  allocatedBlocks: number;
+  /** Ids given back because they slid out of the window. */
+  releasedBlocks: number;
+}
+
+/** A replay result with one row per sub-manager (composite replays only). */
+export interface CompositeReplayResult extends ReplayResult {
+  subManagers: SubManagerReplayStats[];
+}
+
+/** Validates `compressRatios` (a list of ratios >= 1; default [1]). */
+export function parseCompressRatios(name: string, v: unknown): number[] {
+  if (v === undefined) return [1];
+  if (!Array.isArray(v) || v.length === 0) throw new TypeError(`${name} must be a non-empty array of integers, got ${describe(v)}`);
+  return v.map((r, i) => checkInt(`${name}[${i}]`, r, 1));
+}
+
+/** Pool options of a composite replay: window first, then the full sub-managers. */
+export function compositePoolOptions(
+  base: { numBlocks: number; blockSize: number; seed: number; maxRunning: number },
+  slidingWindow: number,
+  compressRatios: readonly number[],
+): BlockManagerPoolOptions {
+  return {
+    numBlocks: base.numBlocks,
+    blockSize: base.blockSize,
+    seed: base.seed,
+    managerTypes: [1 as ManagerType, ...compressRatios.map(() => 0 as ManagerType)],
+    compressRatios: [0, ...compressRatios],
+    slidingWindowSize: slidingWindow,
+    maxSeqsPerBatch: base.maxRunning,
+  };
+}
+
+/** A sequence as the kernel sees it: the block table is the capacity sub-manager's. */
+export class CompositeReplaySequence implements ReplaySequence {
+  constructor(
+    readonly seq: Sequence,
+    private readonly table: number,
+  ) {}
+  get numTokens(): number {
+    return this.seq.numTokens;
+  }
+  get numBlocks(): number {
+    const c = this.seq._composite;
+    return c ? c.length(this.table) : 0;
+  }
+  get sharedBlocks(): number {
+    return 0;
+  }
+  get kvCachedTokens(): number {
+    return this.seq.kvCachedTokens;
+  }
+  set kvCachedTokens(n: number) {
+    this.seq.kvCachedTokens = n;
+  }
+  appendToken(token: number): void {
+    this.seq.appendToken(token);
+  }
+  get blockTable(): ArrayLike<number> {
+    const c = this.seq._composite;
+    return c ? c.table(this.table) : new Int32Array(0);
+  }
+}
+
+/** The replay loop's view of a composite BlockManagerPool (dp size 1). */
+export class CompositeReplayTarget implements ReplayTarget<CompositeReplaySequence> {
+  private readonly capacity: number;
+  constructor(readonly pool: BlockManagerPool) {
+    this.capacity = pool.compositeManager(0)!.capacityIndex;
+  }
+  newSequence(buffer: Int32Array, promptLength: number): CompositeReplaySequence {
+    return new CompositeReplaySequence(Sequence.fromBuffer(buffer, promptLength), this.capacity);
+  }
+  allocate(s: CompositeReplaySequence, numTokens?: number): boolean {
+    return this.pool.allocate(s.seq, numTokens);
+  }
+  cache(s: CompositeReplaySequence): void {
+    this.pool.cache(s.seq);
+  }
+  deallocate(s: CompositeReplaySequence): void {
+    this.pool.deallocate(s.seq);
+  }
+  blocksEvicted(): number {
+    return 0;
+  }
+  numFreeBlocks(): number {
+    return this.pool.numFreeBlocks()[0]!;
+  }
+  numBlocksInPrefixCache(): number {
+    return 0;
+  }
+  /** Per-sub-manager figures of the run. */
+  subManagers(): SubManagerReplayStats[] {
+    const m = this.pool.compositeManager(0)!;
+    return m.subManagerStats().map((s, i) => ({
+      kind: s.kind,
+      blockSize: s.blockSize,
+      numBlocks: m.specs[i]!.numBlocks,
+      peakUsedBlocks: s.peakUsedBlocks,
+      allocatedBlocks: s.blocksAllocated,
+      releasedBlocks: s.blocksReleasedOutOfWindow,
+    }));
+  }
+}
