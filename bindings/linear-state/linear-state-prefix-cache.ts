@@ -366,6 +366,13 @@ export class LinearStatePrefixCache {
     return Int32Array.from([...this.liveSet].sort((a, b) => a - b));
   }
 
+  /** Replacement live slots held by promotions of unsettled batches (for audits). */
+  inFlightReplacements(): number[] {
+    const out: number[] = [];
+    for (const b of this.batches) for (const p of b.promotions) out.push(p.replacement);
+    return out;
+  }
+
   /** Open reservations and pins (for audits). */
   openReservations(): readonly LinearStateReservation[] {
     return [...this.reservations];

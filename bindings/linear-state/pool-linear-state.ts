@@ -137,9 +137,10 @@ export class PoolLinearState {
       set.add(seq._linearSlot);
     }
     this.caches.forEach((c, r) => {
+      for (const s of c.inFlightReplacements()) held[r]!.add(s);
       const slots = c.liveSlots();
       if (slots.length !== held[r]!.size || slots.some((s) => !held[r]!.has(s))) {
-        throw new Error(`kvpool: rank ${r} linear-state live slots [${slots.join(', ')}] differ from those sequences hold [${[...held[r]!].sort((a, b) => a - b).join(', ')}]`);
+        throw new Error(`kvpool: rank ${r} linear-state live slots [${slots.join(', ')}] differ from those sequences and open batches hold [${[...held[r]!].sort((a, b) => a - b).join(', ')}]`);
       }
     });
   }
