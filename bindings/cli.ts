@@ -39,6 +39,15 @@ export function formatResult(r: ReplayResult, title: string): string {
     ['loop seconds', r.seconds.toFixed(3)],
     ['allocate calls / s', r.allocateCallsPerSecond.toLocaleString('en-US')],
   ];
+  if (r.linearState) {
+    const l = r.linearState;
+    rows.push(
+      ['checkpoint hits', String(l.checkpointHits)],
+      ['checkpoints saved', String(l.checkpointsSaved)],
+      ['checkpoint evictions', String(l.checkpointEvictions)],
+      ['blocks trimmed (no checkpoint)', String(l.trimmedBlocks)],
+    );
+  }
   const w = Math.max(...rows.map(([k]) => k.length));
   return [title, ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`)].join('\n');
 }
@@ -60,6 +69,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--limit <n>', 'replay only the first N requests', intOption('--limit', 0))
     .option('--requests <n>', 'requests of the built-in workload', intOption('--requests', 0), 2000)
     .option('--publish-after-prefill', 'publish prompt blocks to the prefix cache while the sequence runs', false)
+    .option('--linear-state-slots <n>', 'replay with linear state: checkpoint slots per dp rank, padding included', intOption('--linear-state-slots', 2))
     .option('--json', 'print the result object as JSON on stdout', false)
     .option('--no-progress', 'no progress bar')
     .action(async (trace: string | undefined, o) => {
@@ -88,6 +98,7 @@ export async function main(argv: string[]): Promise<number> {
         limit: o.limit,
         workloadRequests: o.requests,
         publishAfterPrefill: o.publishAfterPrefill,
+        linearStateSlots: o.linearStateSlots,
         onProgress: bar
           ? (done, total) => {
               if (!started) {

@@ -7,6 +7,7 @@ import { checkBool, checkInt, checkKeys, checkObject } from '../validate.js';
 import { runReplay, type ReplayProgress, type ReplayResult, type ReplayTarget } from './kernel.js';
 import type { TraceRequest } from './trace.js';
 import { generateWorkload } from './workload.js';
+import { LinearStateReplayTarget } from './linear-state-target.js';
 
 export interface ReplayOptions {
   /** Requests to replay (default: the built-in generated workload). */
@@ -19,10 +20,12 @@ export interface ReplayOptions {
   publishAfterPrefill?: boolean;
   /** Requests of the built-in workload when no trace is given (default 2000). */
   workloadRequests?: number;
+  /** Replay with linear state on: this many checkpoint slots per rank (padding included). */
+  linearStateSlots?: number;
   onProgress?: ReplayProgress;
 }
 
-const KEYS = ['trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'onProgress'];
+const KEYS = ['trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'linearStateSlots', 'onProgress'];
 
 /** The replay loop's view of a BlockManagerPool. */
 export class PoolReplayTarget implements ReplayTarget<Sequence> {
@@ -61,6 +64,7 @@ export function parseReplayOptions(o: ReplayOptions) {
     limit: o.limit === undefined ? undefined : checkInt('options.limit', o.limit, 0),
     publishAfterPrefill: checkBool('options.publishAfterPrefill', o.publishAfterPrefill ?? false),
     workloadRequests: checkInt('options.workloadRequests', o.workloadRequests ?? 2000, 0),
+    linearStateSlots: o.linearStateSlots === undefined ? undefined : checkInt('options.linearStateSlots', o.linearStateSlots, 2),
   };
 }
 
@@ -78,9 +82,14 @@ export async function replay(options: ReplayOptions = {}): Promise<ReplayResult>
 export function replaySync(options: ReplayOptions = {}, parsed = parseReplayOptions(options)): ReplayResult {
   const p = parsed;
   const trace = options.trace ?? generateWorkload({ requests: p.workloadRequests, seed: p.seed });
-  const pool = new BlockManagerPool({ numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed });
+  const linear = p.linearStateSlots !== undefined;
+  const pool = new BlockManagerPool({
+    numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed,
+    ...(linear ? { enableLinearState: true, linearStateNumSlots: p.linearStateSlots } : {}),
+  });
   try {
-    return runReplay(new PoolReplayTarget(pool), trace, p, options.onProgress);
+    const target = linear ? new LinearStateReplayTarget(new PoolReplayTarget(pool)) : new PoolReplayTarget(pool);
+    return runReplay(target, trace, p, options.onProgress);
   } finally {
     pool.dispose();
   }
