@@ -187,7 +187,7 @@ describe('pool vs reference model', () => {
   it('agrees with linear state on (live slots, dp skipping, trimming to checkpoints)', () => {
     fc.assert(
       fc.property(
-        fc.array(linearOpArb, { minLength: 25, maxLength: 80 }),
+        fc.array(linearOpArb, { minLength: 25, maxLength: 50 }),
         fc.integer({ min: 3, max: 40 }),
         fc.integer({ min: 1, max: 4 }),
         fc.integer({ min: 1, max: 3 }),
@@ -195,7 +195,7 @@ describe('pool vs reference model', () => {
         fc.record({ numSlots: fc.integer({ min: 2, max: 16 }), reuse: fc.constantFrom('furthest' as const, 'contiguous' as const) }),
         (ops, numBlocks, blockSize, dpSize, singles, linear) => run(ops, numBlocks, blockSize, dpSize, singles, linear),
       ),
-      { numRuns: 300 },
+      { numRuns: 100 },
     );
   });
 });
