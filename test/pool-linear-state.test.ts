@@ -299,6 +299,19 @@ describe('pool with linear state: prefix hashes and cache ops', () => {
     p.check();
   });
 
+  it('a rejected cache-op call changes nothing', () => {
+    const p = pool();
+    const s = new Sequence(prompt(2, 1));
+    expect(() => p.linearStateCacheOp(s, 4)).toThrow(/not been allocated/);
+    expect(p.allocate(s)).toBe(true);
+    expect(() => p.linearStateCacheOp(s, 99)).toThrow(/stepEnd must be in \[0, 9\], got 99/);
+    expect(s.linearStateInitialized).toBe(false);
+    const other = new BlockManagerPool({ numBlocks: 8, blockSize: B, enableLinearState: true });
+    expect(() => other.linearStateCacheOp(s, 4)).toThrow(/another pool/);
+    expect(s.linearStateInitialized).toBe(false);
+    p.check();
+  });
+
   it('chunked prefill promotes the live slot; the sequence restores from it next', () => {
     const p = pool();
     const t = prompt(4, 1);

@@ -341,7 +341,7 @@ export class LinearStatePrefixCache {
 
   // ---- figures and audits ----
 
-  /** The state of one slot. */
+  /** The state of one slot (the padding slot 0 reports 'live': it is never handed out). */
   slotState(slot: number): LinearSlotState {
     checkInt('slot', slot, 0, this.numSlots - 1);
     if (slot === 0) return 'live';
