@@ -40,6 +40,15 @@ export function formatResult(r: ReplayResult, title: string): string {
     ['loop seconds', r.seconds.toFixed(3)],
     ['allocate calls / s', r.allocateCallsPerSecond.toLocaleString('en-US')],
   ];
+  if (r.linearState) {
+    const l = r.linearState;
+    rows.push(
+      ['checkpoint hits', String(l.checkpointHits)],
+      ['checkpoints saved', String(l.checkpointsSaved)],
+      ['checkpoint evictions', String(l.checkpointEvictions)],
+      ['blocks trimmed (no checkpoint)', String(l.trimmedBlocks)],
+    );
+  }
   const w = Math.max(...rows.map(([k]) => k.length));
   return [title, ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`), ...formatSubManagers(r)].join('\n');
 }
@@ -63,6 +72,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--publish-after-prefill', 'publish prompt blocks to the prefix cache while the sequence runs', false)
     .option('--sliding-window <n>', 'replay on a composite pool: a sliding window of n tokens plus full sub-managers (no prefix cache)', intOption('--sliding-window', 1))
     .option('--compress-ratios <list>', 'with --sliding-window: one full sub-manager per ratio, e.g. 1,4 (default 1)', ratiosOption('--compress-ratios'))
+    .option('--linear-state-slots <n>', 'replay with linear state: checkpoint slots per dp rank, padding included', intOption('--linear-state-slots', 2))
     .option('--json', 'print the result object as JSON on stdout', false)
     .option('--no-progress', 'no progress bar')
     .action(async (trace: string | undefined, o) => {
@@ -93,6 +103,7 @@ export async function main(argv: string[]): Promise<number> {
         publishAfterPrefill: o.publishAfterPrefill,
         slidingWindow: o.slidingWindow,
         compressRatios: o.compressRatios,
+        linearStateSlots: o.linearStateSlots,
         onProgress: bar
           ? (done, total) => {
               if (!started) {

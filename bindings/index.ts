@@ -27,6 +27,12 @@ export {
 export { Sequence, type ForkOptions } from './pool/sequence.js';
 export type { KVCacheManager, BlockTransferInfo } from './pool/kv-cache-manager.js';
 export { BlockManagerPool, type BlockManagerPoolOptions, type PoolRankStats } from './pool/block-manager-pool.js';
+export {
+  LinearStatePrefixCache, type LinearStatePrefixCacheOptions, type LinearStatePin, type LinearStateReservation,
+  type LinearStateReserveResult, type LinearStateCacheOp, type LinearStatePromotion, type ResolvedLinearStateOps,
+  type LinearStateStats, type LinearSlotState,
+} from './linear-state/linear-state-prefix-cache.js';
+export type { LinearStateReuse, LinearStatePoolOptions } from './linear-state/pool-linear-state.js';
 export { replay, replaySync, type ReplayOptions } from './replay/replay.js';
 export type { CompositeReplayResult, SubManagerReplayStats } from './replay/composite-replay.js';
 export { runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence } from './replay/kernel.js';

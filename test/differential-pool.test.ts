@@ -18,9 +18,10 @@ type Op =
   | { kind: 'allocateShared'; pick: number }
   | { kind: 'publish'; pick: number }
   | { kind: 'finish'; pick: number; withoutCache: boolean }
-  | { kind: 'fork'; pick: number; swap: boolean };
+  | { kind: 'fork'; pick: number; swap: boolean }
+  | { kind: 'checkpoint'; pick: number; boundary: number };
 
-const opArb: fc.Arbitrary<Op> = fc.oneof(
+const opsWith = (checkpointWeight: number): fc.Arbitrary<Op> => fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('new' as const), prompt: fc.nat({ max: 9 }), len: fc.nat({ max: 20 }) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('allocate' as const), pick: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('decode' as const), pick: fc.nat(), steps: fc.integer({ min: 1, max: 6 }) }) },
@@ -29,7 +30,16 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('publish' as const), pick: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('finish' as const), pick: fc.nat(), withoutCache: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('fork' as const), pick: fc.nat(), swap: fc.boolean() }) },
+  { weight: checkpointWeight, arbitrary: fc.record({ kind: fc.constant('checkpoint' as const), pick: fc.nat(), boundary: fc.nat({ max: 4 }) }) },
 );
+const opArb = opsWith(1);
+// With linear state, checkpoints must be common for KV hits to meet them (and their gaps).
+const linearOpArb = opsWith(6);
+
+interface LinearOpts {
+  numSlots: number;
+  reuse: 'furthest' | 'contiguous';
+}
 
 function promptTokens(p: number, len: number): number[] {
   const root = p % 3;
@@ -47,6 +57,7 @@ function sameSequence(s: Sequence, m: ModelSequence): void {
     single: s.singleBlockId,
     n: s.numTokens,
     swap: s.needsSwap,
+    slot: s.linearStateSlotId,
   }).toEqual({
     table: m.blockTable,
     shared: m.sharedBlocks,
@@ -55,6 +66,7 @@ function sameSequence(s: Sequence, m: ModelSequence): void {
     single: m.singleBlockId,
     n: m.numTokens,
     swap: m.needsSwap,
+    slot: m.linearSlot,
   });
 }
 
@@ -69,11 +81,19 @@ function samePools(p: BlockManagerPool, m: ModelBlockManagerPool): void {
     expect([...p.singles[r]!.freeIds()]).toEqual(m.singles[r]!.free);
     expect(p.stats()[r]!.blocksEvicted).toBe(m.managers[r]!.counters.blocksEvicted);
     expect(p.swapTransferInfos(r)).toEqual(m.swaps[r]);
+    if (m.linear.length > 0) {
+      const c = p.linearStateCache(r);
+      expect([...c.slots.freeIds()]).toEqual(m.linear[r]!.free);
+      expect([...c.lruOrder()]).toEqual(m.linear[r]!.lruOrder());
+    }
   }
 }
 
-function run(ops: Op[], numBlocks: number, blockSize: number, dpSize: number, singles: number): void {
-  const opts = { numBlocks, blockSize, dpSize, singleBlockCapacity: singles };
+function run(ops: Op[], numBlocks: number, blockSize: number, dpSize: number, singles: number, linear: LinearOpts | null = null): void {
+  const opts = {
+    numBlocks, blockSize, dpSize, singleBlockCapacity: singles,
+    ...(linear ? { enableLinearState: true, linearStateNumSlots: linear.numSlots, linearStateReuse: linear.reuse } : {}),
+  };
   const pool = new BlockManagerPool(opts);
   const model = new ModelBlockManagerPool(opts);
   const seqs: Array<[Sequence, ModelSequence]> = [];
@@ -122,6 +142,17 @@ function run(ops: Op[], numBlocks: number, blockSize: number, dpSize: number, si
           case 'fork':
             if (s.dpRank >= 0) seqs.push([s.fork({ swapLastBlock: op.swap }), model.fork(m, op.swap)]);
             break;
+          case 'checkpoint': {
+            // The worker saved the state at a block boundary of this sequence's tokens.
+            const k = op.boundary + 1;
+            if (!linear || s.dpRank < 0 || k * blockSize > s.numTokens) break;
+            const c = pool.linearStateCache(s.dpRank);
+            const r = c.reserveCheckpoint(s.prefixHash(k * blockSize));
+            const mr = model.linear[s.dpRank]!.reserve(model.boundaryKeys(m, k)[k - 1]!, false);
+            expect(r.slot).toBe(mr.slot);
+            if (r.reservation) expect(c.commit(r.reservation)).toBe(model.linear[s.dpRank]!.commit(mr.slot));
+            break;
+          }
         }
       }
       for (const [s, m] of seqs) sameSequence(s, m);
@@ -150,6 +181,21 @@ describe('pool vs reference model', () => {
         (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles),
       ),
       { numRuns: 300 },
+    );
+  });
+
+  it('agrees with linear state on (live slots, dp skipping, trimming to checkpoints)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(linearOpArb, { minLength: 25, maxLength: 50 }),
+        fc.integer({ min: 3, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 2, max: 6 }),
+        fc.record({ numSlots: fc.integer({ min: 2, max: 16 }), reuse: fc.constantFrom('furthest' as const, 'contiguous' as const) }),
+        (ops, numBlocks, blockSize, dpSize, singles, linear) => run(ops, numBlocks, blockSize, dpSize, singles, linear),
+      ),
+      { numRuns: 100 },
     );
   });
 });

@@ -9,11 +9,15 @@ import type { CompositeBlockManager, SubManagerStats } from '../managers/composi
 import type { CoreManager } from '../managers/core-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
+import type { LinearStateCacheOp, LinearStatePrefixCache, LinearStateStats } from '../linear-state/linear-state-prefix-cache.js';
+import {
+  LINEAR_STATE_KEYS, parseLinearStateOptions, PoolLinearState, prefixHashesOf, type LinearStatePoolOptions,
+} from '../linear-state/pool-linear-state.js';
 import { COMPOSITE_OPTION_KEYS, CompositeRanks, type CompositePoolOptions } from './composite-ranks.js';
 import type { BlockTransferInfo, KVCacheManager } from './kv-cache-manager.js';
 import { Sequence, type SequenceOwner } from './sequence.js';
 
-export interface BlockManagerPoolOptions extends CompositePoolOptions {
+export interface BlockManagerPoolOptions extends CompositePoolOptions, LinearStatePoolOptions {
   /** Physical KV blocks per dp rank, padding id 0 included (>= 2). */
   numBlocks: number;
   /** Tokens per block (>= 1). */
@@ -31,7 +35,10 @@ export interface BlockManagerPoolOptions extends CompositePoolOptions {
   seed?: number | bigint;
 }
 
-const KEYS = ['numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed', ...COMPOSITE_OPTION_KEYS] as const;
+const KEYS = [
+  'numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed',
+  ...COMPOSITE_OPTION_KEYS, ...LINEAR_STATE_KEYS,
+] as const;
 
 export interface PoolRankStats extends BlockManagerStats {
   /** Single ids free / held on this rank. */
@@ -49,6 +56,7 @@ export function parsePoolOptions(o: BlockManagerPoolOptions, extraKeys: readonly
     enablePrefixCache: checkBool('options.enablePrefixCache', o.enablePrefixCache ?? true),
     singleBlockCapacity: checkInt('options.singleBlockCapacity', o.singleBlockCapacity ?? 202, 2),
     seed: o.seed ?? 1024,
+    linearState: parseLinearStateOptions(o),
   };
 }
 
@@ -66,10 +74,15 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   private readonly swaps: BlockTransferInfo[][] = [];
   /** @internal composite KV managers per rank when `managerTypes` is given (seed 5.1); `managers` then holds their capacity sub-managers */
   readonly composite: CompositeRanks | null;
+  /** @internal linear-state caches and hooks (null when linear state is off) */
+  protected readonly linear: PoolLinearState | null = null;
 
   constructor(options: BlockManagerPoolOptions) {
     const o = parsePoolOptions(options);
     checkSeed('options.seed', o.seed);
+    if (options.managerTypes !== undefined && o.linearState.enabled) {
+      throw new TypeError('options: managerTypes (composite ranks) and enableLinearState cannot be combined');
+    }
     this.composite = options.managerTypes === undefined ? null : new CompositeRanks(options);
     this.blockSize = o.blockSize;
     this.numBlocks = o.numBlocks;
@@ -84,6 +97,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
         this.singles.push(new SingleBlockManager({ numBlocks: o.singleBlockCapacity }));
         this.swaps.push([]);
       }
+      const ls = o.linearState;
+      if (ls.enabled) this.linear = new PoolLinearState(o.dpSize, ls.numSlots, ls.reuse);
     } catch (e) {
       this.dispose();
       throw e;
@@ -108,11 +123,16 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     return seq;
   }
 
-  /** The rank a new sequence goes to: most free blocks, lowest rank on ties. */
+  /**
+   * The rank a new sequence goes to: most free blocks, lowest rank on ties;
+   * with linear state, ranks without a free single id are skipped (rank 0
+   * when no rank is left).
+   */
   protected chooseRank(): number {
     let best = 0;
-    let bestFree = this.managers[0]!.numFreeBlocks();
-    for (let r = 1; r < this.dpSize; r++) {
+    let bestFree = 0;
+    for (let r = 0; r < this.dpSize; r++) {
+      if (this.linear && this.singles[r]!.numFreeBlocks() === 0) continue;
       const f = this.managers[r]!.numFreeBlocks();
       if (f > bestFree) {
         best = r;
@@ -200,7 +220,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
       if (nFull > heldBefore) {
         seq.reserveBlocks(nFull - heldBefore);
         const parent = heldBefore > 0 ? seq._table[heldBefore - 1]! : 0;
-        const hits = mgr.matchInto(seq._tokens, heldBefore, nFull - heldBefore, parent, seq._table, heldBefore);
+        let hits = mgr.matchInto(seq._tokens, heldBefore, nFull - heldBefore, parent, seq._table, heldBefore);
+        if (this.linear) hits = this.linear.trim(mgr, seq, r, heldBefore, heldBefore + hits) - heldBefore;
         seq._numBlocks += hits;
         seq._shared += hits;
       }
@@ -256,6 +277,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     if (nFull === 0) return;
     seq.reserveBlocks(nFull);
     let hits = mgr.matchInto(seq._tokens, 0, nFull, 0, seq._table, 0);
+    if (this.linear) hits = this.linear.trim(mgr, seq, r, 0, hits);
     if (hits === 0) return;
     if (hits * B === seq._numTokens) {
       mgr.releaseFrom(seq._table, hits - 1, hits);
@@ -292,10 +314,17 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   private acquireSingle(seq: Sequence, r: number): boolean {
     if (!this.singles[r]!.allocateInto(1, this.scratch, 0)) return false;
     seq._single = this.scratch[0]!;
+    // The live linear-state slot comes and goes with the single id.
+    if (this.linear && !this.linear.acquire(seq, r)) {
+      this.releaseId(this.singles[r]!, seq._single);
+      seq._single = -1;
+      return false;
+    }
     return true;
   }
 
   private releaseSingle(seq: Sequence, r: number): void {
+    this.linear?.release(seq, r);
     this.releaseId(this.singles[r]!, seq._single);
     seq._single = -1;
   }
@@ -419,6 +448,43 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     return this.compositeManager(dpRank)?.subManagerStats() ?? [];
   }
 
+  // ---- linear state ----
+
+  /** @internal */
+  prefixHashes(seq: Sequence, nBlocks: number): Uint8Array {
+    if (nBlocks <= 0) return new Uint8Array(0);
+    return prefixHashesOf(this.managers[Math.max(0, seq._dpRank)]!, seq, nBlocks);
+  }
+
+  /** The linear-state cache of `dpRank` (pools created with `enableLinearState`). */
+  linearStateCache(dpRank: number): LinearStatePrefixCache {
+    checkInt('dpRank', dpRank, 0, this.dpSize - 1);
+    return this.requireLinear('linearStateCache').caches[dpRank]!;
+  }
+
+  /**
+   * The linear-state cache op of `sequence` for a forward ending at `stepEnd`
+   * tokens (SEMANTICS C.3; marks the sequence initialized). Resolve a batch's
+   * ops with `linearStateCache(rank).resolveCacheOps(ops, sequences)`.
+   */
+  linearStateCacheOp(sequence: Sequence, stepEnd: number): LinearStateCacheOp {
+    const seq = this.own(sequence);
+    const lin = this.requireLinear('linearStateCacheOp');
+    if (seq._dpRank < 0) throw new Error('linearStateCacheOp: the sequence has not been allocated yet');
+    return lin.cacheOp(this.managers[seq._dpRank]!, seq, stepEnd);
+  }
+
+  /** Per rank: the cache's figures plus the shared KV blocks trimmed for lack of a checkpoint. */
+  linearStateStats(): (LinearStateStats & { trimmedBlocks: number })[] {
+    const lin = this.requireLinear('linearStateStats');
+    return lin.caches.map((c, r) => ({ ...c.stats(), trimmedBlocks: lin.trimmedBlocks[r]! }));
+  }
+
+  private requireLinear(what: string): PoolLinearState {
+    if (!this.linear) throw new Error(`${what}: this pool was created without enableLinearState`);
+    return this.linear;
+  }
+
   /** Sequences that hold blocks or a single id of this pool. */
   liveSequences(): ReadonlySet<Sequence> {
     return this.live;
@@ -442,6 +508,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
       compareHolders(`rank ${r} KV`, this.managers[r]!.holderCounts(), kv[r]!);
       compareHolders(`rank ${r} single-id`, this.singles[r]!.holderCounts(), single[r]!);
     }
+    this.linear?.check(this.live);
   }
 
   /** Holders the pool keeps besides sequences (none here; in-flight plans in subclasses). */
@@ -452,6 +519,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     this.composite?.dispose();
     for (const m of this.managers) m.dispose();
     for (const s of this.singles) s.dispose();
+    this.linear?.dispose();
   }
 }
 

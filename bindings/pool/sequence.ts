@@ -12,6 +12,8 @@ export interface SequenceOwner {
   forkSequence(parent: Sequence, child: Sequence): void;
   /** @internal */
   readonly blockSize: number;
+  /** @internal chain hashes at the first `nBlocks` block boundaries (16 bytes each) */
+  prefixHashes(seq: Sequence, nBlocks: number): Uint8Array;
 }
 
 export interface ForkOptions {
@@ -36,6 +38,8 @@ export class Sequence {
   /** @internal */ _needSwap = false;
   /** @internal one block table per sub-manager on a composite pool, null otherwise */
   _composite: CompositeBlockTables | null = null;
+  /** @internal live linear-state slot, -1 when none */ _linearSlot = -1;
+  /** @internal the live slot holds this sequence's state (restored or computed) */ _linearInit = false;
   readonly numPromptTokens: number;
 
   /** A sequence whose prompt is `prompt` (int32 tokens). */
@@ -126,6 +130,47 @@ export class Sequence {
   /** Its single id (embedding id / per-sequence slot), -1 when it holds none. */
   get singleBlockId(): number {
     return this._single;
+  }
+
+  /** Its live linear-state slot (pools with linear state), -1 when it holds none. */
+  get linearStateSlotId(): number {
+    return this._linearSlot;
+  }
+
+  /**
+   * Whether its live slot holds its recurrent state: false until its first
+   * forward (which restores from a checkpoint when kvCachedTokens > 0), and
+   * again after a promotion gave it a fresh slot.
+   */
+  get linearStateInitialized(): boolean {
+    return this._linearInit;
+  }
+
+  /** Records that the first forward ran (the batch builder does this after building the op). */
+  markLinearStateInitialized(): void {
+    this._linearInit = true;
+  }
+
+  /**
+   * The prefix hashes at its first `floor(numTokens / blockSize)` block
+   * boundaries, 16 bytes each (boundary k at bytes [16(k-1), 16k)): the chain
+   * hashes stamped on its KV blocks where they carry one, computed from the
+   * tokens otherwise. These key the linear-state checkpoints.
+   */
+  prefixHashes(numTokens = this._numTokens): Uint8Array {
+    const owner = this.requireOwner('prefixHashes');
+    checkInt('numTokens', numTokens, 0, this._numTokens);
+    return owner.prefixHashes(this, Math.floor(numTokens / owner.blockSize));
+  }
+
+  /** The prefix hash at block boundary `numTokens` (a multiple of the block size, >= 1 block). */
+  prefixHash(numTokens: number): Uint8Array {
+    const owner = this.requireOwner('prefixHash');
+    const B = owner.blockSize;
+    checkInt('numTokens', numTokens, B, this._numTokens);
+    if (numTokens % B !== 0) throw new RangeError(`numTokens must be a multiple of the block size ${B}, got ${numTokens}`);
+    const all = owner.prefixHashes(this, numTokens / B);
+    return all.slice(all.length - 16);
   }
 
   /** True when the next allocation will copy the shared last block first. */

@@ -29,6 +29,22 @@ export interface ReplayTarget<S extends ReplaySequence> {
   blocksEvicted(): number;
   numFreeBlocks(): number;
   numBlocksInPrefixCache(): number;
+  /** Optional: called once a request's prompt is placed, before it counts as computed (linear-state checkpoints). */
+  prefilled?(seq: S): void;
+  /** Optional: figures the target adds to the result (`linearState`). */
+  extraResult?(): Pick<ReplayResult, 'linearState'>;
+}
+
+/** What a replay with linear state adds to the result (see the README's "Linear state"). */
+export interface ReplayLinearStateResult {
+  /** Prefills that restored the recurrent state from a checkpoint. */
+  checkpointHits: number;
+  /** Checkpoints committed (one per block boundary a prefill reached and could get a slot for). */
+  checkpointsSaved: number;
+  /** Checkpoints evicted to free a slot. */
+  checkpointEvictions: number;
+  /** Prefix-cache hit blocks given back because no checkpoint covered their boundary. */
+  trimmedBlocks: number;
 }
 
 export interface ReplayParams {
@@ -52,6 +68,8 @@ export interface ReplayResult {
   cachedBlocksAtEnd: number;
   seconds: number;
   allocateCallsPerSecond: number;
+  /** Only when the target replays with linear state. */
+  linearState?: ReplayLinearStateResult;
 }
 
 const PROMPT_CHUNK = 512;
@@ -134,6 +152,7 @@ export function runReplay<S extends ReplaySequence>(
     const matched = s.sharedBlocks;
     matchedBlocks += matched;
     recordNew(s, matched);
+    target.prefilled?.(s);
     s.kvCachedTokens = L;
     for (let i = 0; i < req.outputLength; i++) {
       s.appendToken(outputToken(r, i));
@@ -177,5 +196,6 @@ export function runReplay<S extends ReplaySequence>(
     cachedBlocksAtEnd: target.numBlocksInPrefixCache(),
     seconds,
     allocateCallsPerSecond: seconds > 0 ? Math.round(allocateCalls / seconds) : 0,
+    ...target.extraResult?.(),
   };
 }

@@ -8,6 +8,7 @@ import { CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type 
 import { runReplay, type ReplayProgress, type ReplayResult, type ReplayTarget } from './kernel.js';
 import type { TraceRequest } from './trace.js';
 import { generateWorkload } from './workload.js';
+import { LinearStateReplayTarget } from './linear-state-target.js';
 
 export interface ReplayOptions {
   /** Requests to replay (default: the built-in generated workload). */
@@ -20,6 +21,8 @@ export interface ReplayOptions {
   publishAfterPrefill?: boolean;
   /** Requests of the built-in workload when no trace is given (default 2000). */
   workloadRequests?: number;
+  /** Replay with linear state on: this many checkpoint slots per rank (padding included). */
+  linearStateSlots?: number;
   onProgress?: ReplayProgress;
   /** Replay on a composite pool: a sliding window of this many tokens plus full sub-managers. */
   slidingWindow?: number;
@@ -27,7 +30,10 @@ export interface ReplayOptions {
   compressRatios?: number[];
 }
 
-const KEYS = ['trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'onProgress', 'slidingWindow', 'compressRatios'];
+const KEYS = [
+  'trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'onProgress',
+  'slidingWindow', 'compressRatios', 'linearStateSlots',
+];
 
 /** The replay loop's view of a BlockManagerPool. */
 export class PoolReplayTarget implements ReplayTarget<Sequence> {
@@ -71,6 +77,7 @@ export function parseReplayOptions(o: ReplayOptions) {
     workloadRequests: checkInt('options.workloadRequests', o.workloadRequests ?? 2000, 0),
     slidingWindow: o.slidingWindow === undefined ? undefined : checkInt('options.slidingWindow', o.slidingWindow, 1),
     compressRatios: parseCompressRatios('options.compressRatios', o.compressRatios),
+    linearStateSlots: o.linearStateSlots === undefined ? undefined : checkInt('options.linearStateSlots', o.linearStateSlots, 2),
   };
 }
 
@@ -88,6 +95,9 @@ export async function replay(options: ReplayOptions = {}): Promise<ReplayResult 
 export function replaySync(options: ReplayOptions = {}, parsed = parseReplayOptions(options)): ReplayResult | CompositeReplayResult {
   const p = parsed;
   const trace = options.trace ?? generateWorkload({ requests: p.workloadRequests, seed: p.seed });
+  if (p.slidingWindow !== undefined && p.linearStateSlots !== undefined) {
+    throw new TypeError('options: slidingWindow and linearStateSlots cannot be combined');
+  }
   if (p.slidingWindow !== undefined) {
     const pool = new BlockManagerPool(compositePoolOptions(p, p.slidingWindow, p.compressRatios));
     try {
@@ -97,9 +107,14 @@ export function replaySync(options: ReplayOptions = {}, parsed = parseReplayOpti
       pool.dispose();
     }
   }
-  const pool = new BlockManagerPool({ numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed });
+  const linear = p.linearStateSlots !== undefined;
+  const pool = new BlockManagerPool({
+    numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed,
+    ...(linear ? { enableLinearState: true, linearStateNumSlots: p.linearStateSlots } : {}),
+  });
   try {
-    return runReplay(new PoolReplayTarget(pool), trace, p, options.onProgress);
+    const target = linear ? new LinearStateReplayTarget(new PoolReplayTarget(pool)) : new PoolReplayTarget(pool);
+    return runReplay(target, trace, p, options.onProgress);
   } finally {
     pool.dispose();
   }

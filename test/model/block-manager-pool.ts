@@ -2,6 +2,8 @@
 // bindings/pool/block-manager-pool.ts rule by rule, written for clarity.
 
 import { ModelBlockManager } from './block-manager-impl.js';
+import { chainKey } from './chain-key.js';
+import { ModelLinearStateCache } from './linear-state-prefix-cache.js';
 import { ModelSequence } from './sequence.js';
 import { ModelSingleBlockManager } from './single-block-manager.js';
 
@@ -11,6 +13,9 @@ export interface ModelPoolOptions {
   dpSize?: number;
   enablePrefixCache?: boolean;
   singleBlockCapacity?: number;
+  enableLinearState?: boolean;
+  linearStateNumSlots?: number;
+  linearStateReuse?: 'furthest' | 'contiguous';
 }
 
 export class ModelBlockManagerPool {
@@ -20,6 +25,9 @@ export class ModelBlockManagerPool {
   readonly managers: ModelBlockManager[] = [];
   readonly singles: ModelSingleBlockManager[] = [];
   readonly swaps: Array<Array<{ src: number; dst: number }>> = [];
+  /** One linear-state cache per rank when linear state is on, else empty. */
+  readonly linear: ModelLinearStateCache[] = [];
+  readonly contiguous: boolean;
 
   constructor(o: ModelPoolOptions) {
     this.blockSize = o.blockSize;
@@ -29,7 +37,33 @@ export class ModelBlockManagerPool {
       this.managers.push(new ModelBlockManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: this.prefixOn }));
       this.singles.push(new ModelSingleBlockManager(o.singleBlockCapacity ?? 202));
       this.swaps.push([]);
+      if (o.enableLinearState) this.linear.push(new ModelLinearStateCache(o.linearStateNumSlots ?? 202));
     }
+    this.contiguous = o.linearStateReuse === 'contiguous';
+  }
+
+  /** The chain key at boundary k (after block k-1) of the sequence's tokens. */
+  boundaryKeys(s: ModelSequence, n: number): string[] {
+    const keys: string[] = [];
+    let parent: string | null = null;
+    for (let b = 0; b < n; b++) keys.push((parent = chainKey(parent, s.tokens, b * this.blockSize, (b + 1) * this.blockSize)));
+    return keys;
+  }
+
+  /** SEMANTICS C.4 on `table` (blocks [existed, table.length) just matched); returns the blocks kept. */
+  private trim(s: ModelSequence, r: number, table: number[], existed: number): number[] {
+    if (this.linear.length === 0 || table.length === 0) return table;
+    const total = table.length;
+    let safe = Math.min(existed, total);
+    const cap = s.numTokens === 0 ? 0 : Math.floor((s.numTokens - 1) / this.blockSize);
+    const limit = Math.max(safe, Math.min(total, cap));
+    const keys = this.boundaryKeys(s, limit);
+    for (let i = safe; i < limit; i++) {
+      if (this.linear[r]!.contains(keys[i]!)) safe = i + 1;
+      else if (this.contiguous) break;
+    }
+    if (safe < total) this.managers[r]!.deallocate(table.slice(safe));
+    return table.slice(0, safe);
   }
 
   newSequence(prompt: ArrayLike<number>): ModelSequence {
@@ -39,8 +73,13 @@ export class ModelBlockManagerPool {
   private rankOf(s: ModelSequence): number {
     if (s.dpRank < 0) {
       let best = 0;
-      for (let r = 1; r < this.dpSize; r++) {
-        if (this.managers[r]!.numFreeBlocks() > this.managers[best]!.numFreeBlocks()) best = r;
+      let bestFree = 0;
+      for (let r = 0; r < this.dpSize; r++) {
+        if (this.linear.length > 0 && this.singles[r]!.free.length === 0) continue;
+        if (this.managers[r]!.numFreeBlocks() > bestFree) {
+          best = r;
+          bestFree = this.managers[r]!.numFreeBlocks();
+        }
       }
       s.dpRank = best;
     }
@@ -49,7 +88,7 @@ export class ModelBlockManagerPool {
 
   private attachShared(s: ModelSequence, m: ModelBlockManager): void {
     const B = this.blockSize;
-    let hits = m.allocateShared(s.tokens);
+    let hits = this.trim(s, this.managers.indexOf(m), m.allocateShared(s.tokens), 0);
     if (hits.length === 0) return;
     if (hits.length * B === s.numTokens) {
       m.deallocate([hits[hits.length - 1]!]);
@@ -65,11 +104,7 @@ export class ModelBlockManagerPool {
     const m = this.managers[r]!;
     const startedEmpty = s.blockTable.length === 0;
     const newSingle = s.singleBlockId < 0;
-    if (newSingle) {
-      const got = this.singles[r]!.allocate(1);
-      if (!got) return false;
-      s.singleBlockId = got[0]!;
-    }
+    if (newSingle && !this.acquireSingle(s, r)) return false;
     if (startedEmpty && this.prefixOn) this.attachShared(s, m);
     const need = Math.ceil(numTokens / this.blockSize);
     if (need <= s.blockTable.length) {
@@ -103,7 +138,26 @@ export class ModelBlockManagerPool {
     return true;
   }
 
+  private acquireSingle(s: ModelSequence, r: number): boolean {
+    const got = this.singles[r]!.allocate(1);
+    if (!got) return false;
+    s.singleBlockId = got[0]!;
+    if (this.linear.length > 0 && s.linearSlot < 0) {
+      const slot = this.linear[r]!.acquireLive();
+      if (slot === null) {
+        this.releaseSingle(s, r);
+        return false;
+      }
+      s.linearSlot = slot;
+    }
+    return true;
+  }
+
   private releaseSingle(s: ModelSequence, r: number): void {
+    if (s.linearSlot >= 0) {
+      this.linear[r]!.releaseLive(s.linearSlot);
+      s.linearSlot = -1;
+    }
     this.singles[r]!.deallocate([s.singleBlockId]);
     s.singleBlockId = -1;
   }
@@ -112,16 +166,13 @@ export class ModelBlockManagerPool {
     const r = this.rankOf(s);
     const m = this.managers[r]!;
     const newSingle = s.singleBlockId < 0;
-    if (newSingle) {
-      const got = this.singles[r]!.allocate(1);
-      if (!got) return false;
-      s.singleBlockId = got[0]!;
-    }
+    if (newSingle && !this.acquireSingle(s, r)) return false;
     const before = { table: [...s.blockTable], shared: s.sharedBlocks };
     if (this.prefixOn && s.blockTable.length === s.sharedBlocks) {
-      const hits = m.allocateShared(s.tokens, s.blockTable);
-      s.blockTable.push(...hits);
-      s.sharedBlocks += hits.length;
+      const existed = s.blockTable.length;
+      const kept = this.trim(s, r, [...s.blockTable, ...m.allocateShared(s.tokens, s.blockTable)], existed);
+      s.sharedBlocks += kept.length - existed;
+      s.blockTable = kept;
     }
     const need = Math.ceil(s.numTokens / this.blockSize) - s.blockTable.length;
     if (need > 0) {

@@ -9,6 +9,7 @@ export class ModelSequence {
   dpRank = -1;
   singleBlockId = -1;
   needsSwap = false;
+  linearSlot = -1;
 
   constructor(prompt: ArrayLike<number>) {
     this.tokens = Array.from(prompt);

@@ -1,0 +1,86 @@
+// Exports of the linear-state prefix cache (linear-state.ts). `m` is the
+// cache's manager header (created by ls_create), `key` a 16-byte hash in
+// linear memory; slots are i32, errors negative.
+
+import { Manager, STAMPED, flagsOf, hashPtr, copyHash } from "./layout";
+import { chainHash } from "./chain";
+import { mgr_create, mgr_check } from "./manager-exports";
+import {
+  LIVE, takeSlot, giveBack, committed, pin, unpin, reserve, commit, promote, stateOf, trimTo, auditStates, PENDING,
+} from "./linear-state";
+
+/** grows: a cache of `numSlots` slots (slot 0 padding), or 0 when memory is exhausted. */
+export function ls_create(numSlots: i32): usize {
+  return mgr_create(numSlots, 1, 1, 0, 0);
+}
+
+export function ls_acquire_live(m: usize): i32 {
+  return takeSlot(changetype<Manager>(m), LIVE);
+}
+
+export function ls_release_live(m: usize, slot: i32): i32 {
+  return giveBack(changetype<Manager>(m), slot, LIVE);
+}
+
+export function ls_abort(m: usize, slot: i32): i32 {
+  return giveBack(changetype<Manager>(m), slot, PENDING);
+}
+
+export function ls_match(m: usize, key: usize): i32 {
+  return pin(changetype<Manager>(m), key);
+}
+
+export function ls_unpin(m: usize, slot: i32): i32 {
+  return unpin(changetype<Manager>(m), slot);
+}
+
+export function ls_contains(m: usize, key: usize): i32 {
+  return committed(changetype<Manager>(m), key);
+}
+
+export function ls_reserve(m: usize, key: usize, pinExisting: i32): i32 {
+  return reserve(changetype<Manager>(m), key, pinExisting);
+}
+
+export function ls_commit(m: usize, slot: i32): i32 {
+  return commit(changetype<Manager>(m), slot);
+}
+
+export function ls_promote(m: usize, slot: i32, key: usize): i32 {
+  return promote(changetype<Manager>(m), slot, key);
+}
+
+export function ls_state(m: usize, slot: i32): i32 {
+  return stateOf(changetype<Manager>(m), slot);
+}
+
+/** Blocks of a KV prefix match to keep (SEMANTICS C.4); `kv` is the KV manager. */
+export function ls_trim(ls: usize, kv: usize, ids: usize, from: i32, limit: i32, contiguous: i32): i32 {
+  return trimTo(changetype<Manager>(ls), changetype<Manager>(kv), ids, from, limit, contiguous);
+}
+
+/** The manager audit, then the slot-state audit; live/pending/pinned/pins counts at `counts`. */
+export function ls_check(m: usize, counts: usize): i32 {
+  const code = mgr_check(m);
+  if (code != 0) return code;
+  return auditStates(changetype<Manager>(m), counts);
+}
+
+/**
+ * Chain hashes at the first `nBlocks` block boundaries of a sequence, 16
+ * bytes each at `out`: a held KV block (ids[b], b < nHeld) that carries a
+ * stamped hash gives it directly, the others are hashed from the tokens at
+ * `tokens` (16 writable bytes before them) on the previous boundary's hash.
+ */
+export function ls_prefix_hashes(kv: usize, ids: usize, nHeld: i32, tokens: usize, nBlocks: i32, out: usize): void {
+  const k = changetype<Manager>(kv);
+  const bytes = <usize>k.blockSize << 2;
+  let parent: usize = 0;
+  for (let b = 0; b < nBlocks; b++) {
+    const o = out + (<usize>b << 4);
+    const id = b < nHeld ? load<i32>(ids + (<usize>b << 2)) : 0;
+    if (id > 0 && id < k.numBlocks && k.prefixOn != 0 && (flagsOf(k, id) & STAMPED) != 0) copyHash(o, hashPtr(k, id));
+    else chainHash(tokens + <usize>b * bytes, bytes, parent, k.seed, o);
+    parent = o;
+  }
+}

@@ -1,0 +1,186 @@
+// The linear-state prefix cache (recurrent-state checkpoint slots, seed 7).
+//
+// It is a manager of the id pool (idpool.ts) with block size 1 and caching on,
+// so the free stack, the hash table and the LRU with parking are the KV
+// cache's own machinery: a committed checkpoint is a cached id, a restore pin
+// is one more reference on it (a pinned entry is held, so eviction skips it,
+// exactly like a KV block a sequence holds). What the KV cache lacks are the
+// two holder kinds of a slot that is not a checkpoint yet, kept as flags:
+//
+//   free       on the free stack, ref 0
+//   live       ref 1, LIVE           (a running sequence's state; never evicted)
+//   pending    ref 1, PENDING        (reserved; its hash is stamped, not in the table)
+//   committed  ref 1 + pins, CACHED  (in the table and the LRU)
+//
+// ensure-free-slot is idpool's allocate: with no free slot it evicts the one
+// least recent unpinned checkpoint, at most one per call (SEMANTICS C.2).
+
+import {
+  Manager, CACHED, STAMPED, flagsOf, setFlags, refOf, hashPtr, copyHash, setErrorIndex,
+} from "./layout";
+import { allocate, addRef, dropRef } from "./idpool";
+import { lruAdd, touch } from "./lru";
+import { tableFind, tableInsert } from "./table";
+
+export const LIVE: u8 = 8;
+export const PENDING: u8 = 16;
+
+export const LS_ERR_RANGE: i32 = -3;
+export const LS_ERR_STATE: i32 = -7; // the slot is not in the state the call needs
+
+const one = memory.data(4, 4);
+
+@inline function inRange(m: Manager, slot: i32): bool {
+  return slot > 0 && slot < m.numBlocks;
+}
+
+/** A free slot (evicting at most one checkpoint), marked with `flag`; 0 when none. */
+export function takeSlot(m: Manager, flag: u8): i32 {
+  if (allocate(m, 1, one) < 0) return 0;
+  const slot = load<i32>(one);
+  setFlags(m, slot, flag);
+  return slot;
+}
+
+/** Gives back a live or pending slot: 0, or an error code. */
+export function giveBack(m: Manager, slot: i32, flag: u8): i32 {
+  if (!inRange(m, slot)) return LS_ERR_RANGE;
+  if ((flagsOf(m, slot) & flag) == 0) return LS_ERR_STATE;
+  dropRef(m, slot);
+  return 0;
+}
+
+/** The committed slot of the hash at `key`, or 0. */
+@inline export function committed(m: Manager, key: usize): i32 {
+  return tableFind(m, key);
+}
+
+/** Pins the committed slot of `key` and makes it the most recent; 0 on a miss. */
+export function pin(m: Manager, key: usize): i32 {
+  m.matchCalls++;
+  const slot = tableFind(m, key);
+  if (slot == 0) return 0;
+  addRef(m, slot);
+  touch(m, slot);
+  m.blocksHit++;
+  return slot;
+}
+
+export function unpin(m: Manager, slot: i32): i32 {
+  if (!inRange(m, slot)) return LS_ERR_RANGE;
+  if ((flagsOf(m, slot) & CACHED) == 0 || refOf(m, slot) < 2) return LS_ERR_STATE;
+  dropRef(m, slot);
+  return 0;
+}
+
+/**
+ * reserve_checkpoint: a committed hash is touched (and pinned when `pinIt`)
+ * and returned negated; otherwise a pending slot stamped with the hash, or 0
+ * when no slot can be freed.
+ */
+export function reserve(m: Manager, key: usize, pinIt: i32): i32 {
+  const found = tableFind(m, key);
+  if (found != 0) {
+    if (pinIt != 0) addRef(m, found);
+    touch(m, found);
+    return -found;
+  }
+  const slot = takeSlot(m, PENDING | STAMPED);
+  if (slot != 0) copyHash(hashPtr(m, slot), key);
+  return slot;
+}
+
+/**
+ * insert_checkpoint of a slot the caller holds (pending, or live when
+ * promoted) under the hash stamped on it: it becomes a committed checkpoint
+ * at the most recent end, or, when the hash got committed meanwhile, the
+ * existing entry wins (touched) and the slot is freed. Returns the committed slot.
+ */
+function graft(m: Manager, slot: i32): i32 {
+  const found = tableFind(m, hashPtr(m, slot));
+  if (found != 0) {
+    touch(m, found);
+    dropRef(m, slot);
+    return found;
+  }
+  setFlags(m, slot, CACHED | STAMPED);
+  tableInsert(m, slot);
+  lruAdd(m, slot);
+  m.numUsed--; // the holder's reference is now the cache's
+  m.numCached++;
+  m.numEvictable++;
+  m.blocksInserted++;
+  return slot;
+}
+
+export function commit(m: Manager, slot: i32): i32 {
+  if (!inRange(m, slot)) return LS_ERR_RANGE;
+  if ((flagsOf(m, slot) & PENDING) == 0) return LS_ERR_STATE;
+  return graft(m, slot);
+}
+
+/** A live slot becomes the checkpoint of the hash at `key` (promotion). */
+export function promote(m: Manager, slot: i32, key: usize): i32 {
+  if (!inRange(m, slot)) return LS_ERR_RANGE;
+  if ((flagsOf(m, slot) & LIVE) == 0) return LS_ERR_STATE;
+  copyHash(hashPtr(m, slot), key);
+  setFlags(m, slot, LIVE | STAMPED);
+  return graft(m, slot);
+}
+
+/** 0 free, 1 live, 2 pending, 3 committed. */
+export function stateOf(m: Manager, slot: i32): i32 {
+  if (refOf(m, slot) == 0) return 0;
+  const f = flagsOf(m, slot);
+  if ((f & CACHED) != 0) return 3;
+  if ((f & PENDING) != 0) return 2;
+  return 1;
+}
+
+/**
+ * Trims a KV prefix match to linear-state boundaries (SEMANTICS C.4): the
+ * boundary after KV block ids[i] is usable when its stamped chain hash has a
+ * committed checkpoint. Walks i in [from, limit): 'furthest' keeps the last
+ * usable boundary, 'contiguous' stops at the first unusable one. Returns the
+ * number of blocks to keep.
+ */
+export function trimTo(ls: Manager, kv: Manager, ids: usize, from: i32, limit: i32, contiguous: i32): i32 {
+  let safe = from;
+  for (let i = from; i < limit; i++) {
+    const id = load<i32>(ids + (<usize>i << 2));
+    const ok = (flagsOf(kv, id) & STAMPED) != 0 && tableFind(ls, hashPtr(kv, id)) != 0;
+    if (ok) safe = i + 1;
+    else if (contiguous != 0) break;
+  }
+  return safe;
+}
+
+/**
+ * Audit of the slot states on top of the manager audit: every held slot is
+ * exactly one of live, pending, committed; live and pending slots have one
+ * holder. Writes the live, pending, pinned
+ * counts and the total pins to `counts`; returns 0, or -30 with `errorIndex` = the slot.
+ */
+export function auditStates(m: Manager, counts: usize): i32 {
+  let live = 0, pending = 0, pinned = 0, pins = 0;
+  for (let s = 1; s < m.numBlocks; s++) {
+    const r = refOf(m, s);
+    if (r == 0) continue;
+    const f = flagsOf(m, s) & (LIVE | PENDING | CACHED);
+    if ((f != LIVE && f != PENDING && f != CACHED) || (f != CACHED && r != 1)) {
+      setErrorIndex(s);
+      return -30;
+    }
+    if (f == LIVE) live++;
+    else if (f == PENDING) pending++;
+    else if (r > 1) {
+      pinned++;
+      pins += r - 1;
+    }
+  }
+  store<i32>(counts, live);
+  store<i32>(counts, pending, 4);
+  store<i32>(counts, pinned, 8);
+  store<i32>(counts, pins, 12);
+  return 0;
+}

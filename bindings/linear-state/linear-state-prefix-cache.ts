@@ -1,0 +1,481 @@
+// LinearStatePrefixCache (seed 7, SEMANTICS C): the slots that hold the
+// recurrent state of GDN / Mamba-style layers. A running sequence holds a
+// *live* slot; a *checkpoint* is a slot holding the state at a block
+// boundary, keyed by the prefix hash there, so a later sequence with the same
+// prefix can restore it instead of recomputing. Slot pool, checkpoint table
+// and LRU live in the Wasm core (assembly/linear-state.ts); this class keeps
+// the handles (pins, reservations) JavaScript needs in place of destructors.
+
+import { core, loadCore, mem } from '../core/instance.js';
+import { LS_CHECK_STATE } from '../core/linear-state-exports.js';
+import { byteSpace } from '../core/staging.js';
+import { CoreManager } from '../managers/core-manager.js';
+import type { Sequence } from '../pool/sequence.js';
+import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
+
+export interface LinearStatePrefixCacheOptions {
+  /** Slots, padding slot 0 included (>= 2). */
+  numSlots: number;
+}
+
+/** A committed checkpoint pinned by a restore: not evictable until unpinned. */
+export interface LinearStatePin {
+  readonly slot: number;
+  readonly hash: Uint8Array;
+}
+
+/** A pending checkpoint: the slot the worker copies a state into before `commit`. */
+export interface LinearStateReservation {
+  readonly slot: number;
+  readonly hash: Uint8Array;
+}
+
+/** What `reserveCheckpoint` gives: a new reservation, or the slot already committed under the hash. */
+export interface LinearStateReserveResult {
+  /** The pending slot, the committed slot (reservation null), or -1 when every slot is live, pending or pinned. */
+  readonly slot: number;
+  readonly reservation: LinearStateReservation | null;
+}
+
+/** One prefill row of a batch (the reference's linear-state cache op). */
+export interface LinearStateCacheOp {
+  /** The sequence's live slot (-1 when it has none). */
+  liveSlot: number;
+  /** Restore the state at this prefix hash before the forward (null: no restore). */
+  restoreHash?: Uint8Array | null;
+  /** Save the state after the forward under this prefix hash (null: no save). */
+  saveHash?: Uint8Array | null;
+}
+
+/** A save served by the sequence's own live slot: it becomes the checkpoint at commit. */
+export interface LinearStatePromotion {
+  readonly hash: Uint8Array;
+  readonly sequence: Sequence;
+  readonly liveSlot: number;
+  readonly replacement: number;
+}
+
+/** `resolveCacheOps`' answer: where the worker reads and writes, and what `commitReservations` settles. */
+export interface ResolvedLinearStateOps {
+  /** Per op: the checkpoint slot to restore from, -1 for none or a miss. */
+  readonly restoreSrcSlots: Int32Array;
+  /** Per op: the slot to save into, -1 for none or when no slot was free. */
+  readonly saveDstSlots: Int32Array;
+  readonly restorePins: readonly LinearStatePin[];
+  /** Saves to an already-committed hash pin it for the batch (kvpool's fix, SEMANTICS A.15). */
+  readonly savePins: readonly LinearStatePin[];
+  readonly reservations: readonly LinearStateReservation[];
+  readonly promotions: readonly LinearStatePromotion[];
+}
+
+export interface LinearStateStats {
+  freeSlots: number;
+  liveSlots: number;
+  pendingSlots: number;
+  committedCheckpoints: number;
+  /** Distinct committed checkpoints pinned right now. */
+  pinnedCheckpoints: number;
+  matchCalls: number;
+  matchHits: number;
+  checkpointsCommitted: number;
+  checkpointsEvicted: number;
+}
+
+const STATE_NAMES = ['free', 'live', 'pending', 'committed'] as const;
+export type LinearSlotState = (typeof STATE_NAMES)[number];
+
+/** The core's manager region of the cache (caching on, block size 1). */
+class SlotCore extends CoreManager {
+  constructor(numSlots: number) {
+    super({ numBlocks: numSlots, blockSize: 1, prefixOn: true, seedLo: 0, seedHi: 0 });
+  }
+}
+
+function parse(o: LinearStatePrefixCacheOptions): number {
+  checkObject('options', o);
+  checkKeys('options', o, ['numSlots']);
+  return checkInt('options.numSlots', o.numSlots, 2);
+}
+
+export function checkHash(name: string, h: unknown): Uint8Array {
+  if (!(h instanceof Uint8Array) || h.length !== 16) {
+    throw new TypeError(`${name} must be a 16-byte Uint8Array (a prefix hash), got ${describe(h)}${h instanceof Uint8Array ? ` of length ${h.length}` : ''}`);
+  }
+  return h;
+}
+
+/** Copies a hash into the byte staging area; returns its pointer. */
+function stageHash(h: Uint8Array): number {
+  const p = byteSpace(16);
+  mem.u8.set(h, p);
+  return p;
+}
+
+function hexOf(h: Uint8Array): string {
+  let s = '';
+  for (let i = 0; i < 16; i++) s += (h[i]! < 16 ? '0' : '') + h[i]!.toString(16);
+  return s;
+}
+
+export class LinearStatePrefixCache {
+  /** Slots, padding slot 0 included. */
+  readonly numSlots: number;
+  /** @internal */
+  readonly slots: SlotCore;
+  private readonly pins = new Set<LinearStatePin>();
+  private readonly reservations = new Set<LinearStateReservation>();
+  private readonly batches = new Set<ResolvedLinearStateOps>();
+  private readonly liveSet = new Set<number>();
+
+  constructor(options: LinearStatePrefixCacheOptions) {
+    this.numSlots = parse(options);
+    this.slots = new SlotCore(this.numSlots);
+  }
+
+  static async create(options: LinearStatePrefixCacheOptions): Promise<LinearStatePrefixCache> {
+    parse(options);
+    await loadCore();
+    return new LinearStatePrefixCache(options);
+  }
+
+  /** @internal header pointer in the core */
+  get ptr(): number {
+    return this.slots.ptr;
+  }
+
+  // ---- live slots ----
+
+  /**
+   * A slot for a running sequence's state. With no free slot it evicts the
+   * least recent unpinned checkpoint; null when every slot is live, pending or pinned.
+   */
+  acquireLiveSlot(): number | null {
+    const s = core().ls_acquire_live(this.ptr);
+    if (s === 0) return null;
+    this.liveSet.add(s);
+    return s;
+  }
+
+  /** Gives a live slot back (it is free at once). */
+  releaseLiveSlot(slot: number): void {
+    this.checkSlot('slot', slot, 1);
+    core().ls_release_live(this.ptr, slot);
+    this.liveSet.delete(slot);
+  }
+
+  // ---- checkpoints ----
+
+  /** Pins the checkpoint of `hash` (and makes it the most recent); null on a miss. Release it with `unpin`. */
+  match(hash: Uint8Array): LinearStatePin | null {
+    checkHash('hash', hash);
+    const s = core().ls_match(this.ptr, stageHash(hash));
+    if (s === 0) return null;
+    const pin = Object.freeze({ slot: s, hash: hash.slice() });
+    this.pins.add(pin);
+    return pin;
+  }
+
+  unpin(pin: LinearStatePin): void {
+    if (!this.pins.has(pin)) throw new Error(`pin ${describe(pin)} is not an open pin of this cache (already released?)`);
+    this.pins.delete(pin);
+    const code = core().ls_unpin(this.ptr, pin.slot);
+    if (code < 0) throw new Error(`kvpool: internal error unpinning slot ${pin.slot} (core code ${code})`);
+  }
+
+  /** Whether `hash` has a committed checkpoint (no LRU change; pending ones are invisible). */
+  contains(hash: Uint8Array): boolean {
+    checkHash('hash', hash);
+    return core().ls_contains(this.ptr, stageHash(hash)) !== 0;
+  }
+
+  /**
+   * reserve_checkpoint: a committed `hash` is touched and its slot returned
+   * (no reservation); otherwise a pending slot (evicting at most one
+   * unpinned checkpoint), or slot -1 when none can be freed.
+   */
+  reserveCheckpoint(hash: Uint8Array): LinearStateReserveResult {
+    checkHash('hash', hash);
+    const r = this.reserveRaw(hash, false);
+    return typeof r === 'number' ? { slot: r, reservation: null } : { slot: r.slot, reservation: r };
+  }
+
+  /**
+   * The worker wrote the state: the reservation becomes a committed
+   * checkpoint at the most recent end. If the hash got committed meanwhile the
+   * existing checkpoint wins and the reserved slot is freed. Returns the committed slot.
+   */
+  commit(reservation: LinearStateReservation): number {
+    this.takeReservation(reservation);
+    const s = core().ls_commit(this.ptr, reservation.slot);
+    if (s < 0) throw new Error(`kvpool: internal error committing slot ${reservation.slot} (core code ${s})`);
+    return s;
+  }
+
+  /** Drops a reservation: its slot is free again. */
+  abort(reservation: LinearStateReservation): void {
+    this.takeReservation(reservation);
+    const code = core().ls_abort(this.ptr, reservation.slot);
+    if (code < 0) throw new Error(`kvpool: internal error aborting slot ${reservation.slot} (core code ${code})`);
+  }
+
+  // ---- the batch flow (SEMANTICS C.3) ----
+
+  /**
+   * Resolves the cache ops of one batch: every restore is matched and pinned
+   * first, then each save gets a slot in op order: the slot of an earlier save
+   * of the same hash (coalescing), the committed checkpoint of the hash (pinned
+   * for the batch), the sequence's own live slot during chunked prefill
+   * (promotion; needs a replacement live slot), or a new reservation.
+   * `sequences`, when given, is aligned with `ops` (null entries allowed).
+   * Settle the result with `commitReservations` (or `abortCacheOps`).
+   */
+  resolveCacheOps(ops: readonly LinearStateCacheOp[], sequences?: readonly (Sequence | null | undefined)[]): ResolvedLinearStateOps {
+    if (!Array.isArray(ops)) throw new TypeError(`ops must be an array, got ${describe(ops)}`);
+    if (sequences !== undefined) {
+      if (!Array.isArray(sequences)) throw new TypeError(`sequences must be an array, got ${describe(sequences)}`);
+      if (sequences.length !== ops.length) {
+        throw new RangeError(`sequences must be aligned with ops: ${sequences.length} sequences for ${ops.length} ops`);
+      }
+    }
+    const restoreHashes: (Uint8Array | null)[] = [];
+    const saveHashes: (Uint8Array | null)[] = [];
+    ops.forEach((op, i) => {
+      checkObject(`ops[${i}]`, op);
+      checkInt(`ops[${i}].liveSlot`, op.liveSlot, -1, this.numSlots - 1);
+      restoreHashes.push(op.restoreHash == null ? null : checkHash(`ops[${i}].restoreHash`, op.restoreHash));
+      saveHashes.push(op.saveHash == null ? null : checkHash(`ops[${i}].saveHash`, op.saveHash));
+    });
+    const n = ops.length;
+    const restoreSrcSlots = new Int32Array(n).fill(-1);
+    const saveDstSlots = new Int32Array(n).fill(-1);
+    const restorePins: LinearStatePin[] = [];
+    const savePins: LinearStatePin[] = [];
+    const reservations: LinearStateReservation[] = [];
+    const promotions: LinearStatePromotion[] = [];
+    for (let i = 0; i < n; i++) {
+      const h = restoreHashes[i];
+      if (!h) continue;
+      const pin = this.match(h);
+      if (pin) {
+        restoreSrcSlots[i] = pin.slot;
+        restorePins.push(pin);
+      }
+    }
+    const handled = new Map<string, number>();
+    for (let i = 0; i < n; i++) {
+      const h = saveHashes[i];
+      if (!h) continue;
+      const key = hexOf(h);
+      const seen = handled.get(key);
+      if (seen !== undefined) {
+        saveDstSlots[i] = seen;
+        continue;
+      }
+      let slot = -1;
+      const seq = sequences?.[i];
+      const live = ops[i]!.liveSlot;
+      if (this.contains(h)) {
+        const r = this.reserveRaw(h, true) as number;
+        const pin = Object.freeze({ slot: r, hash: h.slice() });
+        this.pins.add(pin);
+        savePins.push(pin);
+        slot = r;
+      } else if (seq && live > 0 && seq._linearSlot === live && seq._kvCached > 0 && seq._kvCached < seq.numPromptTokens) {
+        const replacement = this.acquireLiveSlot();
+        if (replacement !== null) {
+          promotions.push(Object.freeze({ hash: h.slice(), sequence: seq, liveSlot: live, replacement }));
+          slot = live;
+        }
+      }
+      if (slot < 0) {
+        const r = this.reserveRaw(h, false);
+        if (typeof r !== 'number') {
+          reservations.push(r);
+          slot = r.slot;
+        }
+      }
+      saveDstSlots[i] = slot;
+      handled.set(key, slot);
+    }
+    const result: ResolvedLinearStateOps = { restoreSrcSlots, saveDstSlots, restorePins, savePins, reservations, promotions };
+    this.batches.add(result);
+    return result;
+  }
+
+  /**
+   * After the worker copied the states: every reservation is committed, every
+   * promotion whose sequence still holds the promoted live slot turns that
+   * slot into the checkpoint and gives the sequence its replacement (the
+   * sequence restores from the checkpoint on its next forward); a promotion
+   * whose sequence's slot changed meanwhile gives the replacement back. The
+   * batch's pins are released. Returns how many promotions were applied.
+   */
+  commitReservations(result: ResolvedLinearStateOps): number {
+    this.takeBatch(result);
+    for (const r of result.reservations) this.commit(r);
+    let applied = 0;
+    for (const p of result.promotions) {
+      const seq = p.sequence;
+      if (seq._linearSlot === p.liveSlot && this.liveSet.has(p.liveSlot)) {
+        const code = core().ls_promote(this.ptr, p.liveSlot, stageHash(p.hash));
+        if (code < 0) throw new Error(`kvpool: internal error promoting slot ${p.liveSlot} (core code ${code})`);
+        this.liveSet.delete(p.liveSlot);
+        seq._linearSlot = p.replacement;
+        seq._linearInit = false;
+        applied++;
+      } else {
+        this.releaseLiveSlot(p.replacement);
+      }
+    }
+    this.releasePins(result);
+    return applied;
+  }
+
+  /** Settles a batch whose states were not copied: reservations aborted, replacements given back, pins released. */
+  abortCacheOps(result: ResolvedLinearStateOps): void {
+    this.takeBatch(result);
+    for (const r of result.reservations) this.abort(r);
+    for (const p of result.promotions) this.releaseLiveSlot(p.replacement);
+    this.releasePins(result);
+  }
+
+  // ---- figures and audits ----
+
+  /** The state of one slot (the padding slot 0 reports 'live': it is never handed out). */
+  slotState(slot: number): LinearSlotState {
+    checkInt('slot', slot, 0, this.numSlots - 1);
+    if (slot === 0) return 'live';
+    return STATE_NAMES[core().ls_state(this.ptr, slot)]!;
+  }
+
+  numFreeSlots(): number {
+    return this.slots.numFreeBlocks();
+  }
+
+  numCheckpoints(): number {
+    return this.slots.numBlocksInPrefixCache();
+  }
+
+  /** Committed checkpoints from least to most recently used (eviction order, pinned ones skipped). */
+  lruOrder(): Int32Array {
+    return this.slots.lruOrder();
+  }
+
+  /** Live slots handed out (ascending). */
+  liveSlots(): Int32Array {
+    return Int32Array.from([...this.liveSet].sort((a, b) => a - b));
+  }
+
+  /** Replacement live slots held by promotions of unsettled batches (for audits). */
+  inFlightReplacements(): number[] {
+    const out: number[] = [];
+    for (const b of this.batches) for (const p of b.promotions) out.push(p.replacement);
+    return out;
+  }
+
+  /** Open reservations and pins (for audits). */
+  openReservations(): readonly LinearStateReservation[] {
+    return [...this.reservations];
+  }
+
+  openPins(): readonly LinearStatePin[] {
+    return [...this.pins];
+  }
+
+  stats(): LinearStateStats {
+    const s = this.slots.stats();
+    let pinned = 0;
+    const seen = new Set<number>();
+    for (const p of this.pins) if (!seen.has(p.slot)) seen.add(p.slot), pinned++;
+    return {
+      freeSlots: s.numFreeBlocks,
+      liveSlots: this.liveSet.size,
+      pendingSlots: this.reservations.size,
+      committedCheckpoints: s.numBlocksInPrefixCache,
+      pinnedCheckpoints: pinned,
+      matchCalls: s.matchCalls,
+      matchHits: s.blocksHit,
+      checkpointsCommitted: s.blocksInserted,
+      checkpointsEvicted: s.blocksEvicted,
+    };
+  }
+
+  /**
+   * Full audit: the core's slot pool, table and LRU; every slot in exactly one
+   * state; the live slots, reservations and pins JavaScript holds agree with
+   * the core's states and reference counts. Throws on any inconsistency.
+   */
+  check(): void {
+    this.slots.check();
+    const e = core();
+    const counts = byteSpace(16);
+    const code = e.ls_check(this.ptr, counts);
+    if (code !== 0) {
+      const slot = e.mgr_error_index();
+      throw new Error(`kvpool: linear-state cache is inconsistent: ${code === LS_CHECK_STATE ? 'a slot is in no single state' : `code ${code}`} (slot ${slot})`);
+    }
+    const c = mem.i32.subarray(counts >>> 2, (counts >>> 2) + 4);
+    const [live, pending, pinned, pins] = [c[0]!, c[1]!, c[2]!, c[3]!];
+    const fail = (what: string) => {
+      throw new Error(`kvpool: linear-state cache is inconsistent: ${what}`);
+    };
+    if (live !== this.liveSet.size) fail(`${live} live slots in the core, ${this.liveSet.size} handed out`);
+    for (const s of this.liveSet) if (e.ls_state(this.ptr, s) !== 1) fail(`live slot ${s} is not live in the core`);
+    if (pending !== this.reservations.size) fail(`${pending} pending slots in the core, ${this.reservations.size} open reservations`);
+    for (const r of this.reservations) if (e.ls_state(this.ptr, r.slot) !== 2) fail(`reserved slot ${r.slot} is not pending`);
+    if (pins !== this.pins.size) fail(`${pins} pins in the core, ${this.pins.size} open pins`);
+    const perSlot = new Map<number, number>();
+    for (const p of this.pins) perSlot.set(p.slot, (perSlot.get(p.slot) ?? 0) + 1);
+    if (pinned !== perSlot.size) fail(`${pinned} pinned checkpoints in the core, ${perSlot.size} pinned slots held`);
+    for (const [s, k] of perSlot) {
+      if (e.ls_state(this.ptr, s) !== 3 || e.mgr_ref(this.ptr, s) !== k + 1) fail(`slot ${s} is pinned ${k} times but the core disagrees`);
+      if (e.ls_contains(this.ptr, stageHash([...this.pins].find((p) => p.slot === s)!.hash)) !== s) {
+        fail(`pinned slot ${s} is not the checkpoint of its hash`);
+      }
+    }
+    const lru = this.slots.lruOrder();
+    if (lru.length !== this.numCheckpoints()) fail('LRU and table sizes differ');
+  }
+
+  /** Gives the cache's memory back to the core; unusable afterwards. */
+  dispose(): void {
+    this.slots.dispose();
+  }
+
+  // ---- internals ----
+
+  /** @internal a committed slot (number, negated by the core) or a new reservation */
+  private reserveRaw(hash: Uint8Array, pinExisting: boolean): number | LinearStateReservation {
+    const r = core().ls_reserve(this.ptr, stageHash(hash), pinExisting ? 1 : 0);
+    if (r < 0) return -r;
+    if (r === 0) return -1;
+    const res = Object.freeze({ slot: r, hash: hash.slice() });
+    this.reservations.add(res);
+    return res;
+  }
+
+  private takeReservation(res: LinearStateReservation): void {
+    if (!this.reservations.has(res)) {
+      throw new Error(`reservation ${describe(res)} is not an open reservation of this cache (already committed or aborted?)`);
+    }
+    this.reservations.delete(res);
+  }
+
+  private takeBatch(result: ResolvedLinearStateOps): void {
+    if (!this.batches.has(result)) throw new Error(`result is not an open batch of this cache (already settled?), got ${describe(result)}`);
+    this.batches.delete(result);
+  }
+
+  private releasePins(result: ResolvedLinearStateOps): void {
+    for (const p of result.restorePins) this.unpin(p);
+    for (const p of result.savePins) this.unpin(p);
+  }
+
+  private checkSlot(name: string, slot: number, state: number): void {
+    checkInt(name, slot, 1, this.numSlots - 1);
+    const have = core().ls_state(this.ptr, slot);
+    if (have !== state) {
+      throw new RangeError(`${name} = ${slot} is ${STATE_NAMES[have]}, not ${STATE_NAMES[state]}`);
+    }
+  }
+}

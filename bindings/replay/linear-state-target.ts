@@ -1,0 +1,76 @@
+// The replay loop on a pool with linear state (`--linear-state-slots N`).
+// Rule, per request, once its prompt of L tokens is placed with h shared
+// blocks (already trimmed to a checkpoint): one batch whose first op restores
+// from the checkpoint at boundary h (when h > 0) and which saves a checkpoint
+// at every block boundary k*B with h < k <= floor(L/B), resolved on the
+// sequence's rank and committed at once (the worker copied the states).
+
+import type { Sequence } from '../pool/sequence.js';
+import type { BlockManagerPool } from '../pool/block-manager-pool.js';
+import type { LinearStateCacheOp } from '../linear-state/linear-state-prefix-cache.js';
+import type { ReplayResult, ReplayTarget } from './kernel.js';
+
+/** Wraps the plain pool target (type-only import: replay.ts constructs this one). */
+export class LinearStateReplayTarget implements ReplayTarget<Sequence> {
+  private hits = 0;
+  private saved = 0;
+  readonly pool: BlockManagerPool;
+
+  constructor(private readonly base: ReplayTarget<Sequence> & { readonly pool: BlockManagerPool }) {
+    this.pool = base.pool;
+  }
+
+  newSequence(buffer: Int32Array, promptLength: number): Sequence {
+    return this.base.newSequence(buffer, promptLength);
+  }
+  allocate(seq: Sequence, numTokens?: number): boolean {
+    return this.base.allocate(seq, numTokens);
+  }
+  cache(seq: Sequence): void {
+    this.base.cache(seq);
+  }
+  deallocate(seq: Sequence): void {
+    this.base.deallocate(seq);
+  }
+  blocksEvicted(): number {
+    return this.base.blocksEvicted();
+  }
+  numFreeBlocks(): number {
+    return this.base.numFreeBlocks();
+  }
+  numBlocksInPrefixCache(): number {
+    return this.base.numBlocksInPrefixCache();
+  }
+
+  prefilled(seq: Sequence): void {
+    const B = this.pool.blockSize;
+    const h = seq.sharedBlocks;
+    const full = Math.floor(seq.numTokens / B);
+    if (full === 0) return;
+    const hashes = seq.prefixHashes();
+    const at = (k: number) => hashes.subarray((k - 1) * 16, k * 16);
+    const ops: LinearStateCacheOp[] = [];
+    if (h > 0) ops.push({ liveSlot: seq.linearStateSlotId, restoreHash: at(h) });
+    for (let k = h + 1; k <= full; k++) ops.push({ liveSlot: seq.linearStateSlotId, saveHash: at(k) });
+    seq.markLinearStateInitialized();
+    if (ops.length === 0) return;
+    const cache = this.pool.linearStateCache(seq.dpRank);
+    const res = cache.resolveCacheOps(ops);
+    if (h > 0 && res.restoreSrcSlots[0]! > 0) this.hits++;
+    const before = cache.stats().checkpointsCommitted;
+    cache.commitReservations(res);
+    this.saved += cache.stats().checkpointsCommitted - before;
+  }
+
+  extraResult(): Pick<ReplayResult, 'linearState'> {
+    const s = this.pool.linearStateStats();
+    return {
+      linearState: {
+        checkpointHits: this.hits,
+        checkpointsSaved: this.saved,
+        checkpointEvictions: s.reduce((a, r) => a + r.checkpointsEvicted, 0),
+        trimmedBlocks: s.reduce((a, r) => a + r.trimmedBlocks, 0),
+      },
+    };
+  }
+}
