@@ -11,6 +11,8 @@ import { DEFAULT_OPTIONS, Session, type SessionOptions } from './session.js';
 
 /** Requests replayed per animation frame at each speed setting. */
 const SPEEDS = [1 / 16, 1 / 4, 1, 4, 16, 64, 256, 1024];
+/** While playing, the sequence table (DOM, costly to rebuild) is redrawn at most this often. */
+const TABLE_EVERY_MS = 250;
 /** Time per frame the replay may take, so drawing keeps up. */
 const STEP_BUDGET_MS = 12;
 const GRID_WIDTH = 720;
@@ -24,6 +26,7 @@ const errorEl = $('error');
 const statusEl = $('status');
 const ranksEl = $('ranks');
 const tooltip = $('tooltip');
+const perfEl = $('perf');
 
 let session: Session | null = null;
 let grids: BlockGrid[] = [];
@@ -34,6 +37,10 @@ let playing = false;
 let acc = 0;
 let dirty = true;
 let hover: { rank: number; id: number; x: number; y: number } | null = null;
+/** Smoothed milliseconds per frame spent replaying and drawing (shown in the status line). */
+const cost = { step: 0, draw: 0 };
+let tableAt = -Infinity;
+const smooth = (old: number, v: number) => old * 0.9 + v * 0.1;
 
 const percent = (v: number) => `${(v * 100).toFixed(1)}%`;
 const plots = [
@@ -195,11 +202,16 @@ function render(): void {
       ` · evicted so far ${stats[r]!.blocksEvicted}`;
   }
   for (const p of plots) p.draw(s.samples);
-  renderSequences($('sequences'), s);
+  const now = performance.now();
+  if (!playing || now - tableAt >= TABLE_EVERY_MS) {
+    tableAt = now;
+    renderSequences($('sequences'), s);
+  }
   const res = s.stepper.result();
   statusEl.textContent =
     `request ${s.done} / ${s.stepper.total}${s.finished ? ' · finished' : ''} · running ${s.stepper.running().length}` +
     ` · hit rate ${percent(res.hitRate)} · evicted ${res.evictedBlocks} · rejected ${res.rejected} · truncated ${res.truncated}`;
+  perfEl.textContent = `per frame: replay ${cost.step.toFixed(1)} ms · draw ${cost.draw.toFixed(1)} ms`;
   updateTooltip();
 }
 
@@ -214,12 +226,16 @@ function frame(): void {
     acc += SPEEDS[Number(speedInput.value)]!;
     const n = Math.floor(acc);
     acc -= n;
+    const t0 = performance.now();
     if (n > 0 && session.step(n, STEP_BUDGET_MS) > 0) dirty = true;
+    if (n > 0) cost.step = smooth(cost.step, performance.now() - t0);
     if (session.finished) setPlaying(false);
   }
   if (dirty) {
     dirty = false;
+    const t0 = performance.now();
     render();
+    cost.draw = smooth(cost.draw, performance.now() - t0);
   }
   requestAnimationFrame(frame);
 }

@@ -14,11 +14,14 @@ export function renderSequences(el: HTMLElement, session: Session): void {
   for (let i = 0; i < Math.min(seqs.length, MAX_ROWS); i++) {
     const s = seqs[i]!;
     const t = s.blockTable;
-    const ids: string[] = [];
-    for (let j = 0; j < Math.min(t.length, MAX_IDS); j++) ids.push(j < s.sharedBlocks ? `<b>${t[j]}</b>` : String(t[j]));
+    const k = Math.min(t.length, MAX_IDS);
+    const hits: number[] = [];
+    const rest: number[] = [];
+    for (let j = 0; j < k; j++) (j < s.sharedBlocks ? hits : rest).push(t[j]!);
+    const ids = (hits.length > 0 ? `<b>${hits.join(' ')}</b> ` : '') + rest.join(' ');
     const more = t.length > MAX_IDS ? ` … +${t.length - MAX_IDS}` : '';
     rows.push(
-      `<tr><td>#${reqs[i]}</td><td>${s.dpRank}</td><td>${s.numTokens}</td><td>${s.numBlocks}</td><td>${s.sharedBlocks}</td><td class="table">${ids.join(' ')}${esc(more)}</td></tr>`,
+      `<tr><td>#${reqs[i]}</td><td>${s.dpRank}</td><td>${s.numTokens}</td><td>${s.numBlocks}</td><td>${s.sharedBlocks}</td><td class="table">${ids}${esc(more)}</td></tr>`,
     );
   }
   const extra = seqs.length > MAX_ROWS ? `<p class="muted">… and ${seqs.length - MAX_ROWS} more</p>` : '';
