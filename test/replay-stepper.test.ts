@@ -76,6 +76,29 @@ describe('ReplayStepper', () => {
     }
   });
 
+  it('rejects bad arguments before touching the pool', () => {
+    const pool = new BlockManagerPool({ numBlocks: 64, blockSize: 16 });
+    try {
+      const t = new PoolReplayTarget(pool);
+      const ok = { blockSize: 16, maxRunning: 4, publishAfterPrefill: false };
+      const w = generateWorkload({ requests: 3 });
+      expect(() => new ReplayStepper(t, w, { ...ok, maxRunning: 0 })).toThrow(new RangeError('params.maxRunning must be >= 1, got 0'));
+      expect(() => new ReplayStepper(t, w, { ...ok, blockSize: 1.5 })).toThrow(new RangeError('params.blockSize must be an integer, got 1.5'));
+      expect(() => new ReplayStepper(t, w, { ...ok, publishAfterPrefill: 1 as unknown as boolean })).toThrow(
+        new TypeError('params.publishAfterPrefill must be a boolean, got 1'),
+      );
+      expect(() => new ReplayStepper(t, w, { ...ok, limit: -1 })).toThrow(new RangeError('params.limit must be >= 0, got -1'));
+      expect(() => new ReplayStepper(t, w, { ...ok, maxRuning: 3 } as ReplayParams)).toThrow(TypeError);
+      expect(() => new ReplayStepper(t, 'trace' as unknown as [], ok)).toThrow(new TypeError('requests must be an array of trace requests, got "trace"'));
+      expect(pool.numFreeBlocks()).toEqual([63]);
+      pool.check();
+      const st = new ReplayStepper(t, w, { ...ok, limit: 2 });
+      expect(st.total).toBe(2);
+    } finally {
+      pool.dispose();
+    }
+  });
+
   it('agrees with the reference model step by step on random workloads', () => {
     fc.assert(
       fc.property(
@@ -113,7 +136,7 @@ describe('ReplayStepper', () => {
           }
         },
       ),
-      { numRuns: 60 },
+      { numRuns: 40 },
     );
   });
 });

@@ -5,6 +5,7 @@
 // itself stays the tight loop the benchmarks and the CLI run.
 
 import { outputToken, promptTokens, type ReplayParams, type ReplayResult, type ReplaySequence, type ReplayTarget } from './kernel.js';
+import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { TraceRequest } from './trace.js';
 
 /** What one `step()` did. */
@@ -21,6 +22,19 @@ export interface ReplayStep {
   truncated: boolean;
   /** Running sequences finished (deallocated) to make room or at the end. */
   finished: number;
+}
+
+const PARAM_KEYS = ['blockSize', 'maxRunning', 'publishAfterPrefill', 'limit'];
+
+function checkParams(p: ReplayParams): ReplayParams {
+  checkObject('params', p);
+  checkKeys('params', p, PARAM_KEYS);
+  return {
+    blockSize: checkInt('params.blockSize', p.blockSize, 1),
+    maxRunning: checkInt('params.maxRunning', p.maxRunning, 1),
+    publishAfterPrefill: checkBool('params.publishAfterPrefill', p.publishAfterPrefill),
+    limit: p.limit === undefined ? undefined : checkInt('params.limit', p.limit, 0),
+  };
 }
 
 export class ReplayStepper<S extends ReplaySequence> {
@@ -43,13 +57,18 @@ export class ReplayStepper<S extends ReplaySequence> {
   private readonly evictedBefore: number;
   private finishedInStep = 0;
 
+  readonly params: ReplayParams;
+
   constructor(
     readonly target: ReplayTarget<S>,
     readonly requests: readonly TraceRequest[],
-    readonly params: ReplayParams,
+    params: ReplayParams,
   ) {
-    this.B = params.blockSize;
-    this.total = Math.min(requests.length, params.limit ?? Infinity);
+    checkObject('target', target);
+    if (!Array.isArray(requests)) throw new TypeError(`requests must be an array of trace requests, got ${describe(requests)}`);
+    this.params = checkParams(params);
+    this.B = this.params.blockSize;
+    this.total = Math.min(requests.length, this.params.limit ?? Infinity);
     this.evictedBefore = target.blocksEvicted();
   }
 

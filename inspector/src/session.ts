@@ -113,11 +113,16 @@ export class Session {
   ) {
     const o = options;
     this.pool = new BlockManagerPool({ numBlocks: o.numBlocks, blockSize: o.blockSize, dpSize: o.dpSize, seed: o.seed });
-    this.stepper = new ReplayStepper(new Target(this.pool), trace, {
-      blockSize: o.blockSize,
-      maxRunning: o.maxRunning,
-      publishAfterPrefill: o.publishAfterPrefill,
-    });
+    try {
+      this.stepper = new ReplayStepper(new Target(this.pool), trace, {
+        blockSize: o.blockSize,
+        maxRunning: o.maxRunning,
+        publishAfterPrefill: o.publishAfterPrefill,
+      });
+    } catch (e) {
+      this.pool.dispose();
+      throw e;
+    }
     this.states = this.pool.managers.map((m) => new Uint8Array(m.numBlocks));
     this.counts = this.pool.managers.map(() => new Int32Array(5));
     this.sample();
