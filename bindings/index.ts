@@ -1,6 +1,9 @@
 // kvpool: the KV-cache block manager of an LLM serving engine, with a
 // WebAssembly core. This entry is platform-neutral (browsers, workers, Node);
 // `kvpool` resolves to index.node.ts under Node, which adds file reading.
+// Nothing reachable from here may import a Node built-in (test/browser-bundle).
+
+import './wasm-default.js';
 
 export { loadCore, isCoreLoaded, type WasmSource } from './core/instance.js';
 export { xxh3_128, hashBlocks } from './hash.js';
@@ -38,3 +41,5 @@ export type { CompositeReplayResult, SubManagerReplayStats } from './replay/comp
 export { runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence } from './replay/kernel.js';
 export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './replay/trace.js';
 export { generateWorkload, type WorkloadOptions } from './replay/workload.js';
+export { ReplayStepper, type ReplayStep } from './replay/stepper.js';
+export { BlockState, BLOCK_STATE_NAMES } from './managers/block-state.js';

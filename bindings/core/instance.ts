@@ -19,6 +19,7 @@ let ex: CoreExports | null = null;
 let loading: Promise<void> | null = null;
 let syncLoader: (() => WebAssembly.Module | ArrayBuffer | Uint8Array) | null = null;
 let defaultSource: (() => WasmSource) | null = null;
+let defaultIsFallback = false;
 
 /** Views of linear memory, valid until the next growth. */
 export const mem = {
@@ -53,9 +54,15 @@ export function setSyncLoader(fn: () => WebAssembly.Module | ArrayBuffer | Uint8
   syncLoader = fn;
 }
 
-/** Registers where `loadCore()` fetches the core from when called with no source. */
-export function setDefaultSource(fn: () => WasmSource): void {
+/**
+ * Registers where `loadCore()` fetches the core from when called with no
+ * source. A `fallback` registration (the browser default) never replaces a
+ * platform's own, whichever module is evaluated first.
+ */
+export function setDefaultSource(fn: () => WasmSource, fallback = false): void {
+  if (fallback && defaultSource && !defaultIsFallback) return;
   defaultSource = fn;
+  defaultIsFallback = fallback;
 }
 
 /** True once the core is instantiated (synchronous constructors work from then on). */

@@ -10,8 +10,9 @@ import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, MATCH_COUNT, MATCH_T
 /** Blocks staged per core call when matching (see matchInto). */
 const MATCH_WINDOW = 32;
 import { byteSpace, idSpace, stageIds, stageTokens } from '../core/staging.js';
-import { checkInt, checkInt32Array } from '../validate.js';
+import { checkInt, checkInt32Array, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
+import { BlockState } from './block-state.js';
 import { throwIdError } from './core-errors.js';
 
 export interface CoreManagerConfig {
@@ -146,6 +147,34 @@ export abstract class CoreManager {
       out[id] = v.i32[(r + REC.ref) >>> 2]! - (v.u8[r + REC.flags]! & FLAG_CACHED);
     }
     return out;
+  }
+
+  /**
+   * The state of every id in one pass over the core's records (index = id):
+   * a `BlockState` code. Written into `out` when given (length >= numBlocks),
+   * so a view can poll it every frame without allocating.
+   */
+  blockStates(out?: Uint8Array): Uint8Array {
+    this.live();
+    const n = this.numBlocks;
+    if (out !== undefined && (!(out instanceof Uint8Array) || out.length < n)) {
+      const got = out instanceof Uint8Array ? `one of length ${out.length}` : describe(out);
+      throw new TypeError(`out must be a Uint8Array of length >= ${n}, got ${got}`);
+    }
+    const dst = out ?? new Uint8Array(n);
+    const e = core();
+    const v = views();
+    const i32 = v.i32;
+    const u8 = v.u8;
+    const recs = e.mgr_recs_ptr(this.ptr);
+    const stride = 1 << e.mgr_rec_shift(this.ptr);
+    dst[0] = BlockState.Padding;
+    for (let id = 1, r = recs + stride; id < n; id++, r += stride) {
+      const cached = u8[r + REC.flags]! & FLAG_CACHED;
+      const holders = i32[(r + REC.ref) >>> 2]! - cached;
+      dst[id] = holders > 1 ? BlockState.Shared : holders === 1 ? BlockState.Held : cached ? BlockState.Cached : BlockState.Free;
+    }
+    return dst;
   }
 
   /** A copy of the free stack, bottom first (the last element is handed out next). */

@@ -186,4 +186,14 @@ export class ModelBlockManager {
     for (const id of this.prefix.entries.values()) if (this.ref[id] === 1) n++;
     return n;
   }
+
+  /** State code of every id: 0 free, 1 held, 2 shared, 3 cached only, 4 padding. */
+  blockStates(): number[] {
+    const out = [4];
+    for (let id = 1; id < this.numBlocks; id++) {
+      const holders = this.ref[id]! - this.cachedCount(id);
+      out.push(holders > 1 ? 2 : holders === 1 ? 1 : this.cachedCount(id) === 1 ? 3 : 0);
+    }
+    return out;
+  }
 }

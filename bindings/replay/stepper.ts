@@ -1,0 +1,208 @@
+// The replay kernel one request at a time, for views that draw the pool
+// between requests (the pool inspector). It is the loop of runReplay()
+// unrolled into a resumable object: driven to the end it yields the very
+// same result (test/replay-stepper.test.ts holds it to that); runReplay
+// itself stays the tight loop the benchmarks and the CLI run.
+
+import { outputToken, promptTokens, type ReplayParams, type ReplayResult, type ReplaySequence, type ReplayTarget } from './kernel.js';
+import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
+import type { TraceRequest } from './trace.js';
+
+/** What one `step()` did. */
+export interface ReplayStep {
+  /** Index of the request admitted, or -1 for the final drain. */
+  request: number;
+  /** False when the request could not be placed (counted as rejected). */
+  placed: boolean;
+  /** Prompt blocks reused from the prefix cache. */
+  matchedBlocks: number;
+  /** Blocks newly allocated for the request (prompt and decode). */
+  newBlocks: number;
+  /** True when decoding stopped early for lack of blocks. */
+  truncated: boolean;
+  /** Running sequences finished (deallocated) to make room or at the end. */
+  finished: number;
+}
+
+const PARAM_KEYS = ['blockSize', 'maxRunning', 'publishAfterPrefill', 'limit'];
+
+function checkParams(p: ReplayParams): ReplayParams {
+  checkObject('params', p);
+  checkKeys('params', p, PARAM_KEYS);
+  return {
+    blockSize: checkInt('params.blockSize', p.blockSize, 1),
+    maxRunning: checkInt('params.maxRunning', p.maxRunning, 1),
+    publishAfterPrefill: checkBool('params.publishAfterPrefill', p.publishAfterPrefill),
+    limit: p.limit === undefined ? undefined : checkInt('params.limit', p.limit, 0),
+  };
+}
+
+export class ReplayStepper<S extends ReplaySequence> {
+  /** Requests the replay will admit (the trace, cut to `params.limit`). */
+  readonly total: number;
+  private readonly B: number;
+  private readonly fifo: S[] = [];
+  private readonly fifoReq: number[] = [];
+  private head = 0;
+  private r = 0;
+  private drained = false;
+  private rejected = 0;
+  private truncated = 0;
+  private promptBlocks = 0;
+  private matchedBlocks = 0;
+  private allocatedBlocks = 0;
+  private idChecksum = 0;
+  private allocateCalls = 0;
+  private seconds = 0;
+  private readonly evictedBefore: number;
+  private finishedInStep = 0;
+
+  readonly params: ReplayParams;
+
+  constructor(
+    readonly target: ReplayTarget<S>,
+    readonly requests: readonly TraceRequest[],
+    params: ReplayParams,
+  ) {
+    checkObject('target', target);
+    if (!Array.isArray(requests)) throw new TypeError(`requests must be an array of trace requests, got ${describe(requests)}`);
+    this.params = checkParams(params);
+    this.B = this.params.blockSize;
+    this.total = Math.min(requests.length, this.params.limit ?? Infinity);
+    this.evictedBefore = target.blocksEvicted();
+  }
+
+  /** Requests admitted (or rejected) so far. */
+  get done(): number {
+    return this.r;
+  }
+
+  /** True once every request ran and the running sequences were released. */
+  get finished(): boolean {
+    return this.drained;
+  }
+
+  /** The running sequences, oldest first (the next to finish comes first). */
+  running(): S[] {
+    return this.fifo.slice(this.head);
+  }
+
+  /** Request index of each sequence `running()` returns, in the same order. */
+  runningRequests(): number[] {
+    return this.fifoReq.slice(this.head);
+  }
+
+  /** The result so far; after the last step, exactly what runReplay returns. */
+  result(): ReplayResult {
+    const t = this.target;
+    return {
+      requests: this.total,
+      rejected: this.rejected,
+      truncated: this.truncated,
+      promptBlocks: this.promptBlocks,
+      matchedBlocks: this.matchedBlocks,
+      hitRate: this.promptBlocks === 0 ? 0 : Math.round((this.matchedBlocks / this.promptBlocks) * 1e6) / 1e6,
+      evictedBlocks: t.blocksEvicted() - this.evictedBefore,
+      allocatedBlocks: this.allocatedBlocks,
+      idChecksum: this.idChecksum,
+      freeBlocksAtEnd: t.numFreeBlocks(),
+      cachedBlocksAtEnd: t.numBlocksInPrefixCache(),
+      seconds: this.seconds,
+      allocateCallsPerSecond: this.seconds > 0 ? Math.round(this.allocateCalls / this.seconds) : 0,
+    };
+  }
+
+  /** Admits the next request (or, after the last one, releases every running sequence); null when finished. */
+  step(): ReplayStep | null {
+    if (this.drained) return null;
+    const t0 = performance.now();
+    this.finishedInStep = 0;
+    let out: ReplayStep;
+    if (this.r < this.total) out = this.admit(this.r++);
+    else {
+      while (this.live() > 0) this.finishOldest();
+      this.drained = true;
+      out = { request: -1, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, finished: this.finishedInStep };
+    }
+    this.seconds += (performance.now() - t0) / 1000;
+    return out;
+  }
+
+  private live(): number {
+    return this.fifo.length - this.head;
+  }
+
+  private finishOldest(): void {
+    const s = this.fifo[this.head]!;
+    this.fifo[this.head] = undefined as unknown as S;
+    this.head++;
+    if (this.head > 1024 && this.head * 2 > this.fifo.length) {
+      this.fifo.splice(0, this.head);
+      this.fifoReq.splice(0, this.head);
+      this.head = 0;
+    }
+    this.finishedInStep++;
+    this.target.deallocate(s);
+  }
+
+  private recordNew(s: S, from: number): number {
+    const table = s.blockTable;
+    for (let i = from; i < table.length; i++) this.idChecksum = (Math.imul(this.idChecksum, 31) + table[i]!) >>> 0;
+    this.allocatedBlocks += table.length - from;
+    return table.length - from;
+  }
+
+  /** One iteration of runReplay's request loop. */
+  private admit(r: number): ReplayStep {
+    const { target, params } = this;
+    const req = this.requests[r]!;
+    const L = req.inputLength;
+    const s = target.newSequence(promptTokens(req, new Int32Array(L + req.outputLength + 1)), L);
+    while (this.live() >= params.maxRunning) this.finishOldest();
+    let placed = false;
+    while (true) {
+      this.allocateCalls++;
+      if (target.allocate(s)) {
+        placed = true;
+        break;
+      }
+      if (this.live() === 0) break;
+      this.finishOldest();
+    }
+    if (!placed) {
+      this.rejected++;
+      return { request: r, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, finished: this.finishedInStep };
+    }
+    this.promptBlocks += Math.floor(L / this.B);
+    const matched = s.sharedBlocks;
+    this.matchedBlocks += matched;
+    let newBlocks = this.recordNew(s, matched);
+    s.kvCachedTokens = L;
+    let cut = false;
+    for (let i = 0; i < req.outputLength; i++) {
+      s.appendToken(outputToken(r, i));
+      s.kvCachedTokens = s.numTokens - 1;
+      let ok = false;
+      const before = s.numBlocks;
+      while (true) {
+        this.allocateCalls++;
+        if (target.allocate(s, s.numTokens)) {
+          ok = true;
+          break;
+        }
+        if (this.live() === 0) break;
+        this.finishOldest();
+      }
+      if (!ok) {
+        this.truncated++;
+        cut = true;
+        break;
+      }
+      newBlocks += this.recordNew(s, before);
+      if (i === 0 && params.publishAfterPrefill) target.cache(s);
+    }
+    this.fifo.push(s);
+    this.fifoReq.push(r);
+    return { request: r, placed: true, matchedBlocks: matched, newBlocks, truncated: cut, finished: this.finishedInStep };
+  }
+}

@@ -1,0 +1,178 @@
+// The pool inspector in headless Chromium: built with Vite, served statically,
+// replaying a small workload. What the page shows must be the pool's state:
+// the legend counts equal the pool's figures and the same replay run in Node,
+// hovering a block names its state and holders, a dropped trace replaces the
+// workload. Leaves a screenshot in test-results/inspector.png.
+
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Page } from 'playwright-core';
+import { build } from 'vite';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateWorkload } from '../bindings/replay/workload.js';
+import { Session, type SessionOptions } from '../inspector/src/session.js';
+import { haveChromium, launchChromium, type Browser } from './support/browser.js';
+import { serveStatic, type StaticServer } from './support/static-server.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const RESULTS = join(ROOT, 'test-results');
+// Small enough to see every block; at request 35 rank 0 has blocks in all five states.
+const OPTIONS: SessionOptions = { numBlocks: 512, blockSize: 128, dpSize: 2, maxRunning: 8, requests: 60, seed: 3, publishAfterPrefill: false };
+const STOP_AT = 35;
+const STATES = ['free', 'held', 'shared', 'cached', 'padding'] as const;
+
+type Figures = { free: number[]; used: number[]; cached: number[]; evictable: number[]; states: number[][]; done: number };
+
+/** The page's pool, read through the inspector's debug handle. */
+function pageFigures(page: Page): Promise<Figures> {
+  return page.evaluate(() => {
+    const s = window.kvpoolInspector!.session!;
+    return {
+      free: s.pool.numFreeBlocks(),
+      used: s.pool.numUsedBlocks(),
+      cached: s.pool.numBlocksInPrefixCache(),
+      evictable: s.pool.stats().map((x) => x.numEvictableBlocks),
+      states: s.pool.managers.map((m) => Array.from(m.blockStates())),
+      done: s.done,
+    };
+  });
+}
+
+async function legend(page: Page, rank: number): Promise<Record<(typeof STATES)[number], number>> {
+  const out = {} as Record<(typeof STATES)[number], number>;
+  for (const s of STATES) out[s] = Number(await page.getByTestId(`count-r${rank}-${s}`).textContent());
+  return out;
+}
+
+const nextFrame = (page: Page) => page.evaluate(() => new Promise<void>((r) => requestAnimationFrame(() => requestAnimationFrame(() => r()))));
+
+async function hoverBlock(page: Page, rank: number, id: number): Promise<string> {
+  const grid = page.getByTestId(`grid-r${rank}`);
+  const box = (await grid.boundingBox())!;
+  const cols = Number(await grid.getAttribute('data-cols'));
+  const cell = Number(await grid.getAttribute('data-cell'));
+  await page.mouse.move(box.x + ((id % cols) + 0.5) * cell, box.y + (Math.floor(id / cols) + 0.5) * cell);
+  const tip = page.getByTestId('tooltip');
+  await tip.waitFor({ state: 'visible' });
+  return (await tip.textContent())!;
+}
+
+describe.skipIf(!haveChromium)('the pool inspector in headless Chromium', () => {
+  let server: StaticServer;
+  let browser: Browser;
+  let out: string;
+  beforeAll(async () => {
+    out = mkdtempSync(join(tmpdir(), 'kvpool-inspector-'));
+    await build({ configFile: join(ROOT, 'inspector/vite.config.ts'), logLevel: 'silent', build: { outDir: out, emptyOutDir: true } });
+    server = await serveStatic(out);
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    if (out) rmSync(out, { recursive: true, force: true });
+  });
+
+  it('replays a workload and shows the pool as it is', async () => {
+    const page = await browser.context.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    const q = new URLSearchParams(Object.entries(OPTIONS).map(([k, v]) => [k, String(v)]));
+    await page.goto(`${server.url}/?${q}`);
+    await page.waitForFunction(() => window.kvpoolInspector?.ready === true);
+    await expect.poll(() => page.getByTestId('status').textContent()).toMatch(/^request 0 \/ 60 · running 0/);
+    expect(await legend(page, 0)).toEqual({ free: 511, held: 0, shared: 0, cached: 0, padding: 1 });
+
+    for (let i = 0; i < 3; i++) await page.click('#step');
+    await expect.poll(() => page.getByTestId('status').textContent()).toMatch(/^request 3 \/ 60 /);
+
+    // Play at one request every 4 frames, pause part-way, then step on to STOP_AT.
+    await page.locator('#speed').fill('1');
+    await page.click('#play');
+    await page.waitForFunction(() => window.kvpoolInspector!.session!.done >= 12);
+    await page.click('#play');
+    expect(await page.textContent('#play')).toBe('Play');
+    let done = await page.evaluate(() => window.kvpoolInspector!.session!.done);
+    expect(done).toBeLessThan(STOP_AT);
+    while (done < STOP_AT) {
+      await page.keyboard.press('ArrowRight');
+      done++;
+    }
+    await nextFrame(page);
+    const fig = await pageFigures(page);
+    expect(fig.done).toBe(STOP_AT);
+    expect(await page.getByTestId('status').textContent()).toMatch(new RegExp(`^request ${STOP_AT} / 60 · running [1-8] `));
+
+    // The same replay in Node, stepped as far: the same pool, block for block.
+    const node = new Session(OPTIONS);
+    try {
+      node.step(fig.done);
+      expect(fig.states).toEqual(node.pool.managers.map((m) => Array.from(m.blockStates())));
+      expect(fig.free).toEqual(node.pool.numFreeBlocks());
+      expect(fig.cached).toEqual(node.pool.numBlocksInPrefixCache());
+    } finally {
+      node.dispose();
+    }
+
+    for (let r = 0; r < OPTIONS.dpSize; r++) {
+      const l = await legend(page, r);
+      expect(l.free).toBe(fig.free[r]);
+      expect(l.held + l.shared).toBe(fig.used[r]);
+      expect(l.cached).toBe(fig.evictable[r]);
+      expect(l.padding).toBe(1);
+      expect(l.free + l.held + l.shared + l.cached + l.padding).toBe(OPTIONS.numBlocks);
+      expect(await page.getByTestId(`figures-r${r}`).textContent()).toContain(`free ${fig.free[r]} · used ${fig.used[r]} · in prefix cache ${fig.cached[r]}`);
+    }
+    expect(fig.used.reduce((a, b) => a + b)).toBeGreaterThan(0);
+    expect(fig.cached.reduce((a, b) => a + b)).toBeGreaterThan(0);
+    const running = Number(await page.getByTestId('running-count').textContent());
+    expect(running).toBeGreaterThan(0);
+    expect(await page.locator('#sequences tbody tr').count()).toBe(running);
+
+    // Hover: each state by name, with the holders.
+    const [free, held, shared, cached] = [0, 1, 2, 3].map((code) => fig.states[0]!.indexOf(code));
+    expect(Math.min(free!, held!, shared!, cached!)).toBeGreaterThan(0);
+    expect(await hoverBlock(page, 0, 0)).toBe('rank 0 · block 0 · padding');
+    expect(await hoverBlock(page, 0, free!)).toBe(`rank 0 · block ${free} · free`);
+    expect(await hoverBlock(page, 0, cached!)).toBe(`rank 0 · block ${cached} · cached\nholders: prefix cache`);
+    expect(await hoverBlock(page, 0, shared!)).toMatch(new RegExp(`^rank 0 · block ${shared} · shared\nholders: request #\\d+, request #\\d+`));
+    const text = await hoverBlock(page, 0, held);
+    expect(text).toMatch(new RegExp(`^rank 0 · block ${held} · held\\nholders: request #\\d+`));
+    mkdirSync(RESULTS, { recursive: true });
+    await page.screenshot({ path: join(RESULTS, 'inspector.png'), fullPage: true });
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it('replays a trace dropped on the page, and reports a malformed one', async () => {
+    const page = await browser.context.newPage();
+    await page.goto(`${server.url}/?numBlocks=256&dpSize=1&requests=10`);
+    await page.waitForFunction(() => window.kvpoolInspector?.ready === true);
+    const trace = generateWorkload({ requests: 7, seed: 9 })
+      .map((r) => JSON.stringify({ timestamp: r.timestamp, input_length: r.inputLength, output_length: r.outputLength, hash_ids: [...r.hashIds] }))
+      .join('\n');
+    const drop = (name: string, text: string) =>
+      page.evaluate(
+        ([n, t]) => {
+          const dt = new DataTransfer();
+          dt.items.add(new File([t!], n!, { type: 'text/plain' }));
+          document.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+        },
+        [name, text],
+      );
+    await drop('chats.jsonl', trace);
+    await expect.poll(() => page.getByTestId('trace-name').textContent()).toBe('chats.jsonl (7 requests)');
+    await expect.poll(() => page.getByTestId('status').textContent()).toMatch(/^request 0 \/ 7 /);
+    await page.locator('#speed').fill('7');
+    await page.click('#play');
+    await expect.poll(() => page.getByTestId('status').textContent()).toMatch(/^request 7 \/ 7 · finished · running 0 /);
+    expect(await legend(page, 0)).toMatchObject({ held: 0, shared: 0, padding: 1 });
+
+    await page.setInputFiles('#trace-file', { name: 'bad.jsonl', mimeType: 'text/plain', buffer: Buffer.from('{"input_length": 5, "output_length": 1, "hash_ids": [1]}\n{"input_length": -1}\n') });
+    await expect.poll(() => page.locator('#error').textContent()).toBe('bad.jsonl: trace line 2: "input_length" must be a non-negative integer, got -1');
+    expect(await page.getByTestId('trace-name').textContent()).toBe('chats.jsonl (7 requests)');
+    await page.close();
+  });
+});

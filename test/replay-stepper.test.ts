@@ -1,0 +1,180 @@
+// The stepping replay (the inspector's loop) against runReplay and the
+// reference model: stepping to the end gives runReplay's result exactly, and
+// at every step the Wasm pool and the model agree on each block's state
+// (CoreManager.blockStates), the running sequences and the step's figures,
+// with pool.check() after each step.
+
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
+import { BlockState } from '../bindings/managers/block-state.js';
+import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
+import { runReplay, type ReplayParams, type ReplayResult } from '../bindings/replay/kernel.js';
+import { PoolReplayTarget } from '../bindings/replay/replay.js';
+import { ReplayStepper } from '../bindings/replay/stepper.js';
+import { generateWorkload } from '../bindings/replay/workload.js';
+import { ModelBlockManagerPool } from './model/block-manager-pool.js';
+import { ModelReplayTarget } from './support/model-replay-target.js';
+
+function withoutTimings(r: ReplayResult) {
+  const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
+  return rest;
+}
+
+describe('ReplayStepper', () => {
+  const cases: Array<[string, { numBlocks: number; blockSize: number; dpSize: number }, ReplayParams]> = [
+    ['roomy', { numBlocks: 4096, blockSize: 16, dpSize: 1 }, { blockSize: 16, maxRunning: 32, publishAfterPrefill: false }],
+    ['heavy eviction, publish after prefill', { numBlocks: 300, blockSize: 16, dpSize: 1 }, { blockSize: 16, maxRunning: 8, publishAfterPrefill: true }],
+    ['two ranks, rejections', { numBlocks: 60, blockSize: 32, dpSize: 2 }, { blockSize: 32, maxRunning: 4, publishAfterPrefill: false, limit: 150 }],
+  ];
+  const trace = generateWorkload({ requests: 200, seed: 11 });
+  for (const [name, o, params] of cases) {
+    it(`gives runReplay's result when stepped to the end (${name})`, () => {
+      const a = new BlockManagerPool(o);
+      const b = new BlockManagerPool(o);
+      try {
+        const expected = runReplay(new PoolReplayTarget(a), trace, params);
+        const st = new ReplayStepper(new PoolReplayTarget(b), trace, params);
+        let steps = 0;
+        while (st.step()) steps++;
+        expect(steps).toBe(st.total + 1);
+        expect(st.finished).toBe(true);
+        expect(st.step()).toBeNull();
+        expect(withoutTimings(st.result())).toEqual(withoutTimings(expected));
+        expect(b.numFreeBlocks()).toEqual(a.numFreeBlocks());
+        expect([...b.managers[0]!.lruOrder()]).toEqual([...a.managers[0]!.lruOrder()]);
+      } finally {
+        a.dispose();
+        b.dispose();
+      }
+    });
+  }
+
+  it('reports each step: admitted request, reuse, new blocks, finished sequences', () => {
+    const o = { blockSize: 16, maxRunning: 2, publishAfterPrefill: false };
+    const pool = new BlockManagerPool({ numBlocks: 4096, blockSize: 16 });
+    try {
+      // Three requests whose prompts start with the same 512-token chunk.
+      const req = (ids: number[], input: number, output: number) => ({ inputLength: input, outputLength: output, hashIds: Int32Array.from(ids) });
+      const t = [req([5, 6], 600, 10), req([5, 7], 520, 10), req([5], 100, 3)];
+      const st = new ReplayStepper(new PoolReplayTarget(pool), t, o);
+      // 600 prompt + 10 output tokens: ceil(610 / 16) = 39 blocks, nothing cached yet.
+      expect(st.step()).toEqual({ request: 0, placed: true, matchedBlocks: 0, newBlocks: 39, truncated: false, finished: 0 });
+      expect(st.runningRequests()).toEqual([0]);
+      // Request 0 still runs and nothing was published: no reuse either.
+      expect(st.step()).toEqual({ request: 1, placed: true, matchedBlocks: 0, newBlocks: 34, truncated: false, finished: 0 });
+      // maxRunning 2: request 0 finishes first and its full blocks get cached;
+      // request 2's 100-token prompt is request 0's first 100 tokens: 6 full blocks reused.
+      expect(st.step()).toEqual({ request: 2, placed: true, matchedBlocks: 6, newBlocks: 1, truncated: false, finished: 1 });
+      expect(st.runningRequests()).toEqual([1, 2]);
+      expect(st.running().map((s) => s.numBlocks)).toEqual([34, 7]);
+      expect(st.step()).toEqual({ request: -1, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, finished: 2 });
+      expect(st.running()).toEqual([]);
+      expect(pool.numUsedBlocks()).toEqual([0]);
+    } finally {
+      pool.dispose();
+    }
+  });
+
+  it('rejects bad arguments before touching the pool', () => {
+    const pool = new BlockManagerPool({ numBlocks: 64, blockSize: 16 });
+    try {
+      const t = new PoolReplayTarget(pool);
+      const ok = { blockSize: 16, maxRunning: 4, publishAfterPrefill: false };
+      const w = generateWorkload({ requests: 3 });
+      expect(() => new ReplayStepper(t, w, { ...ok, maxRunning: 0 })).toThrow(new RangeError('params.maxRunning must be >= 1, got 0'));
+      expect(() => new ReplayStepper(t, w, { ...ok, blockSize: 1.5 })).toThrow(new RangeError('params.blockSize must be an integer, got 1.5'));
+      expect(() => new ReplayStepper(t, w, { ...ok, publishAfterPrefill: 1 as unknown as boolean })).toThrow(
+        new TypeError('params.publishAfterPrefill must be a boolean, got 1'),
+      );
+      expect(() => new ReplayStepper(t, w, { ...ok, limit: -1 })).toThrow(new RangeError('params.limit must be >= 0, got -1'));
+      expect(() => new ReplayStepper(t, w, { ...ok, maxRuning: 3 } as ReplayParams)).toThrow(TypeError);
+      expect(() => new ReplayStepper(t, 'trace' as unknown as [], ok)).toThrow(new TypeError('requests must be an array of trace requests, got "trace"'));
+      expect(pool.numFreeBlocks()).toEqual([63]);
+      pool.check();
+      const st = new ReplayStepper(t, w, { ...ok, limit: 2 });
+      expect(st.total).toBe(2);
+    } finally {
+      pool.dispose();
+    }
+  });
+
+  it('agrees with the reference model step by step on random workloads', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+        fc.integer({ min: 1, max: 40 }),
+        fc.integer({ min: 8, max: 400 }),
+        fc.constantFrom(16, 64, 256),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 1, max: 6 }),
+        fc.boolean(),
+        (seed, requests, numBlocks, blockSize, dpSize, maxRunning, publishAfterPrefill) => {
+          const trace = generateWorkload({ requests, seed, concurrentChats: 4 });
+          const params = { blockSize, maxRunning, publishAfterPrefill };
+          const pool = new BlockManagerPool({ numBlocks, blockSize, dpSize });
+          const model = new ModelBlockManagerPool({ numBlocks, blockSize, dpSize });
+          try {
+            const a = new ReplayStepper(new PoolReplayTarget(pool), trace, params);
+            const b = new ReplayStepper(new ModelReplayTarget(model), trace, params);
+            const states = new Uint8Array(numBlocks);
+            while (true) {
+              const x = a.step();
+              expect(x).toEqual(b.step());
+              pool.check();
+              for (let r = 0; r < dpSize; r++) {
+                expect([...pool.managers[r]!.blockStates(states)]).toEqual(model.managers[r]!.blockStates());
+              }
+              expect(a.runningRequests()).toEqual(b.runningRequests());
+              expect(a.running().map((s) => [...s.blockTable])).toEqual(b.running().map((s) => [...s.blockTable]));
+              if (x === null) break;
+            }
+            const expected = runReplay(new ModelReplayTarget(new ModelBlockManagerPool({ numBlocks, blockSize, dpSize })), trace, params);
+            expect(withoutTimings(a.result())).toEqual(withoutTimings(expected));
+          } finally {
+            pool.dispose();
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+});
+
+describe('CoreManager.blockStates', () => {
+  it('names free, held, shared, cached-only and padding ids', () => {
+    const m = new BlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    try {
+      const tokens = [1, 2, 3, 4, 5];
+      const ids = m.allocate(3)!;
+      expect([...ids]).toEqual([1, 2, 3]);
+      m.cache(tokens, ids); // ids 1 and 2 are full blocks: cached, still held
+      m.retain([2]);
+      const s = m.blockStates();
+      expect([...s]).toEqual([BlockState.Padding, BlockState.Held, BlockState.Shared, BlockState.Held, 0, 0, 0, 0]);
+      m.deallocate(ids);
+      expect([...m.blockStates()]).toEqual([4, BlockState.Cached, BlockState.Held, BlockState.Free, 0, 0, 0, 0]);
+      m.deallocate([2]);
+      const out = new Uint8Array(10).fill(9);
+      expect(m.blockStates(out)).toBe(out);
+      expect([...out]).toEqual([4, 3, 3, 0, 0, 0, 0, 0, 9, 9]);
+    } finally {
+      m.dispose();
+    }
+  });
+
+  it('rejects an output array of the wrong type or length, changing nothing', () => {
+    const m = new BlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    try {
+      m.allocate(2);
+      const short = new Uint8Array(7);
+      expect(() => m.blockStates(short)).toThrow(new TypeError('out must be a Uint8Array of length >= 8, got one of length 7'));
+      expect([...short]).toEqual([0, 0, 0, 0, 0, 0, 0]);
+      expect(() => m.blockStates(new Int32Array(8) as unknown as Uint8Array)).toThrow(TypeError);
+      m.check();
+      expect(m.numFreeBlocks()).toBe(5);
+    } finally {
+      m.dispose();
+    }
+  });
+});
