@@ -36,7 +36,7 @@ export {
   type LinearStateStats, type LinearSlotState,
 } from './linear-state/linear-state-prefix-cache.js';
 export type { LinearStateReuse, LinearStatePoolOptions } from './linear-state/pool-linear-state.js';
-export { replay, replaySync, type ReplayOptions } from './replay/replay.js';
+export { replay, replaySync, PoolReplayTarget, type ReplayOptions } from './replay/replay.js';
 export type { CompositeReplayResult, SubManagerReplayStats } from './replay/composite-replay.js';
 export { runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence } from './replay/kernel.js';
 export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './replay/trace.js';

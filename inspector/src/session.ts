@@ -6,9 +6,9 @@ import {
   BlockManagerPool,
   BlockState,
   generateWorkload,
+  PoolReplayTarget,
   ReplayStepper,
-  Sequence,
-  type ReplayTarget,
+  type Sequence,
   type TraceRequest,
 } from '../../bindings/index.js';
 
@@ -32,32 +32,6 @@ export const DEFAULT_OPTIONS: SessionOptions = {
   seed: 1024,
   publishAfterPrefill: false,
 };
-
-/** The replay loop's view of the pool (as replay() uses, for any dp size). */
-class Target implements ReplayTarget<Sequence> {
-  constructor(readonly pool: BlockManagerPool) {}
-  newSequence(buffer: Int32Array, promptLength: number): Sequence {
-    return Sequence.fromBuffer(buffer, promptLength);
-  }
-  allocate(seq: Sequence, numTokens?: number): boolean {
-    return this.pool.allocate(seq, numTokens);
-  }
-  cache(seq: Sequence): void {
-    this.pool.cache(seq);
-  }
-  deallocate(seq: Sequence): void {
-    this.pool.deallocate(seq);
-  }
-  blocksEvicted(): number {
-    return this.pool.stats().reduce((a, s) => a + s.blocksEvicted, 0);
-  }
-  numFreeBlocks(): number {
-    return this.pool.numFreeBlocks().reduce((a, b) => a + b, 0);
-  }
-  numBlocksInPrefixCache(): number {
-    return this.pool.numBlocksInPrefixCache().reduce((a, b) => a + b, 0);
-  }
-}
 
 export const SERIES = ['step', 'free', 'used', 'cached', 'hitRate', 'recentHitRate', 'evicted'] as const;
 export type SeriesName = (typeof SERIES)[number];
@@ -114,7 +88,7 @@ export class Session {
     const o = options;
     this.pool = new BlockManagerPool({ numBlocks: o.numBlocks, blockSize: o.blockSize, dpSize: o.dpSize, seed: o.seed });
     try {
-      this.stepper = new ReplayStepper(new Target(this.pool), trace, {
+      this.stepper = new ReplayStepper(new PoolReplayTarget(this.pool), trace, {
         blockSize: o.blockSize,
         maxRunning: o.maxRunning,
         publishAfterPrefill: o.publishAfterPrefill,
