@@ -2,6 +2,7 @@
 // that pins ids, hits and evictions. Written against a small interface so
 // the same loop drives the Wasm pool and the test reference model.
 
+import { ReplayStepper } from './stepper.js';
 import type { TraceRequest } from './trace.js';
 
 /** The sequence operations the loop uses. */
@@ -103,99 +104,14 @@ export function runReplay<S extends ReplaySequence>(
   params: ReplayParams,
   onProgress?: ReplayProgress,
 ): ReplayResult {
-  const B = params.blockSize;
-  const total = Math.min(requests.length, params.limit ?? Infinity);
-  const running: S[] = [];
-  let head = 0; // `running` is a FIFO: live entries are running[head..]
-  let rejected = 0, truncated = 0, promptBlocks = 0, matchedBlocks = 0;
-  let allocatedBlocks = 0, idChecksum = 0, allocateCalls = 0;
-  const evictedBefore = target.blocksEvicted();
-
-  const recordNew = (s: S, from: number) => {
-    const table = s.blockTable;
-    for (let i = from; i < table.length; i++) idChecksum = (Math.imul(idChecksum, 31) + table[i]!) >>> 0;
-    allocatedBlocks += table.length - from;
-  };
-  const finishOldest = () => {
-    const s = running[head]!;
-    running[head++] = undefined as unknown as S;
-    if (head > 1024 && head * 2 > running.length) {
-      running.splice(0, head);
-      head = 0;
-    }
-    target.deallocate(s);
-  };
-  const live = () => running.length - head;
-
+  const { blockSize, maxRunning, publishAfterPrefill, limit } = params;
+  const stepper = new ReplayStepper(target, requests, { blockSize, maxRunning, publishAfterPrefill, limit });
+  const total = stepper.total;
   const progressEvery = Math.max(1, Math.floor(total / 200));
-  const t0 = performance.now();
-  for (let r = 0; r < total; r++) {
-    const req = requests[r]!;
-    const L = req.inputLength;
-    const s = target.newSequence(promptTokens(req, new Int32Array(L + req.outputLength + 1)), L);
-    while (live() >= params.maxRunning) finishOldest();
-    let placed = false;
-    while (true) {
-      allocateCalls++;
-      if (target.allocate(s)) {
-        placed = true;
-        break;
-      }
-      if (live() === 0) break;
-      finishOldest();
-    }
-    if (!placed) {
-      rejected++;
-      continue;
-    }
-    promptBlocks += Math.floor(L / B);
-    const matched = s.sharedBlocks;
-    matchedBlocks += matched;
-    recordNew(s, matched);
-    target.prefilled?.(s);
-    s.kvCachedTokens = L;
-    for (let i = 0; i < req.outputLength; i++) {
-      s.appendToken(outputToken(r, i));
-      s.kvCachedTokens = s.numTokens - 1;
-      let ok = false;
-      const before = s.numBlocks;
-      while (true) {
-        allocateCalls++;
-        if (target.allocate(s, s.numTokens)) {
-          ok = true;
-          break;
-        }
-        if (live() === 0) break;
-        finishOldest();
-      }
-      if (!ok) {
-        truncated++;
-        break;
-      }
-      recordNew(s, before);
-      // Publish the prompt's blocks while the sequence runs: the cached tokens are [0, L) now.
-      if (i === 0 && params.publishAfterPrefill) target.cache(s);
-    }
-    running.push(s);
-    if (onProgress && r % progressEvery === 0) onProgress(r, total);
+  while (stepper.step()) {
+    const r = stepper.done;
+    if (onProgress && r % progressEvery === 0 && r < total) onProgress(r, total);
   }
-  while (live() > 0) finishOldest();
-  const seconds = (performance.now() - t0) / 1000;
   onProgress?.(total, total);
-  return {
-    requests: total,
-    rejected,
-    truncated,
-    promptBlocks,
-    matchedBlocks,
-    hitRate: promptBlocks === 0 ? 0 : Math.round((matchedBlocks / promptBlocks) * 1e6) / 1e6,
-    evictedBlocks: target.blocksEvicted() - evictedBefore,
-    allocatedBlocks,
-    idChecksum,
-    freeBlocksAtEnd: target.numFreeBlocks(),
-    cachedBlocksAtEnd: target.numBlocksInPrefixCache(),
-    seconds,
-    allocateCallsPerSecond: seconds > 0 ? Math.round(allocateCalls / seconds) : 0,
-    ...target.extraResult?.(),
-  };
+  return stepper.result();
 }

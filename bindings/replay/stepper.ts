@@ -1,8 +1,6 @@
-// The replay kernel one request at a time, for views that draw the pool
-// between requests (the pool inspector). It is the loop of runReplay()
-// unrolled into a resumable object: driven to the end it yields the very
-// same result (test/replay-stepper.test.ts holds it to that); runReplay
-// itself stays the tight loop the benchmarks and the CLI run.
+// The loop of the replay kernel (REPLAY.md), one request per step: runReplay()
+// drives it to the end, and views that draw the pool between requests (the
+// pool inspector) step it themselves. One loop, so both give the same result.
 
 import { outputToken, promptTokens, type ReplayParams, type ReplayResult, type ReplaySequence, type ReplayTarget } from './kernel.js';
 import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
@@ -109,6 +107,7 @@ export class ReplayStepper<S extends ReplaySequence> {
       cachedBlocksAtEnd: t.numBlocksInPrefixCache(),
       seconds: this.seconds,
       allocateCallsPerSecond: this.seconds > 0 ? Math.round(this.allocateCalls / this.seconds) : 0,
+      ...t.extraResult?.(),
     };
   }
 
@@ -177,6 +176,7 @@ export class ReplayStepper<S extends ReplaySequence> {
     const matched = s.sharedBlocks;
     this.matchedBlocks += matched;
     let newBlocks = this.recordNew(s, matched);
+    target.prefilled?.(s);
     s.kvCachedTokens = L;
     let cut = false;
     for (let i = 0; i < req.outputLength; i++) {
