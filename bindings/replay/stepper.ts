@@ -198,7 +198,7 @@ export class ReplayStepper<S extends ReplaySequence> {
         cut = true;
         break;
       }
-      newBlocks += this.recordNew(s, before);
+      if (s.numBlocks > before) newBlocks += this.recordNew(s, before); // most decode steps add no block
       if (i === 0 && params.publishAfterPrefill) target.cache(s);
     }
     this.fifo.push(s);
