@@ -2,3 +2,4 @@
 export { alloc, release, heapTop } from "./heap";
 export * from "./hash-exports";
 export * from "./manager-exports";
+export * from "./tier-exports";

@@ -10,6 +10,14 @@ export { SingleBlockManager, type SingleBlockManagerOptions } from './managers/s
 export { Sequence, type ForkOptions } from './pool/sequence.js';
 export type { KVCacheManager, BlockTransferInfo } from './pool/kv-cache-manager.js';
 export { BlockManagerPool, type BlockManagerPoolOptions, type PoolRankStats } from './pool/block-manager-pool.js';
+export {
+  HierarchyBlockManagerPool,
+  type HierarchyBlockManagerPoolOptions,
+  type BlockTransfer,
+  type OffloadPlan,
+  type RankTransfers,
+  type HierarchyRankStats,
+} from './pool/hierarchy-block-manager-pool.js';
 export { replay, replaySync, type ReplayOptions } from './replay/replay.js';
 export { runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence } from './replay/kernel.js';
 export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './replay/trace.js';

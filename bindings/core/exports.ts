@@ -4,8 +4,9 @@
 
 import type { HashExports } from './hash-exports.js';
 import type { ManagerExports } from './manager-exports.js';
+import type { TierExports } from './tier-exports.js';
 
-export interface CoreExports extends HashExports, ManagerExports {
+export interface CoreExports extends HashExports, ManagerExports, TierExports {
   readonly memory: WebAssembly.Memory;
   /** grows: a zeroed 16-byte aligned region, 0 when memory is exhausted */
   alloc(bytes: number): number;
