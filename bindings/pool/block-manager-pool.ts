@@ -5,20 +5,21 @@
 import { loadCore } from '../core/instance.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
-import type { CoreManager } from '../managers/core-manager.js';
+import type { PoolManager } from '../managers/pool-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
 import type { BlockTransferInfo, KVCacheManager } from './kv-cache-manager.js';
 import { Sequence, type SequenceOwner } from './sequence.js';
+import { XTENSOR_POOL_KEYS, xtensorManagerFactory, type XTensorPoolOptions } from './xtensor-options.js';
 
-export interface BlockManagerPoolOptions {
+export interface BlockManagerPoolOptions extends XTensorPoolOptions {
   /** Physical KV blocks per dp rank, padding id 0 included (>= 2). */
   numBlocks: number;
   /** Tokens per block (>= 1). */
   blockSize: number;
   /** Data-parallel ranks, one manager each (default 1). */
   dpSize?: number;
-  /** Reuse full blocks through the prefix cache (default true). */
+  /** Reuse full blocks through the prefix cache (default true; false, and only false, with enableXtensor). */
   enablePrefixCache?: boolean;
   /**
    * Single ids per rank, padding included (default 202: the reference's
@@ -39,12 +40,18 @@ export interface PoolRankStats extends BlockManagerStats {
 
 export function parsePoolOptions(o: BlockManagerPoolOptions, extraKeys: readonly string[] = []) {
   checkObject('options', o);
-  checkKeys('options', o, [...KEYS, ...extraKeys]);
+  checkKeys('options', o, [...KEYS, ...XTENSOR_POOL_KEYS, ...extraKeys]);
+  const numBlocks = checkInt('options.numBlocks', o.numBlocks, 2);
+  const blockSize = checkInt('options.blockSize', o.blockSize, 1);
+  const xtensor = xtensorManagerFactory(o, numBlocks, blockSize);
+  const enablePrefixCache = checkBool('options.enablePrefixCache', o.enablePrefixCache ?? xtensor === null);
+  if (xtensor && enablePrefixCache) throw new RangeError('options.enablePrefixCache cannot be true with enableXtensor (XTensor blocks have no prefix cache)');
   return {
-    numBlocks: checkInt('options.numBlocks', o.numBlocks, 2),
-    blockSize: checkInt('options.blockSize', o.blockSize, 1),
+    numBlocks,
+    blockSize,
     dpSize: checkInt('options.dpSize', o.dpSize ?? 1, 1, 4096),
-    enablePrefixCache: checkBool('options.enablePrefixCache', o.enablePrefixCache ?? true),
+    enablePrefixCache,
+    xtensor,
     singleBlockCapacity: checkInt('options.singleBlockCapacity', o.singleBlockCapacity ?? 202, 2),
     seed: o.seed ?? 1024,
   };
@@ -56,7 +63,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   readonly dpSize: number;
   readonly enablePrefixCache: boolean;
   /** @internal one KV block manager per dp rank */
-  readonly managers: BlockManagerImpl[] = [];
+  readonly managers: PoolManager[] = [];
   /** @internal one single-id manager per dp rank */
   readonly singles: SingleBlockManager[] = [];
   /** Sequences holding anything from this pool (for audits). */
@@ -73,7 +80,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     try {
       for (let r = 0; r < o.dpSize; r++) {
         this.managers.push(
-          new BlockManagerImpl({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed }),
+          o.xtensor?.(r) ??
+            new BlockManagerImpl({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed }),
         );
         this.singles.push(new SingleBlockManager({ numBlocks: o.singleBlockCapacity }));
         this.swaps.push([]);
@@ -278,7 +286,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   private readonly scratch = new Int32Array(1);
 
   /** Drops one reference on one id the pool itself took. */
-  private releaseId(mgr: CoreManager, id: number): void {
+  private releaseId(mgr: Pick<PoolManager, 'releaseFrom'>, id: number): void {
     this.scratch[0] = id;
     const code = mgr.releaseFrom(this.scratch, 0, 1);
     if (code < 0) throw new Error(`kvpool: internal error releasing block ${id} (core code ${code})`);

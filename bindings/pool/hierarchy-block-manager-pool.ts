@@ -70,6 +70,7 @@ interface HostState {
 
 function splitOptions(o: HierarchyBlockManagerPoolOptions): { base: BlockManagerPoolOptions; hostNumBlocks: number } {
   parsePoolOptions(o, ['hostNumBlocks']);
+  if (o.enableXtensor) throw new RangeError('options.enableXtensor cannot be combined with a host tier (hostNumBlocks)');
   const hostNumBlocks = checkInt('options.hostNumBlocks', (o as { hostNumBlocks?: unknown }).hostNumBlocks, 2);
   const { hostNumBlocks: _h, ...base } = o;
   return { base, hostNumBlocks };
@@ -85,11 +86,14 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
   private readonly queued: BlockTransfer[][] = [];
   private readonly inFlight = new Set<OffloadPlan>();
   private readonly counters: HierarchyRankStats[] = [];
+  /** The device managers (always core-backed: no XTensor with a host tier). */
+  private readonly devices: BlockManagerImpl[];
 
   constructor(options: HierarchyBlockManagerPoolOptions) {
     const { base, hostNumBlocks } = splitOptions(options);
     super(base);
     this.hostNumBlocks = hostNumBlocks;
+    this.devices = this.managers.map((m) => m as BlockManagerImpl);
     try {
       for (let r = 0; r < this.dpSize; r++) {
         this.hosts.push(
@@ -185,7 +189,7 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
     let devHeld = seq._numBlocks;
     let kv = seq._kvCached;
     if (seq._numBlocks === 0 && this.enablePrefixCache) {
-      let hits = this.managers[r]!.peekMatches(seq._tokens, nFull);
+      let hits = this.devices[r]!.peekMatches(seq._tokens, nFull);
       if (hits > 0) {
         if (hits * B === seq._numTokens) hits--;
         devHeld = hits;
@@ -285,7 +289,7 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
    */
   private queueOffload(seq: Sequence, r: number): void {
     const B = this.blockSize;
-    const dev = this.managers[r]!;
+    const dev = this.devices[r]!;
     const host = this.hosts[r]!;
     const cachedDev = Math.floor(seq._kvCached / B);
     const prior = this.hostStates.get(seq);
