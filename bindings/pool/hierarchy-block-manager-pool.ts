@@ -356,6 +356,12 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
     return out;
   }
 
+  /** True when a load plan or an offload pair waits for `takeTransfers` (cheap; nothing allocated). */
+  hasPendingTransfers(): boolean {
+    for (let r = 0; r < this.dpSize; r++) if (this.loads[r]!.length > 0 || this.queued[r]!.length > 0) return true;
+    return false;
+  }
+
   /**
    * Finishes an offload plan: the device blocks are given back (they stay in
    * the device cache), and when `ok` the host blocks are cached under their

@@ -7,6 +7,7 @@ import { checkBool, checkInt, checkKeys, checkObject } from '../validate.js';
 import { runReplay, type ReplayProgress, type ReplayResult, type ReplayTarget } from './kernel.js';
 import type { TraceRequest } from './trace.js';
 import { generateWorkload } from './workload.js';
+import { replayWithHostTier, type HierarchyReplayResult } from './hierarchy-replay.js';
 
 export interface ReplayOptions {
   /** Requests to replay (default: the built-in generated workload). */
@@ -17,12 +18,18 @@ export interface ReplayOptions {
   seed?: number;
   limit?: number;
   publishAfterPrefill?: boolean;
+  /**
+   * Host-tier blocks per dp rank: replay through a HierarchyBlockManagerPool
+   * (offload on finish, loads on host hits, transfers complete at once); the
+   * result then has a `hostTier` part.
+   */
+  hostBlocks?: number;
   /** Requests of the built-in workload when no trace is given (default 2000). */
   workloadRequests?: number;
   onProgress?: ReplayProgress;
 }
 
-const KEYS = ['trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'onProgress'];
+const KEYS = ['trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'hostBlocks', 'onProgress'];
 
 /** The replay loop's view of a BlockManagerPool. */
 export class PoolReplayTarget implements ReplayTarget<Sequence> {
@@ -61,6 +68,7 @@ export function parseReplayOptions(o: ReplayOptions) {
     limit: o.limit === undefined ? undefined : checkInt('options.limit', o.limit, 0),
     publishAfterPrefill: checkBool('options.publishAfterPrefill', o.publishAfterPrefill ?? false),
     workloadRequests: checkInt('options.workloadRequests', o.workloadRequests ?? 2000, 0),
+    hostBlocks: o.hostBlocks === undefined ? undefined : checkInt('options.hostBlocks', o.hostBlocks, 2),
   };
 }
 
@@ -68,16 +76,17 @@ export function parseReplayOptions(o: ReplayOptions) {
  * Replays a trace (or the built-in workload) through a fresh BlockManagerPool
  * exactly as REPLAY.md describes and returns the result object.
  */
-export async function replay(options: ReplayOptions = {}): Promise<ReplayResult> {
+export async function replay(options: ReplayOptions = {}): Promise<ReplayResult | HierarchyReplayResult> {
   const p = parseReplayOptions(options);
   await loadCore();
   return replaySync(options, p);
 }
 
 /** `replay` once the core is loaded (always the case in Node). */
-export function replaySync(options: ReplayOptions = {}, parsed = parseReplayOptions(options)): ReplayResult {
+export function replaySync(options: ReplayOptions = {}, parsed = parseReplayOptions(options)): ReplayResult | HierarchyReplayResult {
   const p = parsed;
   const trace = options.trace ?? generateWorkload({ requests: p.workloadRequests, seed: p.seed });
+  if (p.hostBlocks !== undefined) return replayWithHostTier(trace, { ...p, hostBlocks: p.hostBlocks }, options.onProgress);
   const pool = new BlockManagerPool({ numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed });
   try {
     return runReplay(new PoolReplayTarget(pool), trace, p, options.onProgress);

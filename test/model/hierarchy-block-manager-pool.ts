@@ -24,6 +24,7 @@ export class ModelHierarchyPool extends ModelBlockManagerPool {
   loads: ModelTransfer[][] = [];
   queued: ModelTransfer[][] = [];
   readonly inFlight = new Set<ModelOffloadPlan>();
+  readonly counters = { hostHitBlocks: 0, blocksLoaded: 0, blocksOffloaded: 0 };
 
   constructor(o: ModelPoolOptions & { hostNumBlocks: number }) {
     super(o);
@@ -89,6 +90,7 @@ export class ModelHierarchyPool extends ModelBlockManagerPool {
       for (let i = from; i < from + copied; i++) {
         this.loads[r]!.push({ src: h.table[i]!, dst: s.blockTable[i]!, key: this.hosts[r]!.stamp.get(h.table[i]!)! });
       }
+      this.counters.blocksLoaded += copied;
       s.kvCachedTokens = (from + copied) * B;
     }
     return true;
@@ -108,6 +110,7 @@ export class ModelHierarchyPool extends ModelBlockManagerPool {
       hits = hits.slice(0, -1);
     }
     if (hits.length > 0) this.hostOf.set(s, { table: hits, kv: hits.length * this.blockSize });
+    this.counters.hostHitBlocks += hits.length;
   }
 
   private releaseHost(s: ModelSequence): void {
@@ -147,6 +150,7 @@ export class ModelHierarchyPool extends ModelBlockManagerPool {
       if (dev.ref[d] === 2 && dev.isCached(d)) {
         this.queued[r]!.push({ src: d, dst: h.table[i]!, key: dev.prefix.keyOf.get(d)! });
         movedIdx.add(i);
+        this.counters.blocksOffloaded++;
       }
     }
     s.blockTable = s.blockTable.filter((_, i) => !movedIdx.has(i));
