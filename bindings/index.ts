@@ -7,6 +7,14 @@ export { xxh3_128, hashBlocks } from './hash.js';
 export type { BlockManager, BlockManagerStats } from './managers/block-manager.js';
 export { BlockManagerImpl, type BlockManagerOptions } from './managers/block-manager-impl.js';
 export { SingleBlockManager, type SingleBlockManagerOptions } from './managers/single-block-manager.js';
+export {
+  XTensorBlockManagerImpl,
+  pageBlockRange,
+  type XTensorBlockManagerOptions,
+  type PageEvent,
+} from './managers/xtensor-block-manager-impl.js';
+export type { PoolManager } from './managers/pool-manager.js';
+export type { XTensorPoolOptions } from './pool/xtensor-options.js';
 export { Sequence, type ForkOptions } from './pool/sequence.js';
 export type { KVCacheManager, BlockTransferInfo } from './pool/kv-cache-manager.js';
 export { BlockManagerPool, type BlockManagerPoolOptions, type PoolRankStats } from './pool/block-manager-pool.js';
@@ -19,6 +27,7 @@ export {
   type HierarchyRankStats,
 } from './pool/hierarchy-block-manager-pool.js';
 export { replay, replaySync, type ReplayOptions } from './replay/replay.js';
+export type { HierarchyReplayResult, HostTierResult } from './replay/hierarchy-replay.js';
 export { runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence } from './replay/kernel.js';
 export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './replay/trace.js';
 export { generateWorkload, type WorkloadOptions } from './replay/workload.js';

@@ -3,6 +3,7 @@
 // map/unmap events and figures, exhaustion, trim/sleep/wakeup, and the pool
 // running on it (enableXtensor).
 
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { XTensorBlockManagerImpl, pageBlockRange } from '../bindings/managers/xtensor-block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
@@ -220,5 +221,55 @@ describe('BlockManagerPool with enableXtensor', () => {
     expect(() => new BlockManagerPool({ ...opts, slotSize: 1, blockSize: 3 })).toThrow(/must be even/);
     expect(() => new BlockManagerPool({ ...opts, enablePrefixCache: true })).toThrow(/enablePrefixCache cannot be true with enableXtensor/);
     expect(() => new BlockManagerPool({ ...opts, pageSize: 3 })).toThrow(/options.blockBytes = 4 is larger than options.pageSize = 3/);
+  });
+});
+
+describe('BlockManagerPool with enableXtensor, randomized', () => {
+  type Op = { kind: 'new'; len: number } | { kind: 'allocate' | 'decode' | 'finish' | 'fork'; pick: number };
+  const opArb: fc.Arbitrary<Op> = fc.oneof(
+    fc.record({ kind: fc.constant('new' as const), len: fc.nat({ max: 30 }) }),
+    fc.record({ kind: fc.constantFrom('allocate' as const, 'decode' as const, 'finish' as const, 'fork' as const), pick: fc.nat() }),
+  );
+
+  it('keeps every block of every sequence on a mapped page of its rank, with check() after each step', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 60, size: 'max' }),
+        fc.integer({ min: 4, max: 40 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 2, max: 12 }),
+        (ops, numBlocks, dpSize, pageSize) => {
+          const p = new BlockManagerPool({ numBlocks, blockSize: 2, dpSize, enableXtensor: true, numLayers: 1, slotSize: 2, pageSize });
+          const seqs: Sequence[] = [];
+          const mappedOk = () => {
+            for (const s of seqs) {
+              if (s.numBlocks === 0) continue;
+              const x = p.managers[s.dpRank] as XTensorBlockManagerImpl;
+              const allocated = new Set(x.pageStates().allocated);
+              for (const id of s.blockTable) expect(allocated.has(x.pageOf(id))).toBe(true);
+            }
+          };
+          for (const op of ops) {
+            if (op.kind === 'new') seqs.push(new Sequence(Array.from({ length: op.len }, (_, i) => i)));
+            else if (seqs.length > 0) {
+              const s = seqs[op.pick % seqs.length]!;
+              const before = [...s.blockTable];
+              if (op.kind === 'allocate' || op.kind === 'decode') {
+                if (op.kind === 'decode' && s.numBlocks > 0) s.appendToken(1);
+                if (!p.allocate(s)) expect([...s.blockTable]).toEqual(before);
+              } else if (op.kind === 'finish') p.deallocate(s);
+              else if (s.dpRank >= 0) seqs.push(s.fork());
+            }
+            p.check();
+            mappedOk();
+          }
+          for (const s of seqs) p.deallocate(s);
+          p.check();
+          expect(p.numUsedBlocks()).toEqual(new Array(dpSize).fill(1)); // the padding block of each rank
+          p.dispose();
+        },
+      ),
+      { numRuns: 150 },
+    );
   });
 });
