@@ -227,12 +227,25 @@ function run(ops: Op[], numBlocks: number, hostNumBlocks: number, blockSize: num
   }
 }
 
-/** Fills the host tier with every prompt family first, so random runs meet host hits often. */
-const warmUp: Op[] = [0, 1, 2, 3].flatMap((p): Op[] => [
-  { kind: 'new', prompt: p, len: 20, start: 'full', tokens: 0, copy: 0 },
-  { kind: 'finish', pick: p, withoutCache: false },
+/**
+ * Fills the host tier with every prompt family first, so random runs meet
+ * host hits often; on the way, prompt 0 comes back as a refused short chunk
+ * and then with loads, and prompt 1's offload fails (when the host is big
+ * enough to take them at all).
+ */
+const warmUp: Op[] = [
+  { kind: 'new', prompt: 0, len: 20, start: 'full', tokens: 0, copy: 0 },
+  { kind: 'finish', pick: 0, withoutCache: false },
   { kind: 'flush', ok: true, evict: 30 },
-]);
+  { kind: 'new', prompt: 0, len: 20, start: 'chunk', tokens: 1, copy: 3 },
+  { kind: 'new', prompt: 0, len: 20, start: 'full', tokens: 0, copy: 0 },
+  { kind: 'take' },
+  ...[1, 2, 3].flatMap((p): Op[] => [
+    { kind: 'new', prompt: p, len: 20, start: 'full', tokens: 0, copy: 0 },
+    { kind: 'finish', pick: p + 2, withoutCache: false },
+    { kind: 'flush', ok: p !== 1, evict: 30 },
+  ]),
+];
 
 describe('host tier vs reference model', () => {
   it('agrees on random operations', () => {
