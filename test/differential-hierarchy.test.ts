@@ -75,8 +75,8 @@ function same<T>(a: () => T, b: () => T): void {
   } else expect(ra).toEqual(rb);
 }
 
-function run(ops: Op[], numBlocks: number, hostNumBlocks: number, blockSize: number, dpSize: number): void {
-  const opts = { numBlocks, blockSize, dpSize, hostNumBlocks };
+function run(ops: Op[], numBlocks: number, hostNumBlocks: number, blockSize: number, dpSize: number, singles: number): void {
+  const opts = { numBlocks, blockSize, dpSize, hostNumBlocks, singleBlockCapacity: singles };
   const pool = new HierarchyBlockManagerPool(opts);
   const model = new ModelHierarchyPool(opts);
   const seqs: Array<[Sequence, ModelSequence]> = [];
@@ -256,7 +256,9 @@ describe('host tier vs reference model', () => {
         fc.integer({ min: 2, max: 40 }),
         fc.integer({ min: 1, max: 4 }),
         fc.integer({ min: 1, max: 2 }),
-        (ops, numBlocks, hostNumBlocks, blockSize, dpSize) => run([...warmUp, ...ops], numBlocks, hostNumBlocks, blockSize, dpSize),
+        fc.integer({ min: 2, max: 8 }),
+        (ops, numBlocks, hostNumBlocks, blockSize, dpSize, singles) =>
+          run([...warmUp, ...ops], numBlocks, hostNumBlocks, blockSize, dpSize, singles),
       ),
       { numRuns: 80 },
     );

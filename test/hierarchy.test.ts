@@ -285,6 +285,25 @@ describe('HierarchyBlockManagerPool loads', () => {
   });
 });
 
+describe('HierarchyBlockManagerPool single ids', () => {
+  it('keeps the host state when the allocation fails for want of a single id', () => {
+    const p = pool(16, 16, { singleBlockCapacity: 2 });
+    const a = prompt(3, 100, 1);
+    hostHoldsA(p, a);
+    const x = new Sequence(prompt(1, 500));
+    expect(p.allocate(x)).toBe(true); // takes the only single id
+    const s = new Sequence(a);
+    expect(p.allocateShared(s)).toBe(0);
+    expect(p.allocate(s)).toBe(false);
+    expect([...p.hostBlockTable(s)]).toEqual([1, 2, 3]);
+    p.check();
+    p.deallocate(x);
+    expect(p.allocate(s)).toBe(true);
+    expect(p.takeTransfers()[0]!.loads.map((l) => l.src)).toEqual([1, 2, 3]);
+    p.check();
+  });
+});
+
 describe('HierarchyBlockManagerPool validation', () => {
   it('rejects bad options and arguments with the state unchanged', () => {
     expect(() => new HierarchyBlockManagerPool({ numBlocks: 8, blockSize: 4 } as never)).toThrow(

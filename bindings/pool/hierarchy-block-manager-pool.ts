@@ -159,9 +159,11 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
   private allocateTiered(seq: Sequence, numTokens: number, maxCopy: number): boolean {
     this.checkLoadTargets(seq, numTokens, maxCopy);
     const startedEmpty = seq._numBlocks === 0;
+    const noSingle = seq._single < 0 && this.singles[seq._dpRank >= 0 ? seq._dpRank : this.chooseRank()]!.numFreeBlocks() === 0;
     if (!super.allocateOne(seq, numTokens)) {
-      // The reference's rollback resets the whole sequence, its host state included.
-      if (startedEmpty) this.releaseHost(seq);
+      // Short of blocks, the reference's rollback resets the whole sequence,
+      // its host state included; short of a single id, nothing was touched.
+      if (startedEmpty && !noSingle) this.releaseHost(seq);
       return false;
     }
     const r = seq._dpRank;

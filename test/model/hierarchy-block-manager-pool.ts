@@ -77,8 +77,9 @@ export class ModelHierarchyPool extends ModelBlockManagerPool {
     }
 
     const startedEmpty = s.blockTable.length === 0;
+    const noSingle = s.singleBlockId < 0 && this.singles[r]!.numFreeBlocks() === 0;
     if (!super.allocate(s, numTokens)) {
-      if (startedEmpty) this.releaseHost(s);
+      if (startedEmpty && !noSingle) this.releaseHost(s); // a block shortage resets the sequence
       return false;
     }
     r = s.dpRank;
