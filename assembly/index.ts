@@ -3,3 +3,4 @@ export { alloc, release, heapTop } from "./heap";
 export * from "./hash-exports";
 export * from "./manager-exports";
 export * from "./linear-state-exports";
+export * from "./tier-exports";

@@ -10,6 +10,7 @@ import { readTraceFile } from './node/trace-file.js';
 import { replaySync } from './replay/replay.js';
 import type { ReplayResult } from './replay/kernel.js';
 import { formatSubManagers, ratiosOption } from './replay/composite-format.js';
+import type { HierarchyReplayResult } from './replay/hierarchy-replay.js';
 import { TraceError } from './replay/trace.js';
 
 function intOption(name: string, min: number) {
@@ -24,7 +25,7 @@ function intOption(name: string, min: number) {
 }
 
 /** The result as an aligned two-column table. */
-export function formatResult(r: ReplayResult, title: string): string {
+export function formatResult(r: ReplayResult | HierarchyReplayResult, title: string): string {
   const rows: Array<[string, string]> = [
     ['requests', String(r.requests)],
     ['rejected', String(r.rejected)],
@@ -49,6 +50,17 @@ export function formatResult(r: ReplayResult, title: string): string {
       ['blocks trimmed (no checkpoint)', String(l.trimmedBlocks)],
     );
   }
+  if ('hostTier' in r) {
+    const h = r.hostTier;
+    rows.push(
+      ['host blocks', String(h.hostBlocks)],
+      ['device hit blocks', String(h.deviceHitBlocks)],
+      ['host hit blocks', String(h.hostHitBlocks)],
+      ['blocks loaded', String(h.blocksLoaded)],
+      ['blocks offloaded', String(h.blocksOffloaded)],
+      ['host cached at end', String(h.hostCachedBlocksAtEnd)],
+    );
+  }
   const w = Math.max(...rows.map(([k]) => k.length));
   return [title, ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`), ...formatSubManagers(r)].join('\n');
 }
@@ -69,6 +81,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--seed <n>', 'XXH3 seed of the block hash chain (and of the built-in workload)', intOption('--seed', 0), 1024)
     .option('--limit <n>', 'replay only the first N requests', intOption('--limit', 0))
     .option('--requests <n>', 'requests of the built-in workload', intOption('--requests', 0), 2000)
+    .option('--host-blocks <n>', 'replay with a host tier of N blocks per dp rank (offload on finish, load on host hits)', intOption('--host-blocks', 2))
     .option('--publish-after-prefill', 'publish prompt blocks to the prefix cache while the sequence runs', false)
     .option('--sliding-window <n>', 'replay on a composite pool: a sliding window of n tokens plus full sub-managers (no prefix cache)', intOption('--sliding-window', 1))
     .option('--compress-ratios <list>', 'with --sliding-window: one full sub-manager per ratio, e.g. 1,4 (default 1)', ratiosOption('--compress-ratios'))
@@ -104,6 +117,7 @@ export async function main(argv: string[]): Promise<number> {
         slidingWindow: o.slidingWindow,
         compressRatios: o.compressRatios,
         linearStateSlots: o.linearStateSlots,
+        hostBlocks: o.hostBlocks,
         onProgress: bar
           ? (done, total) => {
               if (!started) {

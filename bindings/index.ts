@@ -27,6 +27,14 @@ export {
   swaPoolBlocks,
   outOfWindowBlocks,
 } from './managers/sliding-window-block-manager.js';
+export {
+  XTensorBlockManagerImpl,
+  pageBlockRange,
+  type XTensorBlockManagerOptions,
+  type PageEvent,
+} from './managers/xtensor-block-manager-impl.js';
+export type { PoolManager } from './managers/pool-manager.js';
+export type { XTensorPoolOptions } from './pool/xtensor-options.js';
 export { Sequence, type ForkOptions } from './pool/sequence.js';
 export type { KVCacheManager, BlockTransferInfo } from './pool/kv-cache-manager.js';
 export { BlockManagerPool, type BlockManagerPoolOptions, type PoolRankStats } from './pool/block-manager-pool.js';
@@ -36,8 +44,17 @@ export {
   type LinearStateStats, type LinearSlotState,
 } from './linear-state/linear-state-prefix-cache.js';
 export type { LinearStateReuse, LinearStatePoolOptions } from './linear-state/pool-linear-state.js';
+export {
+  HierarchyBlockManagerPool,
+  type HierarchyBlockManagerPoolOptions,
+  type BlockTransfer,
+  type OffloadPlan,
+  type RankTransfers,
+  type HierarchyRankStats,
+} from './pool/hierarchy-block-manager-pool.js';
 export { replay, replaySync, PoolReplayTarget, type ReplayOptions } from './replay/replay.js';
 export type { CompositeReplayResult, SubManagerReplayStats } from './replay/composite-replay.js';
+export type { HierarchyReplayResult, HostTierResult } from './replay/hierarchy-replay.js';
 export { runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence } from './replay/kernel.js';
 export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './replay/trace.js';
 export { generateWorkload, type WorkloadOptions } from './replay/workload.js';

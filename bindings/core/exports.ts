@@ -5,8 +5,9 @@
 import type { HashExports } from './hash-exports.js';
 import type { ManagerExports } from './manager-exports.js';
 import type { LinearStateExports } from './linear-state-exports.js';
+import type { TierExports } from './tier-exports.js';
 
-export interface CoreExports extends HashExports, ManagerExports, LinearStateExports {
+export interface CoreExports extends HashExports, ManagerExports, LinearStateExports, TierExports {
   readonly memory: WebAssembly.Memory;
   /** grows: a zeroed 16-byte aligned region, 0 when memory is exhausted */
   alloc(bytes: number): number;

@@ -1,7 +1,7 @@
 // BlockManagerImpl (seed section 4): free stack + prefix cache + padding id 0.
 
 import { core, loadCore } from '../core/instance.js';
-import { checkBool, checkInt, checkInt32Array, checkKeys, checkObject, checkSeed } from '../validate.js';
+import { checkBool, checkInt, checkInt32Array, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
 import type { BlockManager } from './block-manager.js';
 import { CoreManager } from './core-manager.js';
 import { throwIdError } from './core-errors.js';
@@ -81,6 +81,34 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     const r = this.insertFrom(toks, list, existingSharedCount, n - existingSharedCount, parent);
     if (r < 0) throwIdError(r, 'ids', list, existingSharedCount, this.numBlocks);
     return r;
+  }
+
+  /**
+   * Caches `ids[i]` under the 16-byte hash `hashes[16i, 16i+16)` (the
+   * reference's insert of blocks that already carry a hash, e.g. blocks copied
+   * in from another tier). A hash already cached keeps its block; an id already
+   * cached is not cached twice. Returns how many became new entries.
+   */
+  cacheByHashes(ids: ArrayLike<number>, hashes: Uint8Array): number {
+    this.live();
+    const list = checkInt32Array('ids', ids);
+    if (!(hashes instanceof Uint8Array)) throw new TypeError(`hashes must be a Uint8Array, got ${describe(hashes)}`);
+    if (hashes.length !== list.length * 16) {
+      throw new RangeError(`hashes must hold 16 bytes per id (${list.length * 16}), got ${hashes.length}`);
+    }
+    this.checkHeld(list, 'ids');
+    const arr = list instanceof Int32Array ? list : Int32Array.from(list);
+    const r = this.insertHashesFrom(arr, 0, arr.length, hashes, 0);
+    if (r < 0) throwIdError(r, 'ids', list, 0, this.numBlocks);
+    return r;
+  }
+
+  /** The 16-byte chain hash stamped on `id` by a match or insert, or null when it has none. */
+  blockHash(id: number): Uint8Array | null {
+    this.live();
+    checkInt('id', id, 0, this.numBlocks - 1);
+    const out = new Uint8Array(16);
+    return this.blockHashInto(id, out, 0) ? out : null;
   }
 
   /** Every id must be in range and not free (checked without changing anything). */

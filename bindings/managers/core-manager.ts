@@ -319,6 +319,40 @@ export abstract class CoreManager {
     return r;
   }
 
+  /**
+   * @internal Caches `ids[start..end)` under the 16-byte hashes in
+   * `hashes[16*hashAt ..]` (insert by stamped hash). Returns new entries or a
+   * negative core code (bad id).
+   */
+  insertHashesFrom(ids: Int32Array, start: number, end: number, hashes: Uint8Array, hashAt: number): number {
+    const n = end - start;
+    if (n <= 0) return 0;
+    const hp = byteSpace(n * 16);
+    mem.u8.set(hashes.subarray(hashAt * 16, (hashAt + n) * 16), hp);
+    const idp = stageIds(ids, start, end);
+    return core().mgr_insert_hashes(this.ptr, idp, hp, n);
+  }
+
+  /** @internal Prefix hits a match of blocks `0..nBlocks` of `tokens` would find; changes nothing. */
+  peekMatches(tokens: ArrayLike<number>, nBlocks: number): number {
+    if (nBlocks <= 0) return 0;
+    const tok = stageTokens(tokens, 0, nBlocks * this.blockSize);
+    return core().mgr_peek(this.ptr, tok, nBlocks);
+  }
+
+  /** @internal Copies the hash stamped on `id` to `out[at..at+16)`; false when it has none. */
+  blockHashInto(id: number, out: Uint8Array, at: number): boolean {
+    const p = byteSpace(16);
+    if (core().mgr_block_hash(this.ptr, id, p) === 0) return false;
+    out.set(mem.u8.subarray(p, p + 16), at);
+    return true;
+  }
+
+  /** @internal True when `id` is a prefix-cache entry. */
+  isCachedId(id: number): boolean {
+    return core().mgr_is_cached(this.ptr, id) === 1;
+  }
+
   /** The chain hash of block `first - 1`, computed from the tokens (in the byte area). */
   private parentFromTokens(tokens: ArrayLike<number>, first: number): number {
     const B = this.blockSize;

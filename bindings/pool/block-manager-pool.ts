@@ -7,6 +7,7 @@ import type { BlockManagerStats } from '../managers/block-manager.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { CompositeBlockManager, SubManagerStats } from '../managers/composite-block-manager.js';
 import type { CoreManager } from '../managers/core-manager.js';
+import type { PoolManager } from '../managers/pool-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
 import type { LinearStateCacheOp, LinearStatePrefixCache, LinearStateStats } from '../linear-state/linear-state-prefix-cache.js';
@@ -16,15 +17,16 @@ import {
 import { COMPOSITE_OPTION_KEYS, CompositeRanks, type CompositePoolOptions } from './composite-ranks.js';
 import type { BlockTransferInfo, KVCacheManager } from './kv-cache-manager.js';
 import { Sequence, type SequenceOwner } from './sequence.js';
+import { XTENSOR_POOL_KEYS, xtensorManagerFactory, type XTensorPoolOptions } from './xtensor-options.js';
 
-export interface BlockManagerPoolOptions extends CompositePoolOptions, LinearStatePoolOptions {
+export interface BlockManagerPoolOptions extends CompositePoolOptions, LinearStatePoolOptions, XTensorPoolOptions {
   /** Physical KV blocks per dp rank, padding id 0 included (>= 2). */
   numBlocks: number;
   /** Tokens per block (>= 1). */
   blockSize: number;
   /** Data-parallel ranks, one manager each (default 1). */
   dpSize?: number;
-  /** Reuse full blocks through the prefix cache (default true). */
+  /** Reuse full blocks through the prefix cache (default true; false, and only false, with enableXtensor). */
   enablePrefixCache?: boolean;
   /**
    * Single ids per rank, padding included (default 202: the reference's
@@ -48,12 +50,18 @@ export interface PoolRankStats extends BlockManagerStats {
 
 export function parsePoolOptions(o: BlockManagerPoolOptions, extraKeys: readonly string[] = []) {
   checkObject('options', o);
-  checkKeys('options', o, [...KEYS, ...extraKeys]);
+  checkKeys('options', o, [...KEYS, ...XTENSOR_POOL_KEYS, ...extraKeys]);
+  const numBlocks = checkInt('options.numBlocks', o.numBlocks, 2);
+  const blockSize = checkInt('options.blockSize', o.blockSize, 1);
+  const xtensor = xtensorManagerFactory(o, numBlocks, blockSize);
+  const enablePrefixCache = checkBool('options.enablePrefixCache', o.enablePrefixCache ?? xtensor === null);
+  if (xtensor && enablePrefixCache) throw new RangeError('options.enablePrefixCache cannot be true with enableXtensor (XTensor blocks have no prefix cache)');
   return {
-    numBlocks: checkInt('options.numBlocks', o.numBlocks, 2),
-    blockSize: checkInt('options.blockSize', o.blockSize, 1),
+    numBlocks,
+    blockSize,
     dpSize: checkInt('options.dpSize', o.dpSize ?? 1, 1, 4096),
-    enablePrefixCache: checkBool('options.enablePrefixCache', o.enablePrefixCache ?? true),
+    enablePrefixCache,
+    xtensor,
     singleBlockCapacity: checkInt('options.singleBlockCapacity', o.singleBlockCapacity ?? 202, 2),
     seed: o.seed ?? 1024,
     linearState: parseLinearStateOptions(o),
@@ -66,7 +74,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   readonly dpSize: number;
   readonly enablePrefixCache: boolean;
   /** @internal one KV block manager per dp rank */
-  readonly managers: BlockManagerImpl[] = [];
+  readonly managers: PoolManager[] = [];
   /** @internal one single-id manager per dp rank */
   readonly singles: SingleBlockManager[] = [];
   /** Sequences holding anything from this pool (for audits). */
@@ -80,9 +88,10 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   constructor(options: BlockManagerPoolOptions) {
     const o = parsePoolOptions(options);
     checkSeed('options.seed', o.seed);
-    if (options.managerTypes !== undefined && o.linearState.enabled) {
-      throw new TypeError('options: managerTypes (composite ranks) and enableLinearState cannot be combined');
-    }
+    // Each of these replaces the plain KV manager of a rank; the reference never combines them.
+    const kinds = [options.managerTypes !== undefined && 'managerTypes', o.linearState.enabled && 'enableLinearState', o.xtensor && 'enableXtensor'];
+    const set = kinds.filter((k): k is string => typeof k === 'string');
+    if (set.length > 1) throw new TypeError(`options: ${set.join(' and ')} cannot be combined`);
     this.composite = options.managerTypes === undefined ? null : new CompositeRanks(options);
     this.blockSize = o.blockSize;
     this.numBlocks = o.numBlocks;
@@ -92,6 +101,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
       for (let r = 0; r < o.dpSize; r++) {
         this.managers.push(
           this.composite?.addRank() ??
+          o.xtensor?.(r) ??
             new BlockManagerImpl({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed }),
         );
         this.singles.push(new SingleBlockManager({ numBlocks: o.singleBlockCapacity }));
@@ -221,7 +231,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
         seq.reserveBlocks(nFull - heldBefore);
         const parent = heldBefore > 0 ? seq._table[heldBefore - 1]! : 0;
         let hits = mgr.matchInto(seq._tokens, heldBefore, nFull - heldBefore, parent, seq._table, heldBefore);
-        if (this.linear) hits = this.linear.trim(mgr, seq, r, heldBefore, heldBefore + hits) - heldBefore;
+        if (this.linear) hits = this.linear.trim(this.coreKv(r), seq, r, heldBefore, heldBefore + hits) - heldBefore;
         seq._numBlocks += hits;
         seq._shared += hits;
       }
@@ -277,7 +287,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     if (nFull === 0) return;
     seq.reserveBlocks(nFull);
     let hits = mgr.matchInto(seq._tokens, 0, nFull, 0, seq._table, 0);
-    if (this.linear) hits = this.linear.trim(mgr, seq, r, 0, hits);
+    if (this.linear) hits = this.linear.trim(this.coreKv(r), seq, r, 0, hits);
     if (hits === 0) return;
     if (hits * B === seq._numTokens) {
       mgr.releaseFrom(seq._table, hits - 1, hits);
@@ -332,7 +342,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   private readonly scratch = new Int32Array(1);
 
   /** Drops one reference on one id the pool itself took. */
-  private releaseId(mgr: CoreManager, id: number): void {
+  private releaseId(mgr: Pick<PoolManager, 'releaseFrom'>, id: number): void {
     this.scratch[0] = id;
     const code = mgr.releaseFrom(this.scratch, 0, 1);
     if (code < 0) throw new Error(`kvpool: internal error releasing block ${id} (core code ${code})`);
@@ -453,7 +463,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   /** @internal */
   prefixHashes(seq: Sequence, nBlocks: number): Uint8Array {
     if (nBlocks <= 0) return new Uint8Array(0);
-    return prefixHashesOf(this.managers[Math.max(0, seq._dpRank)]!, seq, nBlocks);
+    return prefixHashesOf(this.coreKv(Math.max(0, seq._dpRank)), seq, nBlocks);
   }
 
   /** The linear-state cache of `dpRank` (pools created with `enableLinearState`). */
@@ -471,13 +481,20 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const seq = this.own(sequence);
     const lin = this.requireLinear('linearStateCacheOp');
     if (seq._dpRank < 0) throw new Error('linearStateCacheOp: the sequence has not been allocated yet');
-    return lin.cacheOp(this.managers[seq._dpRank]!, seq, stepEnd);
+    return lin.cacheOp(this.coreKv(seq._dpRank), seq, stepEnd);
   }
 
   /** Per rank: the cache's figures plus the shared KV blocks trimmed for lack of a checkpoint. */
   linearStateStats(): (LinearStateStats & { trimmedBlocks: number })[] {
     const lin = this.requireLinear('linearStateStats');
     return lin.caches.map((c, r) => ({ ...c.stats(), trimmedBlocks: lin.trimmedBlocks[r]! }));
+  }
+
+  /** The rank's core-backed KV manager (block hashes live there); XTensor ranks have none. */
+  private coreKv(r: number): BlockManagerImpl {
+    const m = this.managers[r];
+    if (!(m instanceof BlockManagerImpl)) throw new Error('kvpool: this rank has no core-backed KV manager (block hashes need one)');
+    return m;
   }
 
   private requireLinear(what: string): PoolLinearState {

@@ -9,6 +9,7 @@ import { runReplay, type ReplayProgress, type ReplayResult, type ReplayTarget } 
 import type { TraceRequest } from './trace.js';
 import { generateWorkload } from './workload.js';
 import { LinearStateReplayTarget } from './linear-state-target.js';
+import { replayWithHostTier, type HierarchyReplayResult } from './hierarchy-replay.js';
 
 export interface ReplayOptions {
   /** Requests to replay (default: the built-in generated workload). */
@@ -19,6 +20,12 @@ export interface ReplayOptions {
   seed?: number;
   limit?: number;
   publishAfterPrefill?: boolean;
+  /**
+   * Host-tier blocks per dp rank: replay through a HierarchyBlockManagerPool
+   * (offload on finish, loads on host hits, transfers complete at once); the
+   * result then has a `hostTier` part.
+   */
+  hostBlocks?: number;
   /** Requests of the built-in workload when no trace is given (default 2000). */
   workloadRequests?: number;
   /** Replay with linear state on: this many checkpoint slots per rank (padding included). */
@@ -32,7 +39,7 @@ export interface ReplayOptions {
 
 const KEYS = [
   'trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'onProgress',
-  'slidingWindow', 'compressRatios', 'linearStateSlots',
+  'slidingWindow', 'compressRatios', 'linearStateSlots', 'hostBlocks',
 ];
 
 /** The replay loop's view of a BlockManagerPool. */
@@ -78,6 +85,7 @@ export function parseReplayOptions(o: ReplayOptions) {
     slidingWindow: o.slidingWindow === undefined ? undefined : checkInt('options.slidingWindow', o.slidingWindow, 1),
     compressRatios: parseCompressRatios('options.compressRatios', o.compressRatios),
     linearStateSlots: o.linearStateSlots === undefined ? undefined : checkInt('options.linearStateSlots', o.linearStateSlots, 2),
+    hostBlocks: o.hostBlocks === undefined ? undefined : checkInt('options.hostBlocks', o.hostBlocks, 2),
   };
 }
 
@@ -85,19 +93,26 @@ export function parseReplayOptions(o: ReplayOptions) {
  * Replays a trace (or the built-in workload) through a fresh BlockManagerPool
  * exactly as REPLAY.md describes and returns the result object.
  */
-export async function replay(options: ReplayOptions = {}): Promise<ReplayResult | CompositeReplayResult> {
+export async function replay(options: ReplayOptions = {}): Promise<ReplayResult | CompositeReplayResult | HierarchyReplayResult> {
   const p = parseReplayOptions(options);
   await loadCore();
   return replaySync(options, p);
 }
 
 /** `replay` once the core is loaded (always the case in Node). */
-export function replaySync(options: ReplayOptions = {}, parsed = parseReplayOptions(options)): ReplayResult | CompositeReplayResult {
+export function replaySync(
+  options: ReplayOptions = {},
+  parsed = parseReplayOptions(options),
+): ReplayResult | CompositeReplayResult | HierarchyReplayResult {
   const p = parsed;
   const trace = options.trace ?? generateWorkload({ requests: p.workloadRequests, seed: p.seed });
-  if (p.slidingWindow !== undefined && p.linearStateSlots !== undefined) {
-    throw new TypeError('options: slidingWindow and linearStateSlots cannot be combined');
-  }
+  const modes = [
+    p.slidingWindow !== undefined && 'slidingWindow',
+    p.linearStateSlots !== undefined && 'linearStateSlots',
+    p.hostBlocks !== undefined && 'hostBlocks',
+  ].filter((k): k is string => typeof k === 'string');
+  if (modes.length > 1) throw new TypeError(`options: ${modes.join(' and ')} cannot be combined`);
+  if (p.hostBlocks !== undefined) return replayWithHostTier(trace, { ...p, hostBlocks: p.hostBlocks }, options.onProgress);
   if (p.slidingWindow !== undefined) {
     const pool = new BlockManagerPool(compositePoolOptions(p, p.slidingWindow, p.compressRatios));
     try {

@@ -167,6 +167,52 @@ export class ModelBlockManager {
     return added;
   }
 
+  /** Caches ids[i] under keys[i] (insert by stamped key: blocks copied in from another tier). */
+  cacheByKeys(ids: number[], keys: string[]): number {
+    ids.forEach((id, i) => {
+      if (id <= 0 || id >= this.numBlocks || this.ref[id]! - this.cachedCount(id) <= 0) {
+        throw new RangeError(`ids[${i}] = ${id} is not held`);
+      }
+    });
+    if (!this.prefixOn) return 0;
+    const visited: string[] = [];
+    let added = 0;
+    ids.forEach((id, b) => {
+      const key = keys[b]!;
+      if (this.prefix.has(key)) {
+        visited.push(key);
+        if (!this.prefix.keyOf.has(id)) this.stamp.set(id, key);
+      } else if (!this.prefix.keyOf.has(id)) {
+        this.prefix.add(key, id);
+        this.ref[id]!++;
+        this.stamp.set(id, key);
+        visited.push(key);
+        added++;
+      }
+    });
+    this.prefix.touchReversed(visited);
+    this.counters.blocksInserted += added;
+    return added;
+  }
+
+  /** How many leading full blocks of `tokens` a match would hit; changes nothing. */
+  peek(tokens: ArrayLike<number>): number {
+    if (!this.prefixOn) return 0;
+    const nFull = Math.floor(tokens.length / this.blockSize);
+    let parent: string | null = null;
+    let hits = 0;
+    for (let b = 0; b < nFull; b++) {
+      parent = this.keyAt(parent, tokens, b);
+      if (!this.prefix.has(parent)) break;
+      hits++;
+    }
+    return hits;
+  }
+
+  isCached(id: number): boolean {
+    return this.prefix.keyOf.has(id);
+  }
+
   numFreeBlocks(): number {
     return this.free.length;
   }

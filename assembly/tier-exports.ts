@@ -1,0 +1,95 @@
+// Exports the host tier needs (HierarchyBlockManagerPool): caching blocks
+// under hashes the caller gives (the reference's insert(blocks) by stamped
+// hash, used when an offloaded block lands on the host), a side-effect-free
+// count of prefix hits (so a load plan's precondition is checked before
+// anything changes), and whether an id is a cache entry.
+
+import {
+  Manager, CACHED, STAMPED, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
+  ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, setErrorIndex,
+} from "./layout";
+import { touch } from "./lru";
+import { tableFind, tableInsert } from "./table";
+import { chainHash } from "./chain";
+
+const scratch = memory.data(16, 16);
+
+/**
+ * Caches `ids[i]` under the 16-byte hash at `hashes + 16*i`, for i in [0, n).
+ * Every id must be held by someone other than the cache. A hash already cached
+ * keeps its block and is refreshed; a new hash caches the given block (one
+ * more reference) and stamps the hash on it; an id already cached is not
+ * cached twice. Visited entries are re-appended in reverse order, as insert
+ * does. Overwrites `ids` with the entries visited (0 for none). Returns the
+ * number of new entries, or a negative error code with errorIndex set.
+ */
+export function mgr_insert_hashes(mp: usize, ids: usize, hashes: usize, n: i32): i32 {
+  const m = changetype<Manager>(mp);
+  for (let b = 0; b < n; b++) {
+    const id = load<i32>(ids + (<usize>b << 2));
+    let code = 0;
+    if (id <= 0 || id >= m.numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+    else if (refOf(m, id) - <i32>(flagsOf(m, id) & CACHED) <= 0) code = ERR_NOT_HELD;
+    if (code != 0) {
+      setErrorIndex(b);
+      return code;
+    }
+  }
+  if (m.prefixOn == 0) return 0;
+  let added = 0;
+  for (let b = 0; b < n; b++) {
+    const key = hashes + (<usize>b << 4);
+    const idAddr = ids + (<usize>b << 2);
+    const id = load<i32>(idAddr);
+    const f = flagsOf(m, id);
+    const found = tableFind(m, key);
+    let visited = found;
+    if (found == 0 && (f & CACHED) == 0) {
+      copyHash(hashPtr(m, id), key);
+      setFlags(m, id, CACHED | STAMPED);
+      setRef(m, id, refOf(m, id) + 1);
+      tableInsert(m, id);
+      m.numCached++;
+      added++;
+      visited = id;
+    } else if ((f & CACHED) == 0) {
+      copyHash(hashPtr(m, id), key);
+      setFlags(m, id, f | STAMPED);
+    }
+    store<i32>(idAddr, visited);
+  }
+  for (let b = n - 1; b >= 0; b--) {
+    const e = load<i32>(ids + (<usize>b << 2));
+    if (e != 0) touch(m, e);
+  }
+  m.blocksInserted += <u64>added;
+  return added;
+}
+
+/**
+ * How many of the `nBlocks` full blocks of tokens (from block 0; 16 writable
+ * bytes before `tokens`) a match would hit, without taking references,
+ * refreshing entries or counting statistics.
+ */
+export function mgr_peek(mp: usize, tokens: usize, nBlocks: i32): i32 {
+  const m = changetype<Manager>(mp);
+  if (m.prefixOn == 0) return 0;
+  const bytes = <usize>m.blockSize << 2;
+  let parent: usize = 0;
+  let hits = 0;
+  for (let b = 0; b < nBlocks; b++) {
+    chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, scratch);
+    const id = tableFind(m, scratch);
+    if (id == 0) break;
+    hits++;
+    parent = hashPtr(m, id);
+  }
+  return hits;
+}
+
+/** 1 when `id` is a prefix-cache entry. */
+export function mgr_is_cached(mp: usize, id: i32): i32 {
+  const m = changetype<Manager>(mp);
+  if (id <= 0 || id >= m.numBlocks) return 0;
+  return (flagsOf(m, id) & CACHED) != 0 ? 1 : 0;
+}

@@ -1,0 +1,71 @@
+// The replay kernel with a host tier (`kvpool replay --host-blocks N`):
+// host figures agree with the reference model, the device side is exactly
+// the replay without a host tier (transfers complete at once), and the
+// default result is unchanged.
+
+import { describe, expect, it } from 'vitest';
+import { main } from '../bindings/cli.js';
+import { runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
+import { replaySync } from '../bindings/replay/replay.js';
+import type { HierarchyReplayResult } from '../bindings/replay/hierarchy-replay.js';
+import { generateWorkload } from '../bindings/replay/workload.js';
+import { ModelHierarchyPool } from './model/hierarchy-block-manager-pool.js';
+import { ModelHierarchyReplayTarget } from './support/model-hierarchy-replay-target.js';
+
+function withoutTimings(r: ReplayResult) {
+  const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
+  return rest;
+}
+
+describe('replay with a host tier', () => {
+  const trace = generateWorkload({ requests: 300, seed: 11 });
+
+  it('agrees with the model on every figure, host tier included', () => {
+    const core = replaySync({ trace, numBlocks: 2500, hostBlocks: 12000 }) as HierarchyReplayResult;
+    const pool = new ModelHierarchyPool({ numBlocks: 2500, blockSize: 16, hostNumBlocks: 12000 });
+    const model = runReplay(new ModelHierarchyReplayTarget(pool), trace, { blockSize: 16, maxRunning: 32, publishAfterPrefill: false });
+    const { hostTier, ...device } = core;
+    expect(withoutTimings(device)).toEqual(withoutTimings(model));
+    expect(hostTier).toEqual({
+      hostBlocks: 12000,
+      deviceHitBlocks: model.matchedBlocks,
+      hostHitBlocks: pool.counters.hostHitBlocks,
+      blocksLoaded: pool.counters.blocksLoaded,
+      blocksOffloaded: pool.counters.blocksOffloaded,
+      hostCachedBlocksAtEnd: pool.hosts[0]!.numBlocksInPrefixCache(),
+    });
+    expect(hostTier.blocksLoaded).toBeGreaterThan(1000);
+    expect(hostTier.blocksOffloaded).toBeGreaterThan(1000);
+    expect(hostTier.hostHitBlocks).toBeGreaterThanOrEqual(hostTier.blocksLoaded);
+  });
+
+  it('leaves the device side exactly as without a host tier, and the default result unchanged', () => {
+    const plain = replaySync({ trace, numBlocks: 2500 });
+    expect('hostTier' in plain).toBe(false);
+    const tiered = replaySync({ trace, numBlocks: 2500, hostBlocks: 5000 }) as HierarchyReplayResult;
+    const { hostTier: _h, ...device } = tiered;
+    expect(withoutTimings(device)).toEqual(withoutTimings(plain));
+    expect(() => replaySync({ trace, hostBlocks: 1 })).toThrow(/options.hostBlocks must be >= 2, got 1/);
+  });
+
+  it('kvpool replay --host-blocks reports the host tier', async () => {
+    const out: string[] = [];
+    const o = process.stdout.write.bind(process.stdout);
+    process.stdout.write = ((s: string) => (out.push(s), true)) as typeof process.stdout.write;
+    let code: number;
+    try {
+      code = await main(['replay', '--json', '--requests', '60', '--num-blocks', '600', '--host-blocks', '4000']);
+      code += await main(['replay', '--requests', '60', '--num-blocks', '600', '--host-blocks', '4000']);
+    } finally {
+      process.stdout.write = o;
+    }
+    expect(code).toBe(0);
+    const obj = JSON.parse(out[0]!) as HierarchyReplayResult;
+    const direct = replaySync({ workloadRequests: 60, numBlocks: 600, hostBlocks: 4000 }) as HierarchyReplayResult;
+    expect(obj.hostTier).toEqual(direct.hostTier);
+    expect(obj.hostTier.blocksOffloaded).toBeGreaterThan(0);
+    expect(out[1]).toMatch(/host hit blocks\s+\d+/);
+    expect(out[1]).toMatch(/blocks loaded\s+\d+/);
+    expect(out[1]).toMatch(/blocks offloaded\s+\d+/);
+  });
+});

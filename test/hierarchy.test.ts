@@ -1,0 +1,357 @@
+// Scenario tests of HierarchyBlockManagerPool (SEMANTICS A.13): offload plan
+// contents, load plan contents, the chunked limit, completion, failed plans,
+// the checked precondition, and the core's insert by stamped hash.
+
+import { describe, expect, it } from 'vitest';
+import { hashBlocks } from '../bindings/hash.js';
+import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
+import { HierarchyBlockManagerPool, type OffloadPlan } from '../bindings/pool/hierarchy-block-manager-pool.js';
+import { Sequence } from '../bindings/pool/sequence.js';
+
+const B = 4;
+function prompt(blocks: number, base = 100, extra = 0): number[] {
+  const t: number[] = [];
+  for (let j = 0; j < blocks; j++) for (let k = 0; k < B; k++) t.push(base + j);
+  for (let k = 0; k < extra; k++) t.push(-1 - k);
+  return t;
+}
+function pool(numBlocks = 8, hostNumBlocks = 16, more = {}) {
+  return new HierarchyBlockManagerPool({ numBlocks, blockSize: B, hostNumBlocks, ...more });
+}
+function hashOf(tokens: number[], i: number): number[] {
+  return [...hashBlocks(tokens, B).subarray(i * 16, i * 16 + 16)];
+}
+function plain(p: OffloadPlan | null) {
+  return p && p.blocks.map((b) => ({ src: b.src, dst: b.dst, hash: [...b.hash] }));
+}
+/** Prefill, compute the prompt, finish: the offload is queued. */
+function runAndFinish(p: HierarchyBlockManagerPool, tokens: number[]): Sequence {
+  const s = new Sequence(tokens);
+  expect(p.allocate(s)).toBe(true);
+  s.kvCachedTokens = s.numTokens;
+  p.deallocate(s);
+  return s;
+}
+/** Offloads A's 3 full blocks to the host and empties the device cache. */
+function hostHoldsA(p: HierarchyBlockManagerPool, a: number[]) {
+  runAndFinish(p, a);
+  const [t] = p.takeTransfers();
+  p.completeOffload(t!.offload!);
+  expect(p.managers[0]!.evict(100)).toBe(3);
+  p.check();
+}
+
+describe('HierarchyBlockManagerPool offload', () => {
+  it('queues the computed full blocks only the sequence and the device cache hold, with their hashes', () => {
+    const p = pool();
+    const a = prompt(3, 100, 1);
+    const s = new Sequence(a);
+    expect(p.allocate(s)).toBe(true);
+    expect([...s.blockTable]).toEqual([1, 2, 3, 4]);
+    s.kvCachedTokens = 13;
+    p.deallocate(s);
+    p.check();
+    // Device blocks 1..3 are cached and held by the queued pairs (used); 4 is free.
+    expect(p.numUsedBlocks()).toEqual([3]);
+    expect(p.numBlocksInPrefixCache()).toEqual([3]);
+    expect(p.numFreeBlocks()).toEqual([4]);
+    expect(p.hostNumUsedBlocks()).toEqual([3]);
+    expect(p.hierarchyStats()[0]).toMatchObject({ blocksOffloaded: 3, offloadBlocksInFlight: 3 });
+    const [t] = p.takeTransfers();
+    expect(t!.loads).toEqual([]);
+    expect(t!.offload!.dpRank).toBe(0);
+    expect(plain(t!.offload)).toEqual([
+      { src: 1, dst: 1, hash: hashOf(a, 0) },
+      { src: 2, dst: 2, hash: hashOf(a, 1) },
+      { src: 3, dst: 3, hash: hashOf(a, 2) },
+    ]);
+    expect(p.offloadsInFlight()).toEqual([t!.offload]);
+    // Nothing new is queued: a second take has no offload.
+    expect(p.takeTransfers()[0]!.offload).toBeNull();
+    p.check();
+  });
+
+  it('completes a plan: device blocks back in the device cache, host blocks cached by hash', () => {
+    const p = pool();
+    const a = prompt(3, 100, 1);
+    runAndFinish(p, a);
+    const plan = p.takeTransfers()[0]!.offload!;
+    p.completeOffload(plan);
+    p.check();
+    expect(p.numUsedBlocks()).toEqual([0]);
+    expect(p.numBlocksInPrefixCache()).toEqual([3]);
+    expect(p.hostNumUsedBlocks()).toEqual([0]);
+    expect(p.hostNumBlocksInPrefixCache()).toEqual([3]);
+    expect([...p.hosts[0]!.lruOrder()]).toEqual([3, 2, 1]);
+    expect([...p.hosts[0]!.blockHash(2)!]).toEqual(hashOf(a, 1));
+    expect(p.offloadsInFlight()).toEqual([]);
+    expect(p.hierarchyStats()[0]).toMatchObject({ offloadBlocksInFlight: 0, offloadBlocksFailed: 0 });
+    expect(() => p.completeOffload(plan)).toThrow(/not an offload plan in flight/);
+    p.check();
+  });
+
+  it('gives a failed plan back without caching, leaking nothing', () => {
+    const p = pool();
+    runAndFinish(p, prompt(3, 100, 1));
+    const plan = p.takeTransfers()[0]!.offload!;
+    p.completeOffload(plan, false);
+    p.check();
+    expect(p.numUsedBlocks()).toEqual([0]);
+    expect(p.numBlocksInPrefixCache()).toEqual([3]);
+    expect(p.hostNumUsedBlocks()).toEqual([0]);
+    expect(p.hostNumBlocksInPrefixCache()).toEqual([0]);
+    expect(p.hostNumFreeBlocks()).toEqual([15]);
+    expect(p.hierarchyStats()[0]).toMatchObject({ offloadBlocksFailed: 3, offloadBlocksInFlight: 0 });
+  });
+
+  it('skips blocks another sequence still holds, and blocks the host already has', () => {
+    const p = pool(16);
+    const a = prompt(3, 100, 1);
+    const s = new Sequence(a);
+    expect(p.allocate(s)).toBe(true);
+    s.kvCachedTokens = 13;
+    const f = s.fork();
+    p.deallocate(s);
+    expect(p.takeTransfers()[0]!.offload).toBeNull();
+    p.check();
+    p.deallocate(f);
+    // The host blocks s allocated were given back 1, 2, 3 and come out 3, 2, 1.
+    const plan = p.takeTransfers()[0]!.offload!;
+    expect(plain(plan)!.map((b) => [b.src, b.dst])).toEqual([[1, 3], [2, 2], [3, 1]]);
+    p.completeOffload(plan);
+    // A sequence whose prompt the host holds offloads nothing more.
+    const t = new Sequence(a);
+    expect(p.allocate(t)).toBe(true);
+    t.kvCachedTokens = 13;
+    p.deallocate(t);
+    expect(p.takeTransfers()[0]!.offload).toBeNull();
+    p.check();
+  });
+
+  it('narrows the offload when the host cannot allocate, and never fails the call', () => {
+    const p = pool(8, 3); // two usable host blocks, three to offload
+    runAndFinish(p, prompt(3, 100, 1));
+    expect(p.takeTransfers()[0]!.offload).toBeNull();
+    expect(p.numUsedBlocks()).toEqual([0]);
+    expect(p.hostNumFreeBlocks()).toEqual([2]);
+    p.check();
+  });
+
+  it('offloads nothing without a prefix cache', () => {
+    const p = pool(8, 16, { enablePrefixCache: false });
+    runAndFinish(p, prompt(3, 100, 1));
+    expect(p.takeTransfers()[0]!.offload).toBeNull();
+    expect(p.hostNumFreeBlocks()).toEqual([15]);
+    p.check();
+  });
+});
+
+describe('HierarchyBlockManagerPool loads', () => {
+  it('plans H2D copies of the host hits the device lacks and advances the computed count', () => {
+    const p = pool();
+    const a = prompt(3, 100, 1);
+    hostHoldsA(p, a);
+    const s = new Sequence(a);
+    expect(p.allocate(s)).toBe(true);
+    expect(s.sharedBlocks).toBe(0);
+    expect([...s.blockTable]).toEqual([1, 2, 3, 4]);
+    expect([...p.hostBlockTable(s)]).toEqual([1, 2, 3]);
+    expect(p.hostKvCachedTokens(s)).toBe(12);
+    expect(s.kvCachedTokens).toBe(12);
+    const [t] = p.takeTransfers();
+    expect(t!.offload).toBeNull();
+    expect(t!.loads.map((l) => ({ src: l.src, dst: l.dst, hash: [...l.hash] }))).toEqual([
+      { src: 1, dst: 1, hash: hashOf(a, 0) },
+      { src: 2, dst: 2, hash: hashOf(a, 1) },
+      { src: 3, dst: 3, hash: hashOf(a, 2) },
+    ]);
+    expect(p.hierarchyStats()[0]).toMatchObject({ hostHitBlocks: 3, blocksLoaded: 3 });
+    expect(p.hostNumUsedBlocks()).toEqual([3]);
+    expect(p.takeTransfers()[0]!.loads).toEqual([]);
+    p.check();
+    // Decoding does not load again; finishing gives the host blocks back to the host cache.
+    s.appendToken(9);
+    s.kvCachedTokens = 13;
+    expect(p.allocate(s, 14)).toBe(true);
+    expect(p.takeTransfers()[0]!.loads).toEqual([]);
+    p.deallocate(s);
+    p.check();
+    expect(p.hostNumUsedBlocks()).toEqual([0]);
+    expect(p.hostNumBlocksInPrefixCache()).toEqual([3]);
+  });
+
+  it('loads only what the device cache misses', () => {
+    const p = pool();
+    const a = prompt(3, 100, 1);
+    runAndFinish(p, a);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    expect(p.managers[0]!.evict(1)).toBe(1); // the device keeps blocks 0 and 1 of A
+    const s = new Sequence(a);
+    expect(p.allocate(s)).toBe(true);
+    expect(s.sharedBlocks).toBe(2);
+    const loads = p.takeTransfers()[0]!.loads;
+    expect(loads.map((l) => [l.src, l.dst])).toEqual([[3, s.blockAt(2)]]);
+    expect(s.kvCachedTokens).toBe(12);
+    p.check();
+  });
+
+  it('applies the exact-prompt rule to host hits', () => {
+    const p = pool();
+    const a = prompt(3);
+    hostHoldsA(p, a);
+    const s = new Sequence(a);
+    expect(p.allocate(s)).toBe(true);
+    expect([...p.hostBlockTable(s)]).toEqual([1, 2]);
+    expect(p.takeTransfers()[0]!.loads.map((l) => l.src)).toEqual([1, 2]);
+    expect(s.kvCachedTokens).toBe(8);
+    p.check();
+  });
+
+  it('copies at most maxCopyBlocks per step with allocateChunked', () => {
+    const p = pool();
+    const a = prompt(3, 100, 1);
+    hostHoldsA(p, a);
+    const s = new Sequence(a);
+    expect(p.allocateChunked(s, 13, 2)).toBe(true);
+    expect(p.takeTransfers()[0]!.loads.map((l) => [l.src, l.dst])).toEqual([[1, 1], [2, 2]]);
+    expect(s.kvCachedTokens).toBe(8);
+    p.check();
+    expect(p.allocateChunked(s, 13, 2)).toBe(true);
+    expect(p.takeTransfers()[0]!.loads.map((l) => [l.src, l.dst])).toEqual([[3, 3]]);
+    expect(s.kvCachedTokens).toBe(12);
+    expect(p.allocateChunked(s, 13, 2)).toBe(true);
+    expect(p.takeTransfers()[0]!.loads).toEqual([]);
+    expect(p.hierarchyStats()[0]!.blocksLoaded).toBe(3);
+    p.check();
+  });
+
+  it('refuses a load plan that would write a block the device does not hold, changing nothing', () => {
+    const p = pool();
+    const a = prompt(3, 100, 1);
+    hostHoldsA(p, a);
+    const s = new Sequence(a);
+    const before = {
+      free: p.numFreeBlocks(),
+      hostLru: [...p.hosts[0]!.lruOrder()],
+      hostStats: p.hostStats(),
+      devStats: p.stats(),
+    };
+    expect(() => p.allocate(s, 4)).toThrow(
+      /numTokens = 4 leaves the sequence 1 device blocks, but the host holds 3 computed blocks .* device block 2/,
+    );
+    expect(s.dpRank).toBe(-1);
+    expect(s.numBlocks).toBe(0);
+    expect(p.numFreeBlocks()).toEqual(before.free);
+    expect([...p.hosts[0]!.lruOrder()]).toEqual(before.hostLru);
+    expect(p.hostStats()).toEqual(before.hostStats);
+    expect(p.stats()).toEqual(before.devStats);
+    expect(p.takeTransfers()[0]!.loads).toEqual([]);
+    p.check();
+    // A chunk that covers the copied blocks is fine.
+    expect(p.allocateChunked(s, 8, 2)).toBe(true);
+    expect(p.takeTransfers()[0]!.loads.length).toBe(2);
+    expect(() => p.allocateChunked(s, 8, 1)).toThrow(/device block 2/);
+    p.check();
+  });
+
+  it('attaches host hits through allocateShared, loading them at the next allocate', () => {
+    const p = pool();
+    const a = prompt(3, 100, 1);
+    hostHoldsA(p, a);
+    const s = new Sequence(a);
+    expect(p.allocateShared(s)).toBe(0);
+    expect([...p.hostBlockTable(s)]).toEqual([1, 2, 3]);
+    p.check();
+    expect(p.allocate(s)).toBe(true);
+    expect(p.takeTransfers()[0]!.loads.length).toBe(3);
+    p.deallocateWithoutCache(s);
+    p.check();
+    expect(p.hostNumUsedBlocks()).toEqual([0]);
+  });
+
+  it('rolls the host state back with a failed first allocation', () => {
+    const p = pool(5);
+    const a = prompt(3, 100, 1);
+    hostHoldsA(p, a);
+    const s = new Sequence(a);
+    expect(p.allocateShared(s)).toBe(0);
+    expect(p.hostNumUsedBlocks()).toEqual([3]);
+    const big = new Sequence(prompt(2, 500));
+    expect(p.allocate(big)).toBe(true);
+    expect(p.allocate(s)).toBe(false);
+    expect(p.hostNumUsedBlocks()).toEqual([0]);
+    expect([...p.hostBlockTable(s)]).toEqual([]);
+    p.check();
+  });
+});
+
+describe('HierarchyBlockManagerPool single ids', () => {
+  it('keeps the host state when the allocation fails for want of a single id', () => {
+    const p = pool(16, 16, { singleBlockCapacity: 2 });
+    const a = prompt(3, 100, 1);
+    hostHoldsA(p, a);
+    const x = new Sequence(prompt(1, 500));
+    expect(p.allocate(x)).toBe(true); // takes the only single id
+    const s = new Sequence(a);
+    expect(p.allocateShared(s)).toBe(0);
+    expect(p.allocate(s)).toBe(false);
+    expect([...p.hostBlockTable(s)]).toEqual([1, 2, 3]);
+    p.check();
+    p.deallocate(x);
+    expect(p.allocate(s)).toBe(true);
+    expect(p.takeTransfers()[0]!.loads.map((l) => l.src)).toEqual([1, 2, 3]);
+    p.check();
+  });
+});
+
+describe('HierarchyBlockManagerPool validation', () => {
+  it('rejects bad options and arguments with the state unchanged', () => {
+    expect(() => new HierarchyBlockManagerPool({ numBlocks: 8, blockSize: 4 } as never)).toThrow(
+      /options.hostNumBlocks must be a number, got undefined/,
+    );
+    expect(() => pool(8, 1)).toThrow(/options.hostNumBlocks must be >= 2, got 1/);
+    expect(() => new HierarchyBlockManagerPool({ numBlocks: 8, blockSize: 4, hostNumBlocks: 4, bogus: 1 } as never)).toThrow(
+      /unknown option "bogus"/,
+    );
+    const p = pool();
+    const s = new Sequence(prompt(2));
+    expect(() => p.allocateChunked(s, 8, -1)).toThrow(/maxCopyBlocks must be >= 0, got -1/);
+    expect(() => p.allocateChunked(s, 1.5, 1)).toThrow(/numTokens must be an integer, got 1.5/);
+    expect(() => p.completeOffload({ dpRank: 0, blocks: [] })).toThrow(/not an offload plan in flight/);
+    expect(() => p.completeOffload(null as never)).toThrow(/plan must be an object, got null/);
+    runAndFinish(p, prompt(3, 100, 1));
+    const plan = p.takeTransfers()[0]!.offload!;
+    expect(() => p.completeOffload(plan, 1 as never)).toThrow(/ok must be a boolean, got 1/);
+    expect(p.offloadsInFlight()).toEqual([plan]);
+    p.check();
+    const other = pool();
+    expect(() => other.completeOffload(plan)).toThrow(/not an offload plan in flight/);
+  });
+});
+
+describe('BlockManagerImpl.cacheByHashes (insert by stamped hash)', () => {
+  it('caches ids under the given hashes, keeping an already cached hash', () => {
+    const m = new BlockManagerImpl({ numBlocks: 8, blockSize: B });
+    const ids = m.allocate(3)!;
+    const h = hashBlocks(prompt(3), B);
+    expect(m.cacheByHashes(ids, h)).toBe(3);
+    expect([...m.lruOrder()]).toEqual([3, 2, 1]);
+    expect([...m.blockHash(2)!]).toEqual([...h.subarray(16, 32)]);
+    // A match over the same tokens finds them: the hashes are the chain keys.
+    expect([...m.allocateShared(prompt(3))]).toEqual([1, 2, 3]);
+    const dup = m.allocate(1)!;
+    expect(m.cacheByHashes(dup, h.subarray(0, 16))).toBe(0);
+    expect([...m.blockHash(dup[0]!)!]).toEqual([...h.subarray(0, 16)]);
+    m.deallocate([...ids, ...dup, ...ids]);
+    m.check();
+    expect(m.numBlocksInPrefixCache()).toBe(3);
+    expect(m.numFreeBlocks()).toBe(4);
+    expect(() => m.cacheByHashes([1], new Uint8Array(15))).toThrow(/hashes must hold 16 bytes per id \(16\), got 15/);
+    expect(() => m.cacheByHashes([1], [1] as never)).toThrow(/hashes must be a Uint8Array/);
+    expect(() => m.cacheByHashes([5], new Uint8Array(16))).toThrow(/ids\[0\] = 5 has no holder left/);
+    expect(() => m.cacheByHashes([1], new Uint8Array(16))).toThrow(/ids\[0\] = 1 has no holder left \(only the prefix cache/);
+    expect(m.blockHash(5)).toBeNull();
+    m.check();
+    m.dispose();
+  });
+});

@@ -1,0 +1,275 @@
+// Scenario tests of XTensorBlockManagerImpl (SEMANTICS A.10, part E): page
+// math with straddling blocks, allocation/free/reserve with the exact
+// map/unmap events and figures, exhaustion, trim/sleep/wakeup, and the pool
+// running on it (enableXtensor).
+
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { XTensorBlockManagerImpl, pageBlockRange } from '../bindings/managers/xtensor-block-manager-impl.js';
+import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
+import { Sequence } from '../bindings/pool/sequence.js';
+
+// Pages of 10 bytes, blocks of 3: page 0 = ids 0..2, id 3 straddles (bytes 9..12),
+// page 1 = ids 4, 5 (one block fewer than floor(10/3) = 3), id 6 straddles, page 2 = ids 7..9.
+function mgr(more = {}) {
+  return new XTensorBlockManagerImpl({
+    numBlocks: 10,
+    blockSize: 4,
+    pageSize: 10,
+    blockBytes: 3,
+    numLayers: 1,
+    minReservedPages: 1,
+    maxReservedPages: 1,
+    ...more,
+  });
+}
+const map = (page: number) => ({ type: 'map', rank: 0, page, offset: page * 10 });
+const unmap = (page: number) => ({ type: 'unmap', rank: 0, page, offset: page * 10 });
+function figures(m: XTensorBlockManagerImpl) {
+  return { free: m.numFreeBlocks(), used: m.numUsedBlocks(), total: m.numTotalBlocks() };
+}
+
+describe('XTensor page math', () => {
+  it('gives each page exactly the blocks that lie wholly inside it', () => {
+    expect([0, 1, 2, 3].map((p) => pageBlockRange(p, 10, 3, 100))).toEqual([[0, 3], [4, 6], [7, 10], [10, 13]]);
+    const m = mgr();
+    expect([...Array(10).keys()].map((id) => m.pageOf(id))).toEqual([0, 0, 0, -1, 1, 1, -1, 2, 2, 2]);
+    expect(m.pageBlocks(1)).toEqual([4, 6]);
+    expect(m.pageBlocks(3)).toEqual([0, 0]);
+    expect(m.pageStates()).toEqual({ free: [0, 1, 2], reserved: [], allocated: [] });
+  });
+
+  it('never uses a page that holds no whole block', () => {
+    // Pages of 6 bytes, blocks of 5: only ids 0, 5 and 6 lie wholly inside a page (0, 4 and 5).
+    const m = new XTensorBlockManagerImpl({ numBlocks: 8, blockSize: 1, pageSize: 6, blockBytes: 5, numLayers: 1, minReservedPages: 0 });
+    expect(m.pageStates().free).toEqual([0, 4, 5]);
+    expect([...Array(8).keys()].map((id) => m.pageOf(id))).toEqual([0, -1, -1, -1, -1, 4, 5, -1]);
+    m.reservePaddingBlocks();
+    expect([...m.allocate(2)!]).toEqual([5, 6]);
+    expect(m.allocate(1)).toBeNull();
+    expect(m.takeEvents().map((e) => e.page)).toEqual([0, 4, 5]);
+    m.check();
+  });
+});
+
+describe('XTensorBlockManagerImpl', () => {
+  it('maps pages on demand, prefetches to the minimum, and counts blocks per page exactly', () => {
+    const m = mgr();
+    expect(() => m.allocate(1)).toThrow(/reservePaddingBlocks\(\) must be called before the first allocation/);
+    m.reservePaddingBlocks();
+    expect(m.takeEvents()).toEqual([map(0), map(1)]); // page 0 for the padding block, page 1 prefetched
+    expect(m.pageStates()).toEqual({ free: [2], reserved: [1], allocated: [0] });
+    expect(figures(m)).toEqual({ free: 4, used: 1, total: 10 });
+    m.check();
+
+    expect([...m.allocate(3)!]).toEqual([1, 2, 4]);
+    expect(m.takeEvents()).toEqual([map(2)]); // page 1 taken from the reserve, page 2 prefetched
+    expect(m.pageStates()).toEqual({ free: [], reserved: [2], allocated: [0, 1] });
+    // Free: id 5 on page 1 and the 3 blocks of reserved page 2 (the reference would count 1 + 3).
+    expect(figures(m)).toEqual({ free: 4, used: 4, total: 10 });
+    m.check();
+
+    expect([...m.allocate(4)!]).toEqual([5, 7, 8, 9]);
+    expect(m.takeEvents()).toEqual([]);
+    expect(figures(m)).toEqual({ free: 0, used: 8, total: 10 });
+    expect(m.refCount(7)).toBe(1);
+    m.check();
+  });
+
+  it('returns null when the pages run out, changing nothing', () => {
+    const m = mgr();
+    m.reservePaddingBlocks();
+    expect([...m.allocate(3)!]).toEqual([1, 2, 4]);
+    m.takeEvents();
+    const before = { states: m.pageStates(), figs: figures(m), stats: m.stats() };
+    expect(m.allocate(5)).toBeNull();
+    expect(m.takeEvents()).toEqual([]);
+    expect(m.pageStates()).toEqual(before.states);
+    expect(figures(m)).toEqual(before.figs);
+    expect(m.stats().allocationFailures).toBe(before.stats.allocationFailures + 1);
+    expect(m.allocate(0)!.length).toBe(0);
+    m.check();
+    // Physical pages are the limit too: 4 physical pages back two virtual pages (2 per page with one layer).
+    const small = mgr({ numPhysicalPages: 4 });
+    small.reservePaddingBlocks();
+    expect(small.pageStates()).toEqual({ free: [], reserved: [1], allocated: [0] });
+    expect(small.allocate(5)).toBeNull();
+    expect([...small.allocate(4)!]).toEqual([1, 2, 4, 5]);
+    small.check();
+  });
+
+  it('frees blocks to their pages, keeps up to the maximum reserved mapped, unmaps the rest', () => {
+    const m = mgr();
+    m.reservePaddingBlocks();
+    const a = m.allocate(3)!;
+    const b = m.allocate(4)!;
+    m.takeEvents();
+    m.deallocate(a.subarray(0, 2)); // ids 1, 2: page 0 keeps the padding block
+    expect(m.takeEvents()).toEqual([]);
+    expect(figures(m)).toEqual({ free: 2, used: 6, total: 10 });
+    m.deallocate([4, 5]); // page 1 empties and goes to the reserve (below the maximum)
+    expect(m.takeEvents()).toEqual([]);
+    expect(m.pageStates()).toEqual({ free: [], reserved: [1], allocated: [0, 2] });
+    expect(figures(m)).toEqual({ free: 4, used: 4, total: 10 });
+    m.deallocate(b.subarray(1)); // page 2 empties; the reserve is full: unmapped
+    expect(m.takeEvents()).toEqual([unmap(2)]);
+    expect(m.pageStates()).toEqual({ free: [2], reserved: [1], allocated: [0] });
+    expect(figures(m)).toEqual({ free: 4, used: 1, total: 10 });
+    m.check();
+    // The next allocation takes the lowest page with free blocks, its freed ids in the order they came back.
+    expect([...m.allocate(2)!]).toEqual([1, 2]);
+    m.check();
+  });
+
+  it('keeps a block while it has holders', () => {
+    const m = mgr();
+    m.reservePaddingBlocks();
+    const [x] = m.allocate(1)!;
+    m.retain([x!]);
+    m.deallocate([x!]);
+    expect(m.refCount(x!)).toBe(1);
+    m.deallocate([x!]);
+    expect(m.refCount(x!)).toBe(0);
+    expect(() => m.deallocate([x!])).toThrow(/ids\[0\] = 1 has no holder left \(it is free\)/);
+    expect(() => m.deallocate([0])).toThrow(/ids\[0\] = 0 is the padding block/);
+    expect(() => m.deallocate([10])).toThrow(/ids\[0\] = 10 is out of range/);
+    const [y] = m.allocate(1)!;
+    expect(y).toBe(2); // page 0's free list: 2, then the 1 given back
+    expect(() => m.deallocate([y!, y!])).toThrow(/ids\[1\] = 2 has no holder left/);
+    expect(m.refCount(y!)).toBe(1);
+    m.check();
+  });
+
+  it('reserves blocks that later allocations hand out first', () => {
+    const m = mgr();
+    m.reservePaddingBlocks();
+    m.takeEvents();
+    expect(m.tryToReserve(3)).toBe(true); // ids 1, 2, 4; page 2 prefetched
+    expect(m.takeEvents()).toEqual([map(2)]);
+    // Reserved blocks count as free: id 5, the 3 reserved, the 3 on reserved page 2.
+    expect(figures(m)).toEqual({ free: 7, used: 1, total: 10 });
+    expect(m.tryToReserve(8)).toBe(false); // 1 + 3 reserved + 3: seven can be had
+    m.check();
+    expect([...m.allocate(2)!]).toEqual([1, 2]);
+    m.freeReserved(); // id 4 back: page 1 is empty, the reserve is full, page 1 is unmapped
+    expect(m.takeEvents()).toEqual([unmap(1)]);
+    expect(figures(m)).toEqual({ free: 3, used: 3, total: 10 });
+    m.check();
+  });
+
+  it('trims, sleeps and wakes up with the matching events', () => {
+    const m = mgr();
+    m.reservePaddingBlocks();
+    m.allocate(1);
+    m.takeEvents();
+    m.trim();
+    expect(m.takeEvents()).toEqual([unmap(1)]);
+    expect(m.pageStates()).toEqual({ free: [2, 1], reserved: [], allocated: [0] });
+    m.check();
+    m.allocate(3); // ids 2 on page 0, then page 2 mapped (the free front), page 1 prefetched
+    expect(m.takeEvents()).toEqual([map(2), map(1)]);
+    m.sleep();
+    expect(m.sleeping).toBe(true);
+    expect(m.takeEvents()).toEqual([unmap(1), unmap(0), unmap(2)]);
+    expect(() => m.allocate(1)).toThrow(/asleep/);
+    m.check();
+    m.wakeup();
+    expect(m.takeEvents()).toEqual([map(1), map(0), map(2)]);
+    m.check();
+  });
+
+  it('validates its options', () => {
+    expect(() => mgr({ blockBytes: 11 })).toThrow(/options.blockBytes = 11 is larger than options.pageSize = 10/);
+    expect(() => mgr({ numLayers: 0 })).toThrow(/options.numLayers must be >= 1, got 0/);
+    expect(() => mgr({ numPhysicalPages: 1 })).toThrow(/options.numPhysicalPages must be in \[2, /);
+    expect(() => mgr({ minReservedPages: 4, maxReservedPages: 2 })).toThrow(/options.maxReservedPages must be >= 4, got 2/);
+    expect(() => mgr({ pages: 3 })).toThrow(/unknown option "pages"/);
+    const m = mgr();
+    m.reservePaddingBlocks();
+    expect(() => m.reservePaddingBlocks()).toThrow(/already reserved/);
+    expect(() => m.allocate(-1)).toThrow(/n must be >= 0, got -1/);
+  });
+});
+
+describe('BlockManagerPool with enableXtensor', () => {
+  const opts = { numBlocks: 10, blockSize: 4, enableXtensor: true, numLayers: 1, slotSize: 2, pageSize: 12 };
+  // blockBytes = 4 * 2 / 2 = 4: pages of 12 bytes hold 3 blocks each, ids 0..9 on pages 0..3.
+
+  it('allocates sequences on mapped pages, with no prefix cache', () => {
+    const p = new BlockManagerPool(opts);
+    expect(p.enablePrefixCache).toBe(false);
+    const x = p.managers[0] as XTensorBlockManagerImpl;
+    expect(x.takeEvents().map((e) => [e.type, e.page])).toEqual([['map', 0], ['map', 1], ['map', 2], ['map', 3]]);
+    const s = new Sequence([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(p.allocate(s)).toBe(true);
+    expect([...s.blockTable]).toEqual([1, 2, 3]);
+    expect(p.numUsedBlocks()).toEqual([4]);
+    p.check();
+    s.kvCachedTokens = 9;
+    p.deallocate(s);
+    expect(p.numUsedBlocks()).toEqual([1]);
+    expect(p.numBlocksInPrefixCache()).toEqual([0]);
+    const big = new Sequence(new Array(40).fill(7));
+    expect(p.allocate(big)).toBe(false);
+    expect(big.numBlocks).toBe(0);
+    p.check();
+    p.dispose();
+  });
+
+  it('validates the XTensor options', () => {
+    expect(() => new BlockManagerPool({ ...opts, numLayers: undefined })).toThrow(/options.numLayers must be a number, got undefined/);
+    expect(() => new BlockManagerPool({ ...opts, slotSize: 1, blockSize: 3 })).toThrow(/must be even/);
+    expect(() => new BlockManagerPool({ ...opts, enablePrefixCache: true })).toThrow(/enablePrefixCache cannot be true with enableXtensor/);
+    expect(() => new BlockManagerPool({ ...opts, pageSize: 3 })).toThrow(/options.blockBytes = 4 is larger than options.pageSize = 3/);
+  });
+});
+
+describe('BlockManagerPool with enableXtensor, randomized', () => {
+  type Op = { kind: 'new'; len: number } | { kind: 'allocate' | 'decode' | 'finish' | 'fork'; pick: number };
+  const opArb: fc.Arbitrary<Op> = fc.oneof(
+    fc.record({ kind: fc.constant('new' as const), len: fc.nat({ max: 30 }) }),
+    fc.record({ kind: fc.constantFrom('allocate' as const, 'decode' as const, 'finish' as const, 'fork' as const), pick: fc.nat() }),
+  );
+
+  it('keeps every block of every sequence on a mapped page of its rank, with check() after each step', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 60, size: 'max' }),
+        fc.integer({ min: 4, max: 40 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 2, max: 12 }),
+        (ops, numBlocks, dpSize, pageSize) => {
+          const p = new BlockManagerPool({ numBlocks, blockSize: 2, dpSize, enableXtensor: true, numLayers: 1, slotSize: 2, pageSize });
+          const seqs: Sequence[] = [];
+          const mappedOk = () => {
+            for (const s of seqs) {
+              if (s.numBlocks === 0) continue;
+              const x = p.managers[s.dpRank] as XTensorBlockManagerImpl;
+              const allocated = new Set(x.pageStates().allocated);
+              for (const id of s.blockTable) expect(allocated.has(x.pageOf(id))).toBe(true);
+            }
+          };
+          for (const op of ops) {
+            if (op.kind === 'new') seqs.push(new Sequence(Array.from({ length: op.len }, (_, i) => i)));
+            else if (seqs.length > 0) {
+              const s = seqs[op.pick % seqs.length]!;
+              const before = [...s.blockTable];
+              if (op.kind === 'allocate' || op.kind === 'decode') {
+                if (op.kind === 'decode' && s.numBlocks > 0) s.appendToken(1);
+                if (!p.allocate(s)) expect([...s.blockTable]).toEqual(before);
+              } else if (op.kind === 'finish') p.deallocate(s);
+              else if (s.dpRank >= 0) seqs.push(s.fork());
+            }
+            p.check();
+            mappedOk();
+          }
+          for (const s of seqs) p.deallocate(s);
+          p.check();
+          expect(p.numUsedBlocks()).toEqual(new Array(dpSize).fill(1)); // the padding block of each rank
+          p.dispose();
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+});
