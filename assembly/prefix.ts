@@ -73,15 +73,11 @@ export function touchReversed(m: Manager, ids: usize, n: i32): void {
 }
 
 /**
- * Inserts the chain of `nBlocks` full blocks (tokens at `tokens`, ids at
- * `ids`; every id must be held by someone other than the cache). A key
- * already cached keeps its block and is refreshed; a new key caches the given
- * block (one more reference). An id already cached under another key is not
- * cached twice. Overwrites `ids` with the entries visited (0 for none).
- * Returns the number of new entries, or a negative error code.
+ * Checks that every one of ids[0..n) is held by someone other than the cache.
+ * Returns 0, or an error code with errorIndex set.
  */
-export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
-  for (let b = 0; b < nBlocks; b++) {
+export function checkInsertIds(m: Manager, ids: usize, n: i32): i32 {
+  for (let b = 0; b < n; b++) {
     const id = load<i32>(ids + (<usize>b << 2));
     let code = 0;
     if (id <= 0 || id >= m.numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
@@ -91,6 +87,58 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
       return code;
     }
   }
+  return 0;
+}
+
+/**
+ * One block of an insert: the key at `key` for the caller's block at `idAddr`.
+ * A key already cached keeps its block (the entry is visited); a new key
+ * caches the caller's block (one more reference) unless that block is already
+ * cached under another key. Stamps the key on the caller's block when it is
+ * not cached. Overwrites *idAddr with the entry visited (0 for none) and
+ * returns 1 when a new entry was made.
+ */
+export function insertOne(m: Manager, idAddr: usize, key: usize): i32 {
+  const id = load<i32>(idAddr);
+  const f = flagsOf(m, id);
+  const found = tableFind(m, key);
+  let visited = found;
+  let added = 0;
+  if (found == 0 && (f & CACHED) == 0) {
+    copyHash(hashPtr(m, id), key);
+    setFlags(m, id, CACHED | STAMPED);
+    setRef(m, id, refOf(m, id) + 1);
+    tableInsert(m, id);
+    m.numCached++;
+    added = 1;
+    visited = id;
+  } else if ((f & CACHED) == 0) {
+    // The caller's block duplicates a cached one: stamp it, do not cache it.
+    copyHash(hashPtr(m, id), key);
+    setFlags(m, id, f | STAMPED);
+  }
+  store<i32>(idAddr, visited);
+  return added;
+}
+
+/** Re-appends the entries an insert visited (ids[0..n), 0 = none) in reverse order. */
+export function touchVisited(m: Manager, ids: usize, n: i32): void {
+  for (let b = n - 1; b >= 0; b--) {
+    const e = load<i32>(ids + (<usize>b << 2));
+    if (e != 0) touch(m, e);
+  }
+}
+
+/**
+ * Inserts the chain of `nBlocks` full blocks (tokens at `tokens`, ids at
+ * `ids`; every id must be held by someone other than the cache), block by
+ * block as insertOne says, then re-appends the visited entries. Overwrites
+ * `ids` with the entries visited. Returns the number of new entries, or a
+ * negative error code.
+ */
+export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
+  const bad = checkInsertIds(m, ids, nBlocks);
+  if (bad != 0) return bad;
   let parent = parentOf(m, parentId, parentPtr);
   if (parent == 1) return ERR_UNSTAMPED_PARENT;
   if (m.prefixOn == 0) return 0;
@@ -99,31 +147,10 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
   for (let b = 0; b < nBlocks; b++) {
     const slot = scratch + ((<usize>b & 1) << 4);
     chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, slot);
-    const idAddr = ids + (<usize>b << 2);
-    const id = load<i32>(idAddr);
-    const f = flagsOf(m, id);
-    const found = tableFind(m, slot);
-    let visited = found;
-    if (found == 0 && (f & CACHED) == 0) {
-      copyHash(hashPtr(m, id), slot);
-      setFlags(m, id, CACHED | STAMPED);
-      setRef(m, id, refOf(m, id) + 1);
-      tableInsert(m, id);
-      m.numCached++;
-      added++;
-      visited = id;
-    } else if ((f & CACHED) == 0) {
-      // The caller's block duplicates a cached one: stamp it, do not cache it.
-      copyHash(hashPtr(m, id), slot);
-      setFlags(m, id, f | STAMPED);
-    }
-    store<i32>(idAddr, visited);
+    added += insertOne(m, ids + (<usize>b << 2), slot);
     parent = slot;
   }
-  for (let b = nBlocks - 1; b >= 0; b--) {
-    const e = load<i32>(ids + (<usize>b << 2));
-    if (e != 0) touch(m, e);
-  }
+  touchVisited(m, ids, nBlocks);
   m.blocksInserted += <u64>added;
   return added;
 }

@@ -4,13 +4,10 @@
 // count of prefix hits (so a load plan's precondition is checked before
 // anything changes), and whether an id is a cache entry.
 
-import {
-  Manager, CACHED, STAMPED, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
-  ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, setErrorIndex,
-} from "./layout";
-import { touch } from "./lru";
-import { tableFind, tableInsert } from "./table";
+import { Manager, CACHED, flagsOf, hashPtr } from "./layout";
+import { tableFind } from "./table";
 import { chainHash } from "./chain";
+import { checkInsertIds, insertOne, touchVisited } from "./prefix";
 
 const scratch = memory.data(16, 16);
 
@@ -25,43 +22,12 @@ const scratch = memory.data(16, 16);
  */
 export function mgr_insert_hashes(mp: usize, ids: usize, hashes: usize, n: i32): i32 {
   const m = changetype<Manager>(mp);
-  for (let b = 0; b < n; b++) {
-    const id = load<i32>(ids + (<usize>b << 2));
-    let code = 0;
-    if (id <= 0 || id >= m.numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-    else if (refOf(m, id) - <i32>(flagsOf(m, id) & CACHED) <= 0) code = ERR_NOT_HELD;
-    if (code != 0) {
-      setErrorIndex(b);
-      return code;
-    }
-  }
+  const bad = checkInsertIds(m, ids, n);
+  if (bad != 0) return bad;
   if (m.prefixOn == 0) return 0;
   let added = 0;
-  for (let b = 0; b < n; b++) {
-    const key = hashes + (<usize>b << 4);
-    const idAddr = ids + (<usize>b << 2);
-    const id = load<i32>(idAddr);
-    const f = flagsOf(m, id);
-    const found = tableFind(m, key);
-    let visited = found;
-    if (found == 0 && (f & CACHED) == 0) {
-      copyHash(hashPtr(m, id), key);
-      setFlags(m, id, CACHED | STAMPED);
-      setRef(m, id, refOf(m, id) + 1);
-      tableInsert(m, id);
-      m.numCached++;
-      added++;
-      visited = id;
-    } else if ((f & CACHED) == 0) {
-      copyHash(hashPtr(m, id), key);
-      setFlags(m, id, f | STAMPED);
-    }
-    store<i32>(idAddr, visited);
-  }
-  for (let b = n - 1; b >= 0; b--) {
-    const e = load<i32>(ids + (<usize>b << 2));
-    if (e != 0) touch(m, e);
-  }
+  for (let b = 0; b < n; b++) added += insertOne(m, ids + (<usize>b << 2), hashes + (<usize>b << 4));
+  touchVisited(m, ids, n);
   m.blocksInserted += <u64>added;
   return added;
 }
