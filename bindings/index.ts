@@ -7,7 +7,7 @@ export { xxh3_128, hashBlocks } from './hash.js';
 export type { BlockManager, BlockManagerStats } from './managers/block-manager.js';
 export { BlockManagerImpl, type BlockManagerOptions } from './managers/block-manager-impl.js';
 export { SingleBlockManager, type SingleBlockManagerOptions } from './managers/single-block-manager.js';
-export { Sequence, type ForkOptions } from './pool/sequence.js';
+export { Sequence, type ForkOptions, type SequenceOptions } from './pool/sequence.js';
 export type { KVCacheManager, BlockTransferInfo } from './pool/kv-cache-manager.js';
 export { BlockManagerPool, type BlockManagerPoolOptions, type PoolRankStats } from './pool/block-manager-pool.js';
 export { replay, replaySync, type ReplayOptions } from './replay/replay.js';

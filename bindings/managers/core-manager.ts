@@ -127,6 +127,15 @@ export abstract class CoreManager {
     return core().mgr_ref(this.ptr, id);
   }
 
+  /** The 16-byte chain hash stamped on `id` by a match or insert, or null when it has none. */
+  blockHash(id: number): Uint8Array | null {
+    this.live();
+    checkInt('id', id, 0, this.numBlocks - 1);
+    const out = byteSpace(16);
+    if (core().mgr_block_hash(this.ptr, id, out) === 0) return null;
+    return mem.u8.slice(out, out + 16);
+  }
+
   /**
    * Holders of every id other than the prefix cache (index = id; id 0, the
    * padding block, counts the manager itself). For audits.
@@ -220,15 +229,18 @@ export abstract class CoreManager {
    * hash stamped on `parentId` (0: the chain starts at block `first` = 0).
    * Writes hit ids to `dst[at..]`; returns the number of hits.
    */
-  matchInto(tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number): number {
+  matchInto(
+    tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number,
+    salt: Uint8Array | null = null,
+  ): number {
     if (nBlocks <= 0) return 0;
     const e = core();
     const B = this.blockSize;
     const out = idSpace(nBlocks);
     let tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
-    let hits = e.mgr_match(this.ptr, tok, nBlocks, parentId, 0, out);
+    let hits = e.mgr_match(this.ptr, tok, nBlocks, parentId, first === 0 ? stageSalt(salt) : 0, out);
     if (hits === ERR_UNSTAMPED_PARENT) {
-      const parent = this.parentFromTokens(tokens, first);
+      const parent = this.parentFromTokens(tokens, first, salt);
       tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
       hits = e.mgr_match(this.ptr, tok, nBlocks, 0, parent, out);
     }
@@ -243,15 +255,18 @@ export abstract class CoreManager {
    * `ids[first..]`, chained on `parentId`'s hash. Returns new entries or a
    * negative core code (bad id).
    */
-  insertFrom(tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number): number {
+  insertFrom(
+    tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
+    salt: Uint8Array | null = null,
+  ): number {
     if (nBlocks <= 0) return 0;
     const e = core();
     const B = this.blockSize;
     let idp = stageIds(ids, first, first + nBlocks);
     let tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
-    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, 0);
+    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? stageSalt(salt) : 0);
     if (r === ERR_UNSTAMPED_PARENT) {
-      const parent = this.parentFromTokens(tokens, first);
+      const parent = this.parentFromTokens(tokens, first, salt);
       idp = stageIds(ids, first, first + nBlocks);
       tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
       r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent);
@@ -260,11 +275,29 @@ export abstract class CoreManager {
   }
 
   /** The chain hash of block `first - 1`, computed from the tokens (in the byte area). */
-  private parentFromTokens(tokens: ArrayLike<number>, first: number): number {
+  private parentFromTokens(tokens: ArrayLike<number>, first: number, salt: Uint8Array | null): number {
     const B = this.blockSize;
     const tok = stageTokens(tokens, 0, first * B);
-    const out = byteSpace(first * 16);
-    core().hash_blocks(tok, first * B, B, this.seedLo, this.seedHi, out);
+    // The salt's digest (if any) sits in front of the hashes, in the same area.
+    const area = byteSpace(16 + first * 16);
+    const out = area + 16;
+    let parent = 0;
+    if (salt !== null) {
+      mem.u8.set(salt, area);
+      parent = area;
+    }
+    core().hash_blocks_from(tok, first * B, B, this.seedLo, this.seedHi, parent, out);
     return out + (first - 1) * 16;
   }
+}
+
+/**
+ * Puts a cache salt's 16-byte digest in the byte area; returns its pointer,
+ * the parent hash of block 0 (0 without a salt: block 0 hashes its tokens alone).
+ */
+function stageSalt(salt: Uint8Array | null): number {
+  if (salt === null) return 0;
+  const p = byteSpace(16);
+  mem.u8.set(salt, p);
+  return p;
 }

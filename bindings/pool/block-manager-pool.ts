@@ -9,6 +9,7 @@ import type { CoreManager } from '../managers/core-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
 import type { BlockTransferInfo, KVCacheManager } from './kv-cache-manager.js';
+import { saltKey } from './salt.js';
 import { Sequence, type SequenceOwner } from './sequence.js';
 
 export interface BlockManagerPoolOptions {
@@ -55,6 +56,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   readonly numBlocks: number;
   readonly dpSize: number;
   readonly enablePrefixCache: boolean;
+  /** XXH3-128 seed of the block hash chain (and of cache-salt digests). */
+  readonly seed: number | bigint;
   /** @internal one KV block manager per dp rank */
   readonly managers: BlockManagerImpl[] = [];
   /** @internal one single-id manager per dp rank */
@@ -70,6 +73,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     this.numBlocks = o.numBlocks;
     this.dpSize = o.dpSize;
     this.enablePrefixCache = o.enablePrefixCache;
+    this.seed = o.seed;
     try {
       for (let r = 0; r < o.dpSize; r++) {
         this.managers.push(
@@ -121,6 +125,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     if (seq._dpRank < 0) {
       seq._dpRank = this.chooseRank();
       seq._owner = this;
+      if (seq._salt !== null && seq._saltKey === null) seq._saltKey = saltKey(seq._salt, this.seed);
     }
     return seq._dpRank;
   }
@@ -188,7 +193,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
       if (nFull > heldBefore) {
         seq.reserveBlocks(nFull - heldBefore);
         const parent = heldBefore > 0 ? seq._table[heldBefore - 1]! : 0;
-        const hits = mgr.matchInto(seq._tokens, heldBefore, nFull - heldBefore, parent, seq._table, heldBefore);
+        const hits = mgr.matchInto(seq._tokens, heldBefore, nFull - heldBefore, parent, seq._table, heldBefore, seq._saltKey);
         seq._numBlocks += hits;
         seq._shared += hits;
       }
@@ -231,7 +236,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const nFull = Math.floor(seq._numTokens / B);
     if (nFull === 0) return;
     seq.reserveBlocks(nFull);
-    let hits = mgr.matchInto(seq._tokens, 0, nFull, 0, seq._table, 0);
+    let hits = mgr.matchInto(seq._tokens, 0, nFull, 0, seq._table, 0, seq._saltKey);
     if (hits === 0) return;
     if (hits * B === seq._numTokens) {
       mgr.releaseFrom(seq._table, hits - 1, hits);
@@ -309,7 +314,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const first = seq._shared;
     if (n <= first) return;
     const parent = first > 0 ? seq._table[first - 1]! : 0;
-    const r = this.managers[seq._dpRank]!.insertFrom(seq._tokens, seq._table, first, n - first, parent);
+    const r = this.managers[seq._dpRank]!.insertFrom(seq._tokens, seq._table, first, n - first, parent, seq._saltKey);
     if (r < 0) throw new Error(`kvpool: internal error caching a sequence (core code ${r})`);
   }
 

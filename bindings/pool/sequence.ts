@@ -22,6 +22,15 @@ export interface ForkOptions {
   swapLastBlock?: boolean;
 }
 
+export interface SequenceOptions {
+  /**
+   * Tenant isolation: mixed into the hash of the first block only, so
+   * sequences with different salts never share prefix-cache blocks and
+   * sequences with the same salt share as usual. Omitted or "" = no salt.
+   */
+  cacheSalt?: string;
+}
+
 export class Sequence {
   /** @internal */ _tokens: Int32Array;
   /** @internal */ _numTokens: number;
@@ -33,11 +42,14 @@ export class Sequence {
   /** @internal */ _single = -1;
   /** @internal */ _owner: SequenceOwner | null = null;
   /** @internal */ _needSwap = false;
+  /** @internal the cache salt, null for none */ _salt: string | null = null;
+  /** @internal its 16-byte digest (block 0's parent hash), set by the pool when placed */ _saltKey: Uint8Array | null = null;
   readonly numPromptTokens: number;
 
   /** A sequence whose prompt is `prompt` (int32 tokens). */
-  constructor(prompt: ArrayLike<number> = []) {
+  constructor(prompt: ArrayLike<number> = [], options?: SequenceOptions) {
     const toks = checkInt32Array('prompt', prompt);
+    const salt = options === undefined ? null : parseSalt(options);
     const n = toks.length;
     this._tokens = new Int32Array(Math.max(16, n + (n >> 2)));
     if (toks instanceof Int32Array) this._tokens.set(toks);
@@ -45,6 +57,18 @@ export class Sequence {
     this._numTokens = n;
     this.numPromptTokens = n;
     this._table = new Int32Array(16);
+    this._salt = salt;
+  }
+
+  /** The cache salt ("" when none). Settable only before the first allocation. */
+  get cacheSalt(): string {
+    return this._salt ?? '';
+  }
+
+  set cacheSalt(salt: string) {
+    if (typeof salt !== 'string') throw new TypeError(`cacheSalt must be a string, got ${describe(salt)}`);
+    if (this._owner !== null) throw new Error('cacheSalt can only be set before the sequence is first allocated');
+    this._salt = salt === '' ? null : salt;
   }
 
   /**
@@ -164,6 +188,8 @@ export class Sequence {
     child._dpRank = this._dpRank;
     child._owner = owner;
     child._needSwap = swap && this._numBlocks > 0;
+    child._salt = this._salt;
+    child._saltKey = this._saltKey;
     owner.forkSequence(this, child);
     return child;
   }
@@ -191,4 +217,14 @@ export class Sequence {
     if (!this._owner) throw new Error(`${what}: the sequence has not been placed in a pool yet (allocate it first)`);
     return this._owner;
   }
+}
+
+function parseSalt(options: SequenceOptions): string | null {
+  if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
+  for (const k of Object.keys(options)) {
+    if (k !== 'cacheSalt') throw new TypeError(`options: unknown option ${JSON.stringify(k)} (known: cacheSalt)`);
+  }
+  const salt = options.cacheSalt ?? '';
+  if (typeof salt !== 'string') throw new TypeError(`options.cacheSalt must be a string, got ${describe(salt)}`);
+  return salt === '' ? null : salt;
 }

@@ -98,32 +98,32 @@ export class ModelBlockManager {
     return done;
   }
 
-  /** The key of block `b` of `tokens`, given the key of block b-1. */
-  private keyAt(parent: string | null, tokens: ArrayLike<number>, b: number): string {
-    return chainKey(parent, tokens, b * this.blockSize, (b + 1) * this.blockSize);
+  /** The key of block `b` of `tokens`, given the key of block b-1 (the salt only counts for block 0). */
+  private keyAt(parent: string | null, tokens: ArrayLike<number>, b: number, salt: string): string {
+    return chainKey(parent, tokens, b * this.blockSize, (b + 1) * this.blockSize, parent === null ? salt : '');
   }
 
   /** The key of block `b - 1`: stamped on `parentId`, else computed from the tokens. */
-  private parentKey(tokens: ArrayLike<number>, first: number, parentId: number): string | null {
+  private parentKey(tokens: ArrayLike<number>, first: number, parentId: number, salt: string): string | null {
     if (first === 0) return null;
     const stamped = this.stamp.get(parentId);
     if (stamped !== undefined) return stamped;
     let key: string | null = null;
-    for (let b = 0; b < first; b++) key = this.keyAt(key, tokens, b);
+    for (let b = 0; b < first; b++) key = this.keyAt(key, tokens, b, salt);
     return key;
   }
 
-  allocateShared(tokens: ArrayLike<number>, existing: number[] = []): number[] {
+  allocateShared(tokens: ArrayLike<number>, existing: number[] = [], salt = ''): number[] {
     const nFull = Math.floor(tokens.length / this.blockSize);
     if (nFull <= existing.length) return []; // nothing to look up: not counted
     this.counters.matchCalls++;
     this.counters.blocksQueried += nFull - existing.length;
     if (!this.prefixOn) return [];
-    let parent = this.parentKey(tokens, existing.length, existing[existing.length - 1] ?? 0);
+    let parent = this.parentKey(tokens, existing.length, existing[existing.length - 1] ?? 0, salt);
     const hits: number[] = [];
     const keys: string[] = [];
     for (let b = existing.length; b < nFull; b++) {
-      const key = this.keyAt(parent, tokens, b);
+      const key = this.keyAt(parent, tokens, b, salt);
       const id = this.prefix.get(key);
       if (id === undefined) break;
       this.ref[id]!++;
@@ -136,7 +136,7 @@ export class ModelBlockManager {
     return hits;
   }
 
-  cache(tokens: ArrayLike<number>, ids: number[], existing = 0): number {
+  cache(tokens: ArrayLike<number>, ids: number[], existing = 0, salt = ''): number {
     const n = Math.min(Math.floor(tokens.length / this.blockSize), ids.length);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id]! - this.cachedCount(id) <= 0) {
@@ -144,11 +144,11 @@ export class ModelBlockManager {
       }
     });
     if (!this.prefixOn) return 0;
-    let parent = this.parentKey(tokens, existing, ids[existing - 1] ?? 0);
+    let parent = this.parentKey(tokens, existing, ids[existing - 1] ?? 0, salt);
     const visited: string[] = [];
     let added = 0;
     for (let b = existing; b < n; b++) {
-      const key = this.keyAt(parent, tokens, b);
+      const key = this.keyAt(parent, tokens, b, salt);
       const id = ids[b]!;
       if (this.prefix.has(key)) {
         visited.push(key); // refreshed; the caller's duplicate block is not cached

@@ -32,8 +32,8 @@ export class ModelBlockManagerPool {
     }
   }
 
-  newSequence(prompt: ArrayLike<number>): ModelSequence {
-    return new ModelSequence(prompt);
+  newSequence(prompt: ArrayLike<number>, salt = ''): ModelSequence {
+    return new ModelSequence(prompt, salt);
   }
 
   private rankOf(s: ModelSequence): number {
@@ -49,7 +49,7 @@ export class ModelBlockManagerPool {
 
   private attachShared(s: ModelSequence, m: ModelBlockManager): void {
     const B = this.blockSize;
-    let hits = m.allocateShared(s.tokens);
+    let hits = m.allocateShared(s.tokens, [], s.salt);
     if (hits.length === 0) return;
     if (hits.length * B === s.numTokens) {
       m.deallocate([hits[hits.length - 1]!]);
@@ -119,7 +119,7 @@ export class ModelBlockManagerPool {
     }
     const before = { table: [...s.blockTable], shared: s.sharedBlocks };
     if (this.prefixOn && s.blockTable.length === s.sharedBlocks) {
-      const hits = m.allocateShared(s.tokens, s.blockTable);
+      const hits = m.allocateShared(s.tokens, s.blockTable, s.salt);
       s.blockTable.push(...hits);
       s.sharedBlocks += hits.length;
     }
@@ -154,7 +154,7 @@ export class ModelBlockManagerPool {
     if (!this.prefixOn || s.dpRank < 0) return;
     const n = Math.min(Math.floor(numTokens / this.blockSize), s.blockTable.length);
     if (n <= s.sharedBlocks) return;
-    this.managers[s.dpRank]!.cache(s.tokens.slice(0, n * this.blockSize), s.blockTable.slice(0, n), s.sharedBlocks);
+    this.managers[s.dpRank]!.cache(s.tokens.slice(0, n * this.blockSize), s.blockTable.slice(0, n), s.sharedBlocks, s.salt);
   }
 
   deallocate(s: ModelSequence, cacheFirst = true): void {
@@ -166,7 +166,7 @@ export class ModelBlockManagerPool {
   }
 
   fork(parent: ModelSequence, swapLastBlock = false): ModelSequence {
-    const c = new ModelSequence(parent.tokens);
+    const c = new ModelSequence(parent.tokens, parent.salt);
     (c as { numPromptTokens: number }).numPromptTokens = parent.numPromptTokens;
     c.blockTable = [...parent.blockTable];
     c.sharedBlocks = parent.sharedBlocks;

@@ -9,9 +9,12 @@ export class ModelSequence {
   dpRank = -1;
   singleBlockId = -1;
   needsSwap = false;
+  /** Cache salt ("" = none). */
+  readonly salt: string;
 
-  constructor(prompt: ArrayLike<number>) {
+  constructor(prompt: ArrayLike<number>, salt = '') {
     this.tokens = Array.from(prompt);
+    this.salt = salt;
     this.numPromptTokens = this.tokens.length;
   }
 
