@@ -71,6 +71,7 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
     store<i32>(out + (<usize>i << 2), id);
   }
   m.numUsed += n;
+  if (m.numUsed > m.peakUsed) m.peakUsed = m.numUsed;
   m.blocksAllocated += <u64>n;
   return n;
 }
@@ -82,7 +83,7 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
 /** One more holder on a held or cached id (a cached id stops being evictable). */
 @inline export function addRef(m: Manager, id: i32): void {
   if (holders(m, id) == 0) {
-    m.numUsed++;
+    if (++m.numUsed > m.peakUsed) m.peakUsed = m.numUsed;
     if (isCached(m, id)) m.numEvictable--;
   }
   setRef(m, id, refOf(m, id) + 1);

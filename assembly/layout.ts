@@ -35,6 +35,7 @@ export class Manager {
   blocksEvicted: u64 = 0;
   blocksAllocated: u64 = 0;
   allocFailures: u64 = 0;
+  peakUsed: i32 = 0; // highest numUsed so far (gauge for metrics)
 }
 
 export const CACHED: u8 = 1;

@@ -141,6 +141,7 @@ export function mgr_stats(m: usize, out: usize): void {
   store<f64>(out, <f64>mg.blocksEvicted, 72);
   store<f64>(out, <f64>mg.blocksAllocated, 80);
   store<f64>(out, <f64>mg.allocFailures, 88);
+  store<f64>(out, <f64>mg.peakUsed, 96);
 }
 
 /**

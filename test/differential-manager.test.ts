@@ -46,6 +46,7 @@ function compare(core: BlockManagerImpl | SingleBlockManager, model: ModelBlockM
   expect(s.numUsedBlocks).toBe(model.numUsedBlocks());
   expect(s.numEvictableBlocks).toBe(model.numEvictableBlocks());
   expect(s.numBlocksInPrefixCache).toBe(model.numBlocksInPrefixCache());
+  expect(s.peakUsedBlocks).toBe(model.peakUsed);
   expect({
     matchCalls: s.matchCalls,
     blocksQueried: s.blocksQueried,

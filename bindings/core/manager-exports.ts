@@ -43,6 +43,7 @@ export const STAT_FIELDS = [
   'blocksEvicted',
   'blocksAllocated',
   'allocationFailures',
+  'peakUsedBlocks',
 ] as const;
 
 export const ERR_UNSTAMPED_PARENT = -2;

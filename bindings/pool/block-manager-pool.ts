@@ -3,12 +3,14 @@
 // and grows, caches and releases their block tables.
 
 import { loadCore } from '../core/instance.js';
-import type { BlockManagerStats } from '../managers/block-manager.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { CoreManager } from '../managers/core-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
 import type { BlockTransferInfo, KVCacheManager } from './kv-cache-manager.js';
+
+export type { PoolRankStats } from './metrics.js';
+import { checkLabels, rankStats, renderMetrics, sumStats, type PoolRankStats } from './metrics.js';
 import { saltKey } from './salt.js';
 import { Sequence, type SequenceOwner } from './sequence.js';
 
@@ -31,12 +33,6 @@ export interface BlockManagerPoolOptions {
 }
 
 const KEYS = ['numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed'] as const;
-
-export interface PoolRankStats extends BlockManagerStats {
-  /** Single ids free / held on this rank. */
-  singleBlocksFree: number;
-  singleBlocksUsed: number;
-}
 
 export function parsePoolOptions(o: BlockManagerPoolOptions, extraKeys: readonly string[] = []) {
   checkObject('options', o);
@@ -369,11 +365,22 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   }
 
   stats(): PoolRankStats[] {
-    return this.managers.map((m, r) => ({
-      ...m.stats(),
-      singleBlocksFree: this.singles[r]!.numFreeBlocks(),
-      singleBlocksUsed: this.singles[r]!.numUsedBlocks(),
-    }));
+    return this.managers.map((m, r) =>
+      rankStats(m.stats(), this.blockSize, this.singles[r]!.numFreeBlocks(), this.singles[r]!.numUsedBlocks()),
+    );
+  }
+
+  /** `stats()` summed over ranks (hit rate recomputed from the sums). */
+  totalStats(): PoolRankStats {
+    return sumStats(this.stats());
+  }
+
+  /**
+   * Every rank's figures in the Prometheus text format (`kvpool_*` metrics,
+   * label `dp_rank`, plus the constant `labels` given, e.g. `{ model }`).
+   */
+  metricsText(labels: Record<string, string> = {}): string {
+    return renderMetrics(this.stats(), checkLabels(labels));
   }
 
   /** Pending block copies of beam-search swaps on `dpRank`. */

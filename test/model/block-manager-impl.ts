@@ -21,6 +21,8 @@ export class ModelBlockManager {
   /** The key stamped on each id by match/insert (until it is freed). */
   readonly stamp = new Map<number, string>();
   readonly prefix = new ModelPrefixCache();
+  /** The most ids ever used at once. */
+  peakUsed = 0;
   counters = { matchCalls: 0, blocksQueried: 0, blocksHit: 0, blocksInserted: 0, blocksEvicted: 0, blocksAllocated: 0, allocationFailures: 0 };
 
   constructor(o: ModelManagerOptions) {
@@ -59,6 +61,7 @@ export class ModelBlockManager {
       out.push(id);
     }
     this.counters.blocksAllocated += n;
+    this.notePeak();
     return out;
   }
 
@@ -83,6 +86,11 @@ export class ModelBlockManager {
       if (id <= 0 || id >= this.numBlocks || this.ref[id] === 0) throw new RangeError(`ids[${i}] = ${id} cannot be retained`);
     });
     for (const id of ids) this.ref[id]!++;
+    this.notePeak();
+  }
+
+  private notePeak(): void {
+    this.peakUsed = Math.max(this.peakUsed, this.numUsedBlocks());
   }
 
   evict(k: number): number {
@@ -133,6 +141,7 @@ export class ModelBlockManager {
     }
     this.prefix.touchReversed(keys);
     this.counters.blocksHit += hits.length;
+    this.notePeak();
     return hits;
   }
 
