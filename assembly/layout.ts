@@ -36,11 +36,19 @@ export class Manager {
   blocksAllocated: u64 = 0;
   allocFailures: u64 = 0;
   peakUsed: i32 = 0; // highest numUsed so far (gauge for metrics)
+
+  // KV-cache events (events.ts): recording flag and the growable record region.
+  eventsOn: i32 = 0;
+  eventsLen: i32 = 0; // bytes recorded
+  eventsCap: i32 = 0;
+  eventsLost: i32 = 0; // 1 when a record could not be stored (memory exhausted)
+  events: usize = 0;
 }
 
 export const CACHED: u8 = 1;
 export const STAMPED: u8 = 2;
 export const LINKED: u8 = 4; // in the LRU list
+export const TOLD: u8 = 8; // announced in a stored event (events.ts)
 
 // Error codes returned by exports (negative); the offending index is kept in
 // `errorIndex` so the bindings can name the argument element.

@@ -14,6 +14,7 @@ import { addRef } from "./idpool";
 import { touch } from "./lru";
 import { tableFind, tableInsert } from "./table";
 import { chainHash } from "./chain";
+import { recordStored } from "./events";
 
 // Two 16-byte scratch slots: the hash being computed and the previous one
 // (the parent of the next block when the block itself is not cached).
@@ -100,6 +101,7 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
       m.numCached++;
       added++;
       visited = id;
+      if (m.eventsOn != 0) recordStored(m, id, parent, tokens + <usize>b * bytes);
     } else if ((f & CACHED) == 0) {
       // The caller's block duplicates a cached one: stamp it, do not cache it.
       copyHash(hashPtr(m, id), slot);

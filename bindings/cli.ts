@@ -8,6 +8,8 @@ import cliProgress from 'cli-progress';
 import './wasm-node.js';
 import { readTraceFile } from './node/trace-file.js';
 import { replaySync } from './replay/replay.js';
+import { eventFileSink } from './node/event-file.js';
+import { replayWithEvents } from './replay/replay-events.js';
 import type { ReplayResult } from './replay/kernel.js';
 import { TraceError } from './replay/trace.js';
 
@@ -60,6 +62,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--limit <n>', 'replay only the first N requests', intOption('--limit', 0))
     .option('--requests <n>', 'requests of the built-in workload', intOption('--requests', 0), 2000)
     .option('--publish-after-prefill', 'publish prompt blocks to the prefix cache while the sequence runs', false)
+    .option('--events <file>', 'write the KV-cache events as vLLM KVEventBatch msgpack, one batch per step')
     .option('--json', 'print the result object as JSON on stdout', false)
     .option('--no-progress', 'no progress bar')
     .action(async (trace: string | undefined, o) => {
@@ -79,25 +82,32 @@ export async function main(argv: string[]): Promise<number> {
             )
           : null;
       let started = false;
-      const result = replaySync({
-        trace: requests,
-        blockSize: o.blockSize,
-        numBlocks: o.numBlocks,
-        maxRunning: o.maxRunning,
-        seed: o.seed,
-        limit: o.limit,
-        workloadRequests: o.requests,
-        publishAfterPrefill: o.publishAfterPrefill,
-        onProgress: bar
-          ? (done, total) => {
-              if (!started) {
-                bar.start(total, 0);
-                started = true;
+      const sink = o.events ? eventFileSink(o.events) : null;
+      const run = sink ? (opts: Parameters<typeof replaySync>[0]) => replayWithEvents(opts!, sink.write) : replaySync;
+      let result: ReplayResult;
+      try {
+        result = run({
+          trace: requests,
+          blockSize: o.blockSize,
+          numBlocks: o.numBlocks,
+          maxRunning: o.maxRunning,
+          seed: o.seed,
+          limit: o.limit,
+          workloadRequests: o.requests,
+          publishAfterPrefill: o.publishAfterPrefill,
+          onProgress: bar
+            ? (done, total) => {
+                if (!started) {
+                  bar.start(total, 0);
+                  started = true;
+                }
+                bar.update(done);
               }
-              bar.update(done);
-            }
-          : undefined,
-      });
+            : undefined,
+        });
+      } finally {
+        sink?.close();
+      }
       bar?.stop();
       if (o.json) process.stdout.write(JSON.stringify(result) + '\n');
       else {

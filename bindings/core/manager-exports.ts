@@ -23,6 +23,12 @@ export interface ManagerExports {
   mgr_error_index(): number;
   mgr_stats(m: number, out: number): void;
   mgr_check(m: number): number;
+  /** Event recording on (1) / off (0); recording calls may grow memory. */
+  mgr_events_record(m: number, on: number): void;
+  mgr_events_ptr(m: number): number;
+  /** Bytes recorded, -1 when some records were lost (memory exhausted). */
+  mgr_events_len(m: number): number;
+  mgr_events_clear(m: number): void;
 }
 
 /** Byte offsets inside a per-id record (assembly/layout.ts). */

@@ -7,9 +7,10 @@
 import { core, growing, loadCore, mem, views } from '../core/instance.js';
 import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, REC, STAT_FIELDS } from '../core/manager-exports.js';
 import { byteSpace, idSpace, stageIds, stageTokens } from '../core/staging.js';
-import { checkInt, checkInt32Array } from '../validate.js';
+import { checkBool, checkInt, checkInt32Array } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import { throwIdError } from './core-errors.js';
+import { decodeEvents, type KVEvent } from './kv-events.js';
 
 export interface CoreManagerConfig {
   numBlocks: number;
@@ -31,6 +32,8 @@ export abstract class CoreManager {
   /** @internal */
   readonly seedHi: number;
   private disposed = false;
+  /** Recording events: core calls that cache or evict may then grow memory (views refreshed after them). */
+  private recording = false;
 
   protected constructor(cfg: CoreManagerConfig) {
     this.numBlocks = cfg.numBlocks;
@@ -53,7 +56,9 @@ export abstract class CoreManager {
     this.live();
     checkInt('n', n);
     const out = idSpace(n);
-    if (core().mgr_allocate(this.ptr, n, out) < 0) return null;
+    const code = core().mgr_allocate(this.ptr, n, out);
+    if (this.recording) views();
+    if (code < 0) return null;
     return mem.i32.slice(out >>> 2, (out >>> 2) + n);
   }
 
@@ -76,7 +81,55 @@ export abstract class CoreManager {
   evict(n: number): number {
     this.live();
     checkInt('n', n);
-    return core().mgr_evict(this.ptr, n);
+    const done = core().mgr_evict(this.ptr, n);
+    if (this.recording) views();
+    return done;
+  }
+
+  /**
+   * Evicts every cached block nothing else holds (the reference's
+   * reset_prefix_cache); returns how many. With events on, emptying the whole
+   * cache records one "cleared" event instead of a removal per block.
+   */
+  resetPrefixCache(): number {
+    this.live();
+    const done = core().mgr_evict_all(this.ptr);
+    if (this.recording) views();
+    return done;
+  }
+
+  /**
+   * Starts (true) or stops recording KV-cache events (off by default). Starting
+   * assumes a consumer that knows nothing yet: blocks already cached are
+   * never named as parents or removed until announced.
+   */
+  recordEvents(on: boolean): void {
+    this.live();
+    checkBool('on', on);
+    core().mgr_events_record(this.ptr, on ? 1 : 0);
+    this.recording = on;
+  }
+
+  /** True while events are recorded. */
+  get recordingEvents(): boolean {
+    return this.recording;
+  }
+
+  /** The events recorded since the last drain, oldest first, and forgets them. */
+  drainEvents(dpRank = 0, out: KVEvent[] = []): KVEvent[] {
+    this.live();
+    const e = core();
+    const len = e.mgr_events_len(this.ptr);
+    if (len < 0) {
+      e.mgr_events_clear(this.ptr);
+      throw new RangeError('kvpool: Wasm memory exhausted while recording KV-cache events; events were lost');
+    }
+    if (len > 0) {
+      views();
+      decodeEvents(e.mgr_events_ptr(this.ptr), len, dpRank, out);
+      e.mgr_events_clear(this.ptr);
+    }
+    return out;
   }
 
   numFreeBlocks(): number {
@@ -190,6 +243,7 @@ export abstract class CoreManager {
     if (this.disposed) return;
     this.disposed = true;
     core().mgr_destroy(this.ptr);
+    this.recording = false;
   }
 
   /** @internal */
@@ -202,7 +256,9 @@ export abstract class CoreManager {
   /** @internal Pops `n` ids into `dst[at..]`; false (nothing popped) when short. */
   allocateInto(n: number, dst: Int32Array, at: number): boolean {
     const out = idSpace(n);
-    if (core().mgr_allocate(this.ptr, n, out) < 0) return false;
+    const code = core().mgr_allocate(this.ptr, n, out);
+    if (this.recording) views();
+    if (code < 0) return false;
     const i32 = mem.i32;
     const base = out >>> 2;
     if (n <= 8) for (let i = 0; i < n; i++) dst[at + i] = i32[base + i]!;
@@ -271,6 +327,7 @@ export abstract class CoreManager {
       tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
       r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent);
     }
+    if (this.recording) views();
     return r;
   }
 

@@ -4,6 +4,7 @@
 
 import { loadCore } from '../core/instance.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
+import type { KVEvent } from '../managers/kv-events.js';
 import type { CoreManager } from '../managers/core-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
@@ -381,6 +382,26 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
    */
   metricsText(labels: Record<string, string> = {}): string {
     return renderMetrics(this.stats(), checkLabels(labels));
+  }
+
+  // ---- KV-cache events ----
+
+  /** Starts (true) or stops recording KV-cache events on every rank (off by default). */
+  recordEvents(on: boolean): void {
+    checkBool('on', on);
+    for (const m of this.managers) m.recordEvents(on);
+  }
+
+  /** The events recorded since the last drain, rank by rank, each rank's in order; forgets them. */
+  drainEvents(): KVEvent[] {
+    const out: KVEvent[] = [];
+    this.managers.forEach((m, r) => m.drainEvents(r, out));
+    return out;
+  }
+
+  /** Evicts every cached block no sequence holds, on every rank; returns how many per rank. */
+  resetPrefixCache(): number[] {
+    return this.managers.map((m) => m.resetPrefixCache());
   }
 
   /** Pending block copies of beam-search swaps on `dpRank`. */

@@ -4,6 +4,12 @@
 import { chainKey } from './chain-key.js';
 import { ModelPrefixCache } from './prefix-cache.js';
 
+/** A recorded event, by block id and key (the model's keys are not XXH3). */
+export type ModelEvent =
+  | { type: 'stored'; blockId: number; key: string; parentKey: string | null; tokenIds: number[] }
+  | { type: 'removed'; blockId: number; key: string }
+  | { type: 'cleared' };
+
 export interface ModelManagerOptions {
   numBlocks: number;
   blockSize: number;
@@ -21,8 +27,14 @@ export class ModelBlockManager {
   /** The key stamped on each id by match/insert (until it is freed). */
   readonly stamp = new Map<number, string>();
   readonly prefix = new ModelPrefixCache();
-  /** The most ids ever used at once. */
+  /** Recorded events since the last drain. */
+  readonly events: ModelEvent[] = [];
+  recording = false;
+  /** Cached ids announced by a stored event (a consumer knows them). */
+  readonly told = new Set<number>();
+  /** The most ids ever used at once (kept only with trackPeak: it costs a scan per step). */
   peakUsed = 0;
+  trackPeak = false;
   counters = { matchCalls: 0, blocksQueried: 0, blocksHit: 0, blocksInserted: 0, blocksEvicted: 0, blocksAllocated: 0, allocationFailures: 0 };
 
   constructor(o: ModelManagerOptions) {
@@ -90,7 +102,7 @@ export class ModelBlockManager {
   }
 
   private notePeak(): void {
-    this.peakUsed = Math.max(this.peakUsed, this.numUsedBlocks());
+    if (this.trackPeak) this.peakUsed = Math.max(this.peakUsed, this.numUsedBlocks());
   }
 
   evict(k: number): number {
@@ -98,6 +110,8 @@ export class ModelBlockManager {
     for (const [key, id] of this.prefix.entries) {
       if (done >= k) break;
       if (this.ref[id]! > 1) continue; // held by a sequence: skipped
+      if (this.recording && this.told.has(id)) this.events.push({ type: 'removed', blockId: id, key });
+      this.told.delete(id);
       this.prefix.remove(key);
       this.release1(id);
       done++;
@@ -166,6 +180,13 @@ export class ModelBlockManager {
         this.prefix.add(key, id);
         this.ref[id]!++;
         this.stamp.set(id, key);
+        if (this.recording) {
+          const p = parent !== null ? this.prefix.get(parent) : undefined;
+          const known = p !== undefined && this.told.has(p);
+          const tokenIds = Array.from(tokens).slice(b * this.blockSize, (b + 1) * this.blockSize);
+          this.events.push({ type: 'stored', blockId: id, key, parentKey: known ? parent : null, tokenIds });
+          this.told.add(id);
+        }
         visited.push(key);
         added++;
       } // else: the id is already cached under another key; not cached twice
@@ -174,6 +195,28 @@ export class ModelBlockManager {
     this.prefix.touchReversed(visited);
     this.counters.blocksInserted += added;
     return added;
+  }
+
+  recordEvents(on: boolean): void {
+    if (on && !this.recording) this.told.clear();
+    this.recording = on;
+  }
+
+  drainEvents(): ModelEvent[] {
+    return this.events.splice(0);
+  }
+
+  /** Evicts every evictable entry; a whole-cache clear is one "cleared" event. */
+  resetPrefixCache(): number {
+    const clear = this.recording && this.numEvictableBlocks() === this.prefix.size;
+    if (clear) this.recording = false;
+    const n = this.evict(this.numEvictableBlocks());
+    if (clear) {
+      this.recording = true;
+      this.told.clear();
+      this.events.push({ type: 'cleared' });
+    }
+    return n;
   }
 
   numFreeBlocks(): number {

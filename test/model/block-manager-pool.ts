@@ -177,6 +177,14 @@ export class ModelBlockManagerPool {
     return c;
   }
 
+  recordEvents(on: boolean): void {
+    for (const m of this.managers) m.recordEvents(on);
+  }
+
+  resetPrefixCache(): number[] {
+    return this.managers.map((m) => m.resetPrefixCache());
+  }
+
   numFreeBlocks(): number[] {
     return this.managers.map((m) => m.numFreeBlocks());
   }
