@@ -2,7 +2,7 @@
 
 import { alloc, release as releaseRegion } from "./heap";
 import {
-  Manager, CACHED, STAMPED, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
+  Manager, CACHED, STAMPED, TOLD, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
 import { match, insert } from "./prefix";
@@ -204,6 +204,7 @@ function audit(m: Manager): i32 {
     if ((f & MARK) != 0) continue; // on the free stack
     if (r <= 0) return fail(-14, id);
     const c = <i32>(f & CACHED);
+    if ((f & TOLD) != 0 && c == 0) return fail(-24, id);
     if (c != 0) {
       if (m.prefixOn == 0) return fail(-23, id);
       cached++;

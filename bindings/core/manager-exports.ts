@@ -73,4 +73,5 @@ export const CHECK_MESSAGES: Record<number, string> = {
   [-21]: 'an evictable entry is missing from the eviction order, or an uncached id is in it',
   [-22]: 'an entry has a recency from the future',
   [-23]: 'a manager without prefix cache has cached ids',
+  [-24]: 'an id announced to event consumers is not cached',
 };

@@ -118,6 +118,7 @@ export abstract class CoreManager {
   /** The events recorded since the last drain, oldest first, and forgets them. */
   drainEvents(dpRank = 0, out: KVEvent[] = []): KVEvent[] {
     this.live();
+    checkInt('dpRank', dpRank);
     const e = core();
     const len = e.mgr_events_len(this.ptr);
     if (len < 0) {
