@@ -18,13 +18,25 @@ export interface ZmqPublisherOptions {
   highWaterMark?: number;
 }
 
-type ZmqModule = typeof import('zeromq');
-type Publisher = InstanceType<ZmqModule['Publisher']>;
+// The part of zeromq's API used here, typed locally so that the package
+// compiles (and type-checks) where the optional dependency is not installed.
+interface Publisher {
+  bind(endpoint: string): Promise<void>;
+  connect(endpoint: string): void;
+  send(frames: Uint8Array[]): Promise<void>;
+  close(): void;
+  readonly lastEndpoint: string | null;
+}
+interface ZmqModule {
+  Publisher: new (options: { sendHighWaterMark: number; linger: number }) => Publisher;
+}
+
+const ZEROMQ = 'zeromq'; // a variable: the import is not resolved at compile time
 
 /** Loads the optional `zeromq` package, or throws an error saying how to get it. */
 async function loadZeroMQ(): Promise<ZmqModule> {
   try {
-    return await import('zeromq');
+    return (await import(ZEROMQ)) as ZmqModule;
   } catch (e) {
     throw new Error(
       `kvpool: the ZeroMQ publisher needs the optional dependency "zeromq" (npm install zeromq): ${(e as Error).message}`,
