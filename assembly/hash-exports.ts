@@ -16,3 +16,11 @@ export function hash_xxh3_128(ptr: usize, len: usize, seedLo: u32, seedHi: u32, 
 export function hash_blocks(tokens: usize, numTokens: i32, blockSize: i32, seedLo: u32, seedHi: u32, out: usize): i32 {
   return hashBlocksInto(tokens, numTokens, blockSize, 0, (<u64>seedHi << 32) | <u64>seedLo, out);
 }
+
+/**
+ * Like hash_blocks, with block 0 chained on the 16 bytes at `parent` (a cache
+ * salt's digest), or on nothing when parent == 0.
+ */
+export function hash_blocks_from(tokens: usize, numTokens: i32, blockSize: i32, seedLo: u32, seedHi: u32, parent: usize, out: usize): i32 {
+  return hashBlocksInto(tokens, numTokens, blockSize, parent, (<u64>seedHi << 32) | <u64>seedLo, out);
+}

@@ -9,6 +9,7 @@ import {
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim } from "./lru";
 import { tableRemove } from "./table";
+import { recordRemoved, recordCleared } from "./events";
 
 @inline export function pushFree(m: Manager, id: i32): void {
   store<i32>(m.free + (<usize>m.freeTop << 2), id);
@@ -38,6 +39,7 @@ export function evict(m: Manager, k: i32): i32 {
   while (done < k) {
     const id = nextVictim(m);
     if (id == 0) break;
+    if (m.eventsOn != 0) recordRemoved(m, id);
     lruRemove(m, id);
     tableRemove(m, id);
     setFlags(m, id, 0);
@@ -71,6 +73,7 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
     store<i32>(out + (<usize>i << 2), id);
   }
   m.numUsed += n;
+  if (m.numUsed > m.peakUsed) m.peakUsed = m.numUsed;
   m.blocksAllocated += <u64>n;
   return n;
 }
@@ -82,7 +85,7 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
 /** One more holder on a held or cached id (a cached id stops being evictable). */
 @inline export function addRef(m: Manager, id: i32): void {
   if (holders(m, id) == 0) {
-    m.numUsed++;
+    if (++m.numUsed > m.peakUsed) m.peakUsed = m.numUsed;
     if (isCached(m, id)) m.numEvictable--;
   }
   setRef(m, id, refOf(m, id) + 1);
@@ -157,5 +160,12 @@ export function retain(m: Manager, ids: usize, n: i32): i32 {
 
 /** Removes every evictable entry (the reference's reset_prefix_cache). */
 export function evictAll(m: Manager): i32 {
-  return evict(m, m.numEvictable);
+  // Everything goes: one "all cleared" event instead of a removal per block.
+  const on = m.eventsOn;
+  if (on == 0 || m.numCached != m.numEvictable) return evict(m, m.numEvictable);
+  m.eventsOn = 0;
+  const n = evict(m, m.numEvictable);
+  m.eventsOn = on;
+  recordCleared(m);
+  return n;
 }

@@ -35,11 +35,24 @@ export class Manager {
   blocksEvicted: u64 = 0;
   blocksAllocated: u64 = 0;
   allocFailures: u64 = 0;
+  peakUsed: i32 = 0; // highest numUsed so far (gauge for metrics)
+
+  // KV-cache events (events.ts): recording flag and the growable record region.
+  eventsOn: i32 = 0;
+  eventsLen: i32 = 0; // bytes recorded
+  eventsCap: i32 = 0;
+  eventsLost: i32 = 0; // 1 when a record could not be stored (memory exhausted)
+  events: usize = 0;
 }
 
 export const CACHED: u8 = 1;
 export const STAMPED: u8 = 2;
 export const LINKED: u8 = 4; // in the LRU list
+export const TOLD: u8 = 8; // announced in a stored event (events.ts)
+// Every record flag is defined here so that no two features share a bit
+// (0x80 is reserved for the audit's marks in manager-exports.ts).
+export const LIVE: u8 = 16; // a linear-state slot held live by a sequence (linear-state.ts)
+export const PENDING: u8 = 32; // a linear-state slot reserved for a checkpoint (linear-state.ts)
 
 // Error codes returned by exports (negative); the offending index is kept in
 // `errorIndex` so the bindings can name the argument element.

@@ -17,13 +17,13 @@
 
 import {
   Manager, CACHED, STAMPED, flagsOf, setFlags, refOf, hashPtr, copyHash, setErrorIndex,
+  LIVE, PENDING,
 } from "./layout";
 import { allocate, addRef, dropRef } from "./idpool";
 import { lruAdd, touch } from "./lru";
 import { tableFind, tableInsert } from "./table";
 
-export const LIVE: u8 = 8;
-export const PENDING: u8 = 16;
+export { LIVE, PENDING } from "./layout";
 
 export const LS_ERR_RANGE: i32 = -3;
 export const LS_ERR_STATE: i32 = -7; // the slot is not in the state the call needs

@@ -2,12 +2,13 @@
 
 import { alloc, release as releaseRegion } from "./heap";
 import {
-  Manager, CACHED, STAMPED, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
+  Manager, CACHED, STAMPED, TOLD, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
 import { match, insert, touchReversed } from "./prefix";
 import { isLinked, inHeap, lruAudit } from "./lru";
 import { tableCount } from "./table";
+import { setRecording, clearEvents } from "./events";
 
 const MARK: u8 = 0x80; // audit-only flag, cleared before the audit returns
 
@@ -52,7 +53,28 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
 }
 
 export function mgr_destroy(m: usize): void {
+  releaseRegion(changetype<Manager>(m).events);
   releaseRegion(m);
+}
+
+/** Turns event recording on (1) or off (0). */
+export function mgr_events_record(m: usize, on: i32): void {
+  setRecording(changetype<Manager>(m), on != 0);
+}
+
+/** Where the recorded events are (valid until the next call that records). */
+export function mgr_events_ptr(m: usize): usize {
+  return changetype<Manager>(m).events;
+}
+
+/** Bytes of recorded events; -1 when some were lost (memory exhausted). */
+export function mgr_events_len(m: usize): i32 {
+  const mg = changetype<Manager>(m);
+  return mg.eventsLost != 0 ? -1 : mg.eventsLen;
+}
+
+export function mgr_events_clear(m: usize): void {
+  clearEvents(changetype<Manager>(m));
 }
 
 export function mgr_allocate(m: usize, n: i32, out: usize): i32 {
@@ -146,6 +168,7 @@ export function mgr_stats(m: usize, out: usize): void {
   store<f64>(out, <f64>mg.blocksEvicted, 72);
   store<f64>(out, <f64>mg.blocksAllocated, 80);
   store<f64>(out, <f64>mg.allocFailures, 88);
+  store<f64>(out, <f64>mg.peakUsed, 96);
 }
 
 /**
@@ -186,6 +209,7 @@ function audit(m: Manager): i32 {
     if ((f & MARK) != 0) continue; // on the free stack
     if (r <= 0) return fail(-14, id);
     const c = <i32>(f & CACHED);
+    if ((f & TOLD) != 0 && c == 0) return fail(-24, id);
     if (c != 0) {
       if (m.prefixOn == 0) return fail(-23, id);
       cached++;

@@ -14,6 +14,7 @@ import { addRef } from "./idpool";
 import { touch } from "./lru";
 import { tableFind, tableInsert } from "./table";
 import { chainHash } from "./chain";
+import { recordStored } from "./events";
 
 // Two 16-byte scratch slots: the hash being computed and the previous one
 // (the parent of the next block when the block itself is not cached).
@@ -147,7 +148,10 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
   for (let b = 0; b < nBlocks; b++) {
     const slot = scratch + ((<usize>b & 1) << 4);
     chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, slot);
-    added += insertOne(m, ids + (<usize>b << 2), slot);
+    const idAddr = ids + (<usize>b << 2);
+    const made = insertOne(m, idAddr, slot);
+    if (made != 0 && m.eventsOn != 0) recordStored(m, load<i32>(idAddr), parent, tokens + <usize>b * bytes);
+    added += made;
     parent = slot;
   }
   touchVisited(m, ids, nBlocks);

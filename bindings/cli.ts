@@ -8,6 +8,8 @@ import cliProgress from 'cli-progress';
 import './wasm-node.js';
 import { readTraceFile } from './node/trace-file.js';
 import { replaySync } from './replay/replay.js';
+import { eventFileSink } from './node/event-file.js';
+import { replayWithEvents } from './replay/replay-events.js';
 import type { ReplayResult } from './replay/kernel.js';
 import { formatSubManagers, ratiosOption } from './replay/composite-format.js';
 import type { HierarchyReplayResult } from './replay/hierarchy-replay.js';
@@ -86,6 +88,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--sliding-window <n>', 'replay on a composite pool: a sliding window of n tokens plus full sub-managers (no prefix cache)', intOption('--sliding-window', 1))
     .option('--compress-ratios <list>', 'with --sliding-window: one full sub-manager per ratio, e.g. 1,4 (default 1)', ratiosOption('--compress-ratios'))
     .option('--linear-state-slots <n>', 'replay with linear state: checkpoint slots per dp rank, padding included', intOption('--linear-state-slots', 2))
+    .option('--events <file>', 'write the KV-cache events as vLLM KVEventBatch msgpack, one batch per step')
     .option('--json', 'print the result object as JSON on stdout', false)
     .option('--no-progress', 'no progress bar')
     .action(async (trace: string | undefined, o) => {
@@ -105,29 +108,36 @@ export async function main(argv: string[]): Promise<number> {
             )
           : null;
       let started = false;
-      const result = replaySync({
-        trace: requests,
-        blockSize: o.blockSize,
-        numBlocks: o.numBlocks,
-        maxRunning: o.maxRunning,
-        seed: o.seed,
-        limit: o.limit,
-        workloadRequests: o.requests,
-        publishAfterPrefill: o.publishAfterPrefill,
-        slidingWindow: o.slidingWindow,
-        compressRatios: o.compressRatios,
-        linearStateSlots: o.linearStateSlots,
-        hostBlocks: o.hostBlocks,
-        onProgress: bar
-          ? (done, total) => {
-              if (!started) {
-                bar.start(total, 0);
-                started = true;
+      const sink = o.events ? eventFileSink(o.events) : null;
+      const run = sink ? (opts: Parameters<typeof replaySync>[0]) => replayWithEvents(opts!, sink.write) : replaySync;
+      let result: ReturnType<typeof replaySync>;
+      try {
+        result = run({
+          trace: requests,
+          blockSize: o.blockSize,
+          numBlocks: o.numBlocks,
+          maxRunning: o.maxRunning,
+          seed: o.seed,
+          limit: o.limit,
+          workloadRequests: o.requests,
+          publishAfterPrefill: o.publishAfterPrefill,
+          slidingWindow: o.slidingWindow,
+          compressRatios: o.compressRatios,
+          linearStateSlots: o.linearStateSlots,
+          hostBlocks: o.hostBlocks,
+          onProgress: bar
+            ? (done, total) => {
+                if (!started) {
+                  bar.start(total, 0);
+                  started = true;
+                }
+                bar.update(done);
               }
-              bar.update(done);
-            }
-          : undefined,
-      });
+            : undefined,
+        });
+      } finally {
+        sink?.close();
+      }
       bar?.stop();
       if (o.json) process.stdout.write(JSON.stringify(result) + '\n');
       else {

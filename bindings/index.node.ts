@@ -5,3 +5,4 @@ import './wasm-node.js';
 
 export * from './index.js';
 export { readTraceFile } from './node/trace-file.js';
+export { ZmqEventPublisher, type ZmqPublisherOptions } from './node/zmq-publisher.js';

@@ -35,7 +35,7 @@ export {
 } from './managers/xtensor-block-manager-impl.js';
 export type { PoolManager } from './managers/pool-manager.js';
 export type { XTensorPoolOptions } from './pool/xtensor-options.js';
-export { Sequence, type ForkOptions } from './pool/sequence.js';
+export { Sequence, type ForkOptions, type SequenceOptions } from './pool/sequence.js';
 export type { KVCacheManager, BlockTransferInfo } from './pool/kv-cache-manager.js';
 export { BlockManagerPool, type BlockManagerPoolOptions, type PoolRankStats } from './pool/block-manager-pool.js';
 export {
@@ -55,6 +55,9 @@ export {
 export { replay, replaySync, PoolReplayTarget, type ReplayOptions } from './replay/replay.js';
 export type { CompositeReplayResult, SubManagerReplayStats } from './replay/composite-replay.js';
 export type { HierarchyReplayResult, HostTierResult } from './replay/hierarchy-replay.js';
+export type { KVEvent, BlockStoredEvent, BlockRemovedEvent, AllBlocksClearedEvent } from './managers/kv-events.js';
+export { encodeVllmEventBatches, kvEventsTopic, type VllmEncodeOptions, type BlockHashFormat, type EncodedBatch } from './events/vllm.js';
+export { replayWithEvents, type ReplayEventSink } from './replay/replay-events.js';
 export { runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence } from './replay/kernel.js';
 export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './replay/trace.js';
 export { generateWorkload, type WorkloadOptions } from './replay/workload.js';

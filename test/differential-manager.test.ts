@@ -46,6 +46,7 @@ function compare(core: BlockManagerImpl | SingleBlockManager, model: ModelBlockM
   expect(s.numUsedBlocks).toBe(model.numUsedBlocks());
   expect(s.numEvictableBlocks).toBe(model.numEvictableBlocks());
   expect(s.numBlocksInPrefixCache).toBe(model.numBlocksInPrefixCache());
+  expect(s.peakUsedBlocks).toBe(model.peakUsed);
   expect({
     matchCalls: s.matchCalls,
     blocksQueried: s.blocksQueried,
@@ -62,6 +63,7 @@ function run(ops: Op[], numBlocks: number, blockSize: number, single: boolean): 
     ? new SingleBlockManager({ numBlocks })
     : new BlockManagerImpl({ numBlocks, blockSize });
   const model = single ? new ModelSingleBlockManager(numBlocks) : new ModelBlockManager({ numBlocks, blockSize });
+  model.trackPeak = true;
   const B = core.blockSize;
   // Handles the test holds: one entry per reference it owns.
   const held: number[] = [];

@@ -9,4 +9,6 @@ export interface HashExports {
    * Needs 16 writable bytes before `tokens` (every staging area has them).
    */
   hash_blocks(tokens: number, numTokens: number, blockSize: number, seedLo: number, seedHi: number, out: number): number;
+  /** hash_blocks with block 0 chained on the 16 bytes at `parent` (0: none). */
+  hash_blocks_from(tokens: number, numTokens: number, blockSize: number, seedLo: number, seedHi: number, parent: number, out: number): number;
 }

@@ -25,6 +25,12 @@ export interface ManagerExports {
   mgr_error_index(): number;
   mgr_stats(m: number, out: number): void;
   mgr_check(m: number): number;
+  /** Event recording on (1) / off (0); recording calls may grow memory. */
+  mgr_events_record(m: number, on: number): void;
+  mgr_events_ptr(m: number): number;
+  /** Bytes recorded, -1 when some records were lost (memory exhausted). */
+  mgr_events_len(m: number): number;
+  mgr_events_clear(m: number): void;
 }
 
 /** Byte offsets inside a per-id record (assembly/layout.ts). */
@@ -45,6 +51,7 @@ export const STAT_FIELDS = [
   'blocksEvicted',
   'blocksAllocated',
   'allocationFailures',
+  'peakUsedBlocks',
 ] as const;
 
 export const MATCH_TOUCH = 1;
@@ -71,4 +78,5 @@ export const CHECK_MESSAGES: Record<number, string> = {
   [-21]: 'an evictable entry is missing from the eviction order, or an uncached id is in it',
   [-22]: 'an entry has a recency from the future',
   [-23]: 'a manager without prefix cache has cached ids',
+  [-24]: 'an id announced to event consumers is not cached',
 };

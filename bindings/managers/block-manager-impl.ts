@@ -103,13 +103,6 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     return r;
   }
 
-  /** The 16-byte chain hash stamped on `id` by a match or insert, or null when it has none. */
-  blockHash(id: number): Uint8Array | null {
-    this.live();
-    checkInt('id', id, 0, this.numBlocks - 1);
-    const out = new Uint8Array(16);
-    return this.blockHashInto(id, out, 0) ? out : null;
-  }
 
   /** Every id must be in range and not free (checked without changing anything). */
   private checkHeld(ids: ArrayLike<number>, name: string): void {

@@ -26,6 +26,8 @@ export interface BlockManagerStats {
   blocksAllocated: number;
   /** `allocate` calls that returned `null`. */
   allocationFailures: number;
+  /** The most ids ever used at once (numUsedBlocks' high-water mark). */
+  peakUsedBlocks: number;
 }
 
 /**

@@ -10,10 +10,11 @@ import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, MATCH_COUNT, MATCH_T
 /** Blocks staged per core call when matching (see matchInto). */
 const MATCH_WINDOW = 32;
 import { byteSpace, idSpace, stageIds, stageTokens } from '../core/staging.js';
-import { checkInt, checkInt32Array, describe } from '../validate.js';
+import { checkBool, checkInt, checkInt32Array, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import { BlockState } from './block-state.js';
 import { throwIdError } from './core-errors.js';
+import { decodeEvents, type KVEvent } from './kv-events.js';
 
 export interface CoreManagerConfig {
   numBlocks: number;
@@ -35,6 +36,8 @@ export abstract class CoreManager {
   /** @internal */
   readonly seedHi: number;
   private disposed = false;
+  /** Recording events: core calls that cache or evict may then grow memory (views refreshed after them). */
+  private recording = false;
 
   protected constructor(cfg: CoreManagerConfig) {
     this.numBlocks = cfg.numBlocks;
@@ -57,7 +60,9 @@ export abstract class CoreManager {
     this.live();
     checkInt('n', n);
     const out = idSpace(n);
-    if (core().mgr_allocate(this.ptr, n, out) < 0) return null;
+    const code = core().mgr_allocate(this.ptr, n, out);
+    if (this.recording) views();
+    if (code < 0) return null;
     return mem.i32.slice(out >>> 2, (out >>> 2) + n);
   }
 
@@ -80,7 +85,56 @@ export abstract class CoreManager {
   evict(n: number): number {
     this.live();
     checkInt('n', n);
-    return core().mgr_evict(this.ptr, n);
+    const done = core().mgr_evict(this.ptr, n);
+    if (this.recording) views();
+    return done;
+  }
+
+  /**
+   * Evicts every cached block nothing else holds (the reference's
+   * reset_prefix_cache); returns how many. With events on, emptying the whole
+   * cache records one "cleared" event instead of a removal per block.
+   */
+  resetPrefixCache(): number {
+    this.live();
+    const done = core().mgr_evict_all(this.ptr);
+    if (this.recording) views();
+    return done;
+  }
+
+  /**
+   * Starts (true) or stops recording KV-cache events (off by default). Starting
+   * assumes a consumer that knows nothing yet: blocks already cached are
+   * never named as parents or removed until announced.
+   */
+  recordEvents(on: boolean): void {
+    this.live();
+    checkBool('on', on);
+    core().mgr_events_record(this.ptr, on ? 1 : 0);
+    this.recording = on;
+  }
+
+  /** True while events are recorded. */
+  get recordingEvents(): boolean {
+    return this.recording;
+  }
+
+  /** The events recorded since the last drain, oldest first, and forgets them. */
+  drainEvents(dpRank = 0, out: KVEvent[] = []): KVEvent[] {
+    this.live();
+    checkInt('dpRank', dpRank);
+    const e = core();
+    const len = e.mgr_events_len(this.ptr);
+    if (len < 0) {
+      e.mgr_events_clear(this.ptr);
+      throw new RangeError('kvpool: Wasm memory exhausted while recording KV-cache events; events were lost');
+    }
+    if (len > 0) {
+      views();
+      decodeEvents(e.mgr_events_ptr(this.ptr), len, dpRank, out);
+      e.mgr_events_clear(this.ptr);
+    }
+    return out;
   }
 
   numFreeBlocks(): number {
@@ -129,6 +183,15 @@ export abstract class CoreManager {
     this.live();
     checkInt('id', id, 0, this.numBlocks - 1);
     return core().mgr_ref(this.ptr, id);
+  }
+
+  /** The 16-byte chain hash stamped on `id` by a match or insert, or null when it has none. */
+  blockHash(id: number): Uint8Array | null {
+    this.live();
+    checkInt('id', id, 0, this.numBlocks - 1);
+    const out = byteSpace(16);
+    if (core().mgr_block_hash(this.ptr, id, out) === 0) return null;
+    return mem.u8.slice(out, out + 16);
   }
 
   /**
@@ -213,6 +276,7 @@ export abstract class CoreManager {
     if (this.disposed) return;
     this.disposed = true;
     core().mgr_destroy(this.ptr);
+    this.recording = false;
   }
 
   /** @internal */
@@ -225,7 +289,9 @@ export abstract class CoreManager {
   /** @internal Pops `n` ids into `dst[at..]`; false (nothing popped) when short. */
   allocateInto(n: number, dst: Int32Array, at: number): boolean {
     const out = idSpace(n);
-    if (core().mgr_allocate(this.ptr, n, out) < 0) return false;
+    const code = core().mgr_allocate(this.ptr, n, out);
+    if (this.recording) views();
+    if (code < 0) return false;
     const i32 = mem.i32;
     const base = out >>> 2;
     if (n <= 8) for (let i = 0; i < n; i++) dst[at + i] = i32[base + i]!;
@@ -252,17 +318,20 @@ export abstract class CoreManager {
    * hash stamped on `parentId` (0: the chain starts at block `first` = 0).
    * Writes hit ids to `dst[at..]`; returns the number of hits.
    */
-  matchInto(tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number): number {
+  matchInto(
+    tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number,
+    salt: Uint8Array | null = null,
+  ): number {
     if (nBlocks <= 0) return 0;
     // Most matches stop within a few blocks, so tokens are staged a window at
     // a time, going on only while a whole window hit. The LRU update is
     // deferred to one re-append over all hits, as a single walk would do.
-    if (nBlocks <= MATCH_WINDOW) return this.matchWindow(tokens, first, nBlocks, parentId, dst, at, MATCH_TOUCH | MATCH_COUNT, nBlocks);
+    if (nBlocks <= MATCH_WINDOW) return this.matchWindow(tokens, first, nBlocks, parentId, dst, at, MATCH_TOUCH | MATCH_COUNT, nBlocks, salt);
     let hits = 0;
     let parent = parentId;
     while (hits < nBlocks) {
       const n = Math.min(MATCH_WINDOW, nBlocks - hits);
-      const h = this.matchWindow(tokens, first + hits, n, parent, dst, at + hits, hits === 0 ? MATCH_COUNT : 0, nBlocks);
+      const h = this.matchWindow(tokens, first + hits, n, parent, dst, at + hits, hits === 0 ? MATCH_COUNT : 0, nBlocks, salt);
       hits += h;
       if (h < n) break;
       parent = dst[at + hits - 1]!;
@@ -281,14 +350,15 @@ export abstract class CoreManager {
     at: number,
     flags: number,
     queried: number,
+    salt: Uint8Array | null,
   ): number {
     const e = core();
     const B = this.blockSize;
     const out = idSpace(nBlocks);
     let tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
-    let hits = e.mgr_match(this.ptr, tok, nBlocks, parentId, 0, out, flags, queried);
+    let hits = e.mgr_match(this.ptr, tok, nBlocks, parentId, first === 0 ? stageSalt(salt) : 0, out, flags, queried);
     if (hits === ERR_UNSTAMPED_PARENT) {
-      const parent = this.parentFromTokens(tokens, first);
+      const parent = this.parentFromTokens(tokens, first, salt);
       tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
       hits = e.mgr_match(this.ptr, tok, nBlocks, 0, parent, out, flags, queried);
     }
@@ -303,19 +373,23 @@ export abstract class CoreManager {
    * `ids[first..]`, chained on `parentId`'s hash. Returns new entries or a
    * negative core code (bad id).
    */
-  insertFrom(tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number): number {
+  insertFrom(
+    tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
+    salt: Uint8Array | null = null,
+  ): number {
     if (nBlocks <= 0) return 0;
     const e = core();
     const B = this.blockSize;
     let idp = stageIds(ids, first, first + nBlocks);
     let tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
-    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, 0);
+    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? stageSalt(salt) : 0);
     if (r === ERR_UNSTAMPED_PARENT) {
-      const parent = this.parentFromTokens(tokens, first);
+      const parent = this.parentFromTokens(tokens, first, salt);
       idp = stageIds(ids, first, first + nBlocks);
       tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
       r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent);
     }
+    if (this.recording) views();
     return r;
   }
 
@@ -354,11 +428,29 @@ export abstract class CoreManager {
   }
 
   /** The chain hash of block `first - 1`, computed from the tokens (in the byte area). */
-  private parentFromTokens(tokens: ArrayLike<number>, first: number): number {
+  private parentFromTokens(tokens: ArrayLike<number>, first: number, salt: Uint8Array | null): number {
     const B = this.blockSize;
     const tok = stageTokens(tokens, 0, first * B);
-    const out = byteSpace(first * 16);
-    core().hash_blocks(tok, first * B, B, this.seedLo, this.seedHi, out);
+    // The salt's digest (if any) sits in front of the hashes, in the same area.
+    const area = byteSpace(16 + first * 16);
+    const out = area + 16;
+    let parent = 0;
+    if (salt !== null) {
+      mem.u8.set(salt, area);
+      parent = area;
+    }
+    core().hash_blocks_from(tok, first * B, B, this.seedLo, this.seedHi, parent, out);
     return out + (first - 1) * 16;
   }
+}
+
+/**
+ * Puts a cache salt's 16-byte digest in the byte area; returns its pointer,
+ * the parent hash of block 0 (0 without a salt: block 0 hashes its tokens alone).
+ */
+function stageSalt(salt: Uint8Array | null): number {
+  if (salt === null) return 0;
+  const p = byteSpace(16);
+  mem.u8.set(salt, p);
+  return p;
 }

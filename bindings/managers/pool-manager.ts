@@ -4,6 +4,7 @@
 // (mapped pages) both provide it.
 
 import type { BlockManager } from './block-manager.js';
+import type { KVEvent } from './kv-events.js';
 
 export interface PoolManager extends BlockManager {
   /** @internal Writes `n` fresh ids to dst[at..]; false (nothing changed) when short. */
@@ -13,9 +14,23 @@ export interface PoolManager extends BlockManager {
   /** @internal Adds one reference to each of ids[start..end); 0 or a negative code. */
   retainFrom(ids: Int32Array, start: number, end: number): number;
   /** @internal Prefix-cache hits written to dst[at..] (0 without a prefix cache). */
-  matchInto(tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number): number;
+  matchInto(
+    tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number,
+    salt?: Uint8Array | null,
+  ): number;
   /** @internal New prefix-cache entries (0 without a prefix cache). */
-  insertFrom(tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number): number;
+  insertFrom(
+    tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
+    salt?: Uint8Array | null,
+  ): number;
+  /** The 16-byte chain hash stamped on `id`, or null (always null without a prefix cache). */
+  blockHash(id: number): Uint8Array | null;
+  /** Starts or stops recording KV-cache events (nothing to record without a prefix cache). */
+  recordEvents(on: boolean): void;
+  /** Returns and forgets the events recorded so far, tagged with `dpRank`, appended to `out`. */
+  drainEvents(dpRank?: number, out?: KVEvent[]): KVEvent[];
+  /** Evicts every entry nothing else holds; returns how many. */
+  resetPrefixCache(): number;
   /** Holders of every id other than the prefix cache (index = id). */
   holderCounts(): Int32Array;
   /** Every id's BlockState code in one pass (views such as the pool inspector). */

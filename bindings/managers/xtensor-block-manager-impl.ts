@@ -13,6 +13,7 @@
 import { checkInt, checkInt32Array, checkKeys, checkObject, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import type { PoolManager } from './pool-manager.js';
+import type { KVEvent } from './kv-events.js';
 import { BlockState } from './block-state.js';
 import { PageAllocator, type PageEvent } from './xtensor-page-allocator.js';
 
@@ -98,6 +99,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
   private readonly ref: Int32Array;
   private paddingReserved = false;
   private blocksAllocated = 0;
+  private peakUsed = 0;
   private allocationFailures = 0;
 
   constructor(options: XTensorBlockManagerOptions) {
@@ -181,6 +183,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
       dst[at + i] = ids[i]!;
     }
     this.blocksAllocated += n;
+    this.peakUsed = Math.max(this.peakUsed, this.numUsedBlocks());
     return true;
   }
 
@@ -337,7 +340,27 @@ export class XTensorBlockManagerImpl implements PoolManager {
       blocksEvicted: 0,
       blocksAllocated: this.blocksAllocated,
       allocationFailures: this.allocationFailures,
+      peakUsedBlocks: this.peakUsed,
     };
+  }
+
+  /** XTensor blocks are never cached, so they carry no hash. */
+  blockHash(id: number): Uint8Array | null {
+    checkInt('id', id, 0, this.numBlocks - 1);
+    return null;
+  }
+
+  /** Nothing is ever stored in or removed from a prefix cache here: no events. */
+  recordEvents(on: boolean): void {
+    if (typeof on !== 'boolean') throw new TypeError(`on must be a boolean, got ${describe(on)}`);
+  }
+
+  drainEvents(_dpRank = 0, out: KVEvent[] = []): KVEvent[] {
+    return out;
+  }
+
+  resetPrefixCache(): number {
+    return 0;
   }
 
   /** References held on `id` by callers. */

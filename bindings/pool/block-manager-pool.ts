@@ -3,9 +3,9 @@
 // and grows, caches and releases their block tables.
 
 import { loadCore } from '../core/instance.js';
-import type { BlockManagerStats } from '../managers/block-manager.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { CompositeBlockManager, SubManagerStats } from '../managers/composite-block-manager.js';
+import type { KVEvent } from '../managers/kv-events.js';
 import type { CoreManager } from '../managers/core-manager.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
@@ -16,6 +16,10 @@ import {
 } from '../linear-state/pool-linear-state.js';
 import { COMPOSITE_OPTION_KEYS, CompositeRanks, type CompositePoolOptions } from './composite-ranks.js';
 import type { BlockTransferInfo, KVCacheManager } from './kv-cache-manager.js';
+
+export type { PoolRankStats } from './metrics.js';
+import { checkLabels, rankStats, renderMetrics, sumStats, type PoolRankStats } from './metrics.js';
+import { saltKey } from './salt.js';
 import { Sequence, type SequenceOwner } from './sequence.js';
 import { XTENSOR_POOL_KEYS, xtensorManagerFactory, type XTensorPoolOptions } from './xtensor-options.js';
 
@@ -42,12 +46,6 @@ const KEYS = [
   ...COMPOSITE_OPTION_KEYS, ...LINEAR_STATE_KEYS,
 ] as const;
 
-export interface PoolRankStats extends BlockManagerStats {
-  /** Single ids free / held on this rank. */
-  singleBlocksFree: number;
-  singleBlocksUsed: number;
-}
-
 export function parsePoolOptions(o: BlockManagerPoolOptions, extraKeys: readonly string[] = []) {
   checkObject('options', o);
   checkKeys('options', o, [...KEYS, ...XTENSOR_POOL_KEYS, ...extraKeys]);
@@ -73,6 +71,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   readonly numBlocks: number;
   readonly dpSize: number;
   readonly enablePrefixCache: boolean;
+  /** XXH3-128 seed of the block hash chain (and of cache-salt digests). */
+  readonly seed: number | bigint;
   /** @internal one KV block manager per dp rank */
   readonly managers: PoolManager[] = [];
   /** @internal one single-id manager per dp rank */
@@ -97,6 +97,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     this.numBlocks = o.numBlocks;
     this.dpSize = o.dpSize;
     this.enablePrefixCache = o.enablePrefixCache && this.composite === null;
+    this.seed = o.seed;
     try {
       for (let r = 0; r < o.dpSize; r++) {
         this.managers.push(
@@ -157,6 +158,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     if (seq._dpRank < 0) {
       seq._dpRank = this.chooseRank();
       seq._owner = this;
+      if (seq._salt !== null && seq._saltKey === null) seq._saltKey = saltKey(seq._salt, this.seed);
     }
     return seq._dpRank;
   }
@@ -230,7 +232,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
       if (nFull > heldBefore) {
         seq.reserveBlocks(nFull - heldBefore);
         const parent = heldBefore > 0 ? seq._table[heldBefore - 1]! : 0;
-        let hits = mgr.matchInto(seq._tokens, heldBefore, nFull - heldBefore, parent, seq._table, heldBefore);
+        let hits = mgr.matchInto(seq._tokens, heldBefore, nFull - heldBefore, parent, seq._table, heldBefore, seq._saltKey);
         if (this.linear) hits = this.linear.trim(this.coreKv(r), seq, r, heldBefore, heldBefore + hits) - heldBefore;
         seq._numBlocks += hits;
         seq._shared += hits;
@@ -286,7 +288,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const nFull = Math.floor(seq._numTokens / B);
     if (nFull === 0) return;
     seq.reserveBlocks(nFull);
-    let hits = mgr.matchInto(seq._tokens, 0, nFull, 0, seq._table, 0);
+    let hits = mgr.matchInto(seq._tokens, 0, nFull, 0, seq._table, 0, seq._saltKey);
     if (this.linear) hits = this.linear.trim(this.coreKv(r), seq, r, 0, hits);
     if (hits === 0) return;
     if (hits * B === seq._numTokens) {
@@ -373,7 +375,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const first = seq._shared;
     if (n <= first) return;
     const parent = first > 0 ? seq._table[first - 1]! : 0;
-    const r = this.managers[seq._dpRank]!.insertFrom(seq._tokens, seq._table, first, n - first, parent);
+    const r = this.managers[seq._dpRank]!.insertFrom(seq._tokens, seq._table, first, n - first, parent, seq._saltKey);
     if (r < 0) throw new Error(`kvpool: internal error caching a sequence (core code ${r})`);
   }
 
@@ -429,11 +431,42 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   }
 
   stats(): PoolRankStats[] {
-    return this.managers.map((m, r) => ({
-      ...m.stats(),
-      singleBlocksFree: this.singles[r]!.numFreeBlocks(),
-      singleBlocksUsed: this.singles[r]!.numUsedBlocks(),
-    }));
+    return this.managers.map((m, r) =>
+      rankStats(m.stats(), this.blockSize, this.singles[r]!.numFreeBlocks(), this.singles[r]!.numUsedBlocks()),
+    );
+  }
+
+  /** `stats()` summed over ranks (hit rate recomputed from the sums). */
+  totalStats(): PoolRankStats {
+    return sumStats(this.stats());
+  }
+
+  /**
+   * Every rank's figures in the Prometheus text format (`kvpool_*` metrics,
+   * label `dp_rank`, plus the constant `labels` given, e.g. `{ model }`).
+   */
+  metricsText(labels: Record<string, string> = {}): string {
+    return renderMetrics(this.stats(), checkLabels(labels));
+  }
+
+  // ---- KV-cache events ----
+
+  /** Starts (true) or stops recording KV-cache events on every rank (off by default). */
+  recordEvents(on: boolean): void {
+    checkBool('on', on);
+    for (const m of this.managers) m.recordEvents(on);
+  }
+
+  /** The events recorded since the last drain, rank by rank, each rank's in order; forgets them. */
+  drainEvents(): KVEvent[] {
+    const out: KVEvent[] = [];
+    this.managers.forEach((m, r) => m.drainEvents(r, out));
+    return out;
+  }
+
+  /** Evicts every cached block no sequence holds, on every rank; returns how many per rank. */
+  resetPrefixCache(): number[] {
+    return this.managers.map((m) => m.resetPrefixCache());
   }
 
   /** Pending block copies of beam-search swaps on `dpRank`. */

@@ -122,6 +122,13 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
 
   // ---- allocation: device first, then the host prefix and its load plan ----
 
+  /** The host tier keys blocks without a tenant salt, so salted sequences are refused here. */
+  protected override own(seq: unknown, name = 'sequence'): Sequence {
+    const s = super.own(seq, name);
+    if (s._salt !== null) throw new TypeError(`${name}: cacheSalt is not supported with a host tier (HierarchyBlockManagerPool)`);
+    return s;
+  }
+
   protected override allocateOne(seq: Sequence, numTokens: number): boolean {
     return this.allocateTiered(seq, numTokens, Infinity);
   }

@@ -25,6 +25,15 @@ export interface ForkOptions {
   swapLastBlock?: boolean;
 }
 
+export interface SequenceOptions {
+  /**
+   * Tenant isolation: mixed into the hash of the first block only, so
+   * sequences with different salts never share prefix-cache blocks and
+   * sequences with the same salt share as usual. Omitted or "" = no salt.
+   */
+  cacheSalt?: string;
+}
+
 export class Sequence {
   /** @internal */ _tokens: Int32Array;
   /** @internal */ _numTokens: number;
@@ -40,11 +49,14 @@ export class Sequence {
   _composite: CompositeBlockTables | null = null;
   /** @internal live linear-state slot, -1 when none */ _linearSlot = -1;
   /** @internal the live slot holds this sequence's state (restored or computed) */ _linearInit = false;
+  /** @internal the cache salt, null for none */ _salt: string | null = null;
+  /** @internal its 16-byte digest (block 0's parent hash), set by the pool when placed */ _saltKey: Uint8Array | null = null;
   readonly numPromptTokens: number;
 
   /** A sequence whose prompt is `prompt` (int32 tokens). */
-  constructor(prompt: ArrayLike<number> = []) {
+  constructor(prompt: ArrayLike<number> = [], options?: SequenceOptions) {
     const toks = checkInt32Array('prompt', prompt);
+    const salt = options === undefined ? null : parseSalt(options);
     const n = toks.length;
     this._tokens = new Int32Array(Math.max(16, n + (n >> 2)));
     if (toks instanceof Int32Array) this._tokens.set(toks);
@@ -52,6 +64,18 @@ export class Sequence {
     this._numTokens = n;
     this.numPromptTokens = n;
     this._table = new Int32Array(16);
+    this._salt = salt;
+  }
+
+  /** The cache salt ("" when none). Settable only before the first allocation. */
+  get cacheSalt(): string {
+    return this._salt ?? '';
+  }
+
+  set cacheSalt(salt: string) {
+    if (typeof salt !== 'string') throw new TypeError(`cacheSalt must be a string, got ${describe(salt)}`);
+    if (this._owner !== null) throw new Error('cacheSalt can only be set before the sequence is first allocated');
+    this._salt = salt === '' ? null : salt;
   }
 
   /**
@@ -241,6 +265,8 @@ export class Sequence {
     child._dpRank = this._dpRank;
     child._owner = owner;
     child._needSwap = swap && this._numBlocks > 0;
+    child._salt = this._salt;
+    child._saltKey = this._saltKey;
     owner.forkSequence(this, child);
     return child;
   }
@@ -268,4 +294,14 @@ export class Sequence {
     if (!this._owner) throw new Error(`${what}: the sequence has not been placed in a pool yet (allocate it first)`);
     return this._owner;
   }
+}
+
+function parseSalt(options: SequenceOptions): string | null {
+  if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
+  for (const k of Object.keys(options)) {
+    if (k !== 'cacheSalt') throw new TypeError(`options: unknown option ${JSON.stringify(k)} (known: cacheSalt)`);
+  }
+  const salt = options.cacheSalt ?? '';
+  if (typeof salt !== 'string') throw new TypeError(`options.cacheSalt must be a string, got ${describe(salt)}`);
+  return salt === '' ? null : salt;
 }

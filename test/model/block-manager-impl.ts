@@ -4,6 +4,12 @@
 import { chainKey } from './chain-key.js';
 import { ModelPrefixCache } from './prefix-cache.js';
 
+/** A recorded event, by block id and key (the model's keys are not XXH3). */
+export type ModelEvent =
+  | { type: 'stored'; blockId: number; key: string; parentKey: string | null; tokenIds: number[] }
+  | { type: 'removed'; blockId: number; key: string }
+  | { type: 'cleared' };
+
 export interface ModelManagerOptions {
   numBlocks: number;
   blockSize: number;
@@ -21,6 +27,14 @@ export class ModelBlockManager {
   /** The key stamped on each id by match/insert (until it is freed). */
   readonly stamp = new Map<number, string>();
   readonly prefix = new ModelPrefixCache();
+  /** Recorded events since the last drain. */
+  readonly events: ModelEvent[] = [];
+  recording = false;
+  /** Cached ids announced by a stored event (a consumer knows them). */
+  readonly told = new Set<number>();
+  /** The most ids ever used at once (kept only with trackPeak: it costs a scan per step). */
+  peakUsed = 0;
+  trackPeak = false;
   counters = { matchCalls: 0, blocksQueried: 0, blocksHit: 0, blocksInserted: 0, blocksEvicted: 0, blocksAllocated: 0, allocationFailures: 0 };
 
   constructor(o: ModelManagerOptions) {
@@ -59,6 +73,7 @@ export class ModelBlockManager {
       out.push(id);
     }
     this.counters.blocksAllocated += n;
+    this.notePeak();
     return out;
   }
 
@@ -83,6 +98,11 @@ export class ModelBlockManager {
       if (id <= 0 || id >= this.numBlocks || this.ref[id] === 0) throw new RangeError(`ids[${i}] = ${id} cannot be retained`);
     });
     for (const id of ids) this.ref[id]!++;
+    this.notePeak();
+  }
+
+  private notePeak(): void {
+    if (this.trackPeak) this.peakUsed = Math.max(this.peakUsed, this.numUsedBlocks());
   }
 
   evict(k: number): number {
@@ -90,6 +110,8 @@ export class ModelBlockManager {
     for (const [key, id] of this.prefix.entries) {
       if (done >= k) break;
       if (this.ref[id]! > 1) continue; // held by a sequence: skipped
+      if (this.recording && this.told.has(id)) this.events.push({ type: 'removed', blockId: id, key });
+      this.told.delete(id);
       this.prefix.remove(key);
       this.release1(id);
       done++;
@@ -98,32 +120,32 @@ export class ModelBlockManager {
     return done;
   }
 
-  /** The key of block `b` of `tokens`, given the key of block b-1. */
-  private keyAt(parent: string | null, tokens: ArrayLike<number>, b: number): string {
-    return chainKey(parent, tokens, b * this.blockSize, (b + 1) * this.blockSize);
+  /** The key of block `b` of `tokens`, given the key of block b-1 (the salt only counts for block 0). */
+  private keyAt(parent: string | null, tokens: ArrayLike<number>, b: number, salt: string): string {
+    return chainKey(parent, tokens, b * this.blockSize, (b + 1) * this.blockSize, parent === null ? salt : '');
   }
 
   /** The key of block `b - 1`: stamped on `parentId`, else computed from the tokens. */
-  private parentKey(tokens: ArrayLike<number>, first: number, parentId: number): string | null {
+  private parentKey(tokens: ArrayLike<number>, first: number, parentId: number, salt: string): string | null {
     if (first === 0) return null;
     const stamped = this.stamp.get(parentId);
     if (stamped !== undefined) return stamped;
     let key: string | null = null;
-    for (let b = 0; b < first; b++) key = this.keyAt(key, tokens, b);
+    for (let b = 0; b < first; b++) key = this.keyAt(key, tokens, b, salt);
     return key;
   }
 
-  allocateShared(tokens: ArrayLike<number>, existing: number[] = []): number[] {
+  allocateShared(tokens: ArrayLike<number>, existing: number[] = [], salt = ''): number[] {
     const nFull = Math.floor(tokens.length / this.blockSize);
     if (nFull <= existing.length) return []; // nothing to look up: not counted
     this.counters.matchCalls++;
     this.counters.blocksQueried += nFull - existing.length;
     if (!this.prefixOn) return [];
-    let parent = this.parentKey(tokens, existing.length, existing[existing.length - 1] ?? 0);
+    let parent = this.parentKey(tokens, existing.length, existing[existing.length - 1] ?? 0, salt);
     const hits: number[] = [];
     const keys: string[] = [];
     for (let b = existing.length; b < nFull; b++) {
-      const key = this.keyAt(parent, tokens, b);
+      const key = this.keyAt(parent, tokens, b, salt);
       const id = this.prefix.get(key);
       if (id === undefined) break;
       this.ref[id]!++;
@@ -133,10 +155,11 @@ export class ModelBlockManager {
     }
     this.prefix.touchReversed(keys);
     this.counters.blocksHit += hits.length;
+    this.notePeak();
     return hits;
   }
 
-  cache(tokens: ArrayLike<number>, ids: number[], existing = 0): number {
+  cache(tokens: ArrayLike<number>, ids: number[], existing = 0, salt = ''): number {
     const n = Math.min(Math.floor(tokens.length / this.blockSize), ids.length);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id]! - this.cachedCount(id) <= 0) {
@@ -144,11 +167,11 @@ export class ModelBlockManager {
       }
     });
     if (!this.prefixOn) return 0;
-    let parent = this.parentKey(tokens, existing, ids[existing - 1] ?? 0);
+    let parent = this.parentKey(tokens, existing, ids[existing - 1] ?? 0, salt);
     const visited: string[] = [];
     let added = 0;
     for (let b = existing; b < n; b++) {
-      const key = this.keyAt(parent, tokens, b);
+      const key = this.keyAt(parent, tokens, b, salt);
       const id = ids[b]!;
       if (this.prefix.has(key)) {
         visited.push(key); // refreshed; the caller's duplicate block is not cached
@@ -157,6 +180,13 @@ export class ModelBlockManager {
         this.prefix.add(key, id);
         this.ref[id]!++;
         this.stamp.set(id, key);
+        if (this.recording) {
+          const p = parent !== null ? this.prefix.get(parent) : undefined;
+          const known = p !== undefined && this.told.has(p);
+          const tokenIds = Array.from(tokens).slice(b * this.blockSize, (b + 1) * this.blockSize);
+          this.events.push({ type: 'stored', blockId: id, key, parentKey: known ? parent : null, tokenIds });
+          this.told.add(id);
+        }
         visited.push(key);
         added++;
       } // else: the id is already cached under another key; not cached twice
@@ -202,7 +232,7 @@ export class ModelBlockManager {
     let parent: string | null = null;
     let hits = 0;
     for (let b = 0; b < nFull; b++) {
-      parent = this.keyAt(parent, tokens, b);
+      parent = this.keyAt(parent, tokens, b, '');
       if (!this.prefix.has(parent)) break;
       hits++;
     }
@@ -211,6 +241,28 @@ export class ModelBlockManager {
 
   isCached(id: number): boolean {
     return this.prefix.keyOf.has(id);
+  }
+
+  recordEvents(on: boolean): void {
+    if (on && !this.recording) this.told.clear();
+    this.recording = on;
+  }
+
+  drainEvents(): ModelEvent[] {
+    return this.events.splice(0);
+  }
+
+  /** Evicts every evictable entry; a whole-cache clear is one "cleared" event. */
+  resetPrefixCache(): number {
+    const clear = this.recording && this.numEvictableBlocks() === this.prefix.size;
+    if (clear) this.recording = false;
+    const n = this.evict(this.numEvictableBlocks());
+    if (clear) {
+      this.recording = true;
+      this.told.clear();
+      this.events.push({ type: 'cleared' });
+    }
+    return n;
   }
 
   numFreeBlocks(): number {

@@ -66,8 +66,8 @@ export class ModelBlockManagerPool {
     return table.slice(0, safe);
   }
 
-  newSequence(prompt: ArrayLike<number>): ModelSequence {
-    return new ModelSequence(prompt);
+  newSequence(prompt: ArrayLike<number>, salt = ''): ModelSequence {
+    return new ModelSequence(prompt, salt);
   }
 
   private rankOf(s: ModelSequence): number {
@@ -88,7 +88,7 @@ export class ModelBlockManagerPool {
 
   private attachShared(s: ModelSequence, m: ModelBlockManager): void {
     const B = this.blockSize;
-    let hits = this.trim(s, this.managers.indexOf(m), m.allocateShared(s.tokens), 0);
+    let hits = this.trim(s, this.managers.indexOf(m), m.allocateShared(s.tokens, [], s.salt), 0);
     if (hits.length === 0) return;
     if (hits.length * B === s.numTokens) {
       m.deallocate([hits[hits.length - 1]!]);
@@ -170,7 +170,7 @@ export class ModelBlockManagerPool {
     const before = { table: [...s.blockTable], shared: s.sharedBlocks };
     if (this.prefixOn && s.blockTable.length === s.sharedBlocks) {
       const existed = s.blockTable.length;
-      const kept = this.trim(s, r, [...s.blockTable, ...m.allocateShared(s.tokens, s.blockTable)], existed);
+      const kept = this.trim(s, r, [...s.blockTable, ...m.allocateShared(s.tokens, s.blockTable, s.salt)], existed);
       s.sharedBlocks += kept.length - existed;
       s.blockTable = kept;
     }
@@ -205,7 +205,7 @@ export class ModelBlockManagerPool {
     if (!this.prefixOn || s.dpRank < 0) return;
     const n = Math.min(Math.floor(numTokens / this.blockSize), s.blockTable.length);
     if (n <= s.sharedBlocks) return;
-    this.managers[s.dpRank]!.cache(s.tokens.slice(0, n * this.blockSize), s.blockTable.slice(0, n), s.sharedBlocks);
+    this.managers[s.dpRank]!.cache(s.tokens.slice(0, n * this.blockSize), s.blockTable.slice(0, n), s.sharedBlocks, s.salt);
   }
 
   deallocate(s: ModelSequence, cacheFirst = true): void {
@@ -217,7 +217,7 @@ export class ModelBlockManagerPool {
   }
 
   fork(parent: ModelSequence, swapLastBlock = false): ModelSequence {
-    const c = new ModelSequence(parent.tokens);
+    const c = new ModelSequence(parent.tokens, parent.salt);
     (c as { numPromptTokens: number }).numPromptTokens = parent.numPromptTokens;
     c.blockTable = [...parent.blockTable];
     c.sharedBlocks = parent.sharedBlocks;
@@ -226,6 +226,14 @@ export class ModelBlockManagerPool {
     c.needsSwap = swapLastBlock && parent.blockTable.length > 0;
     if (c.blockTable.length > 0) this.managers[parent.dpRank]!.retain(c.blockTable);
     return c;
+  }
+
+  recordEvents(on: boolean): void {
+    for (const m of this.managers) m.recordEvents(on);
+  }
+
+  resetPrefixCache(): number[] {
+    return this.managers.map((m) => m.resetPrefixCache());
   }
 
   numFreeBlocks(): number[] {

@@ -10,9 +10,12 @@ export class ModelSequence {
   singleBlockId = -1;
   needsSwap = false;
   linearSlot = -1;
+  /** Cache salt ("" = none). */
+  readonly salt: string;
 
-  constructor(prompt: ArrayLike<number>) {
+  constructor(prompt: ArrayLike<number>, salt = '') {
     this.tokens = Array.from(prompt);
+    this.salt = salt;
     this.numPromptTokens = this.tokens.length;
   }
 
