@@ -4,12 +4,14 @@
 // `*Into`/`*From` methods, which write into caller-owned arrays and cross
 // the boundary once per call.
 
-import { core, growing, loadCore, mem, views } from '../core/instance.js';
+import type { CoreExports } from '../core/exports.js';
+import { loadCore } from '../core/instance.js';
 import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, MATCH_COUNT, MATCH_TOUCH, REC, STAT_FIELDS } from '../core/manager-exports.js';
+import { plainRuntime, type CoreRuntime } from '../core/runtime.js';
+import type { MemViews, Staging } from '../core/staging.js';
 
 /** Blocks staged per core call when matching (see matchInto). */
 const MATCH_WINDOW = 32;
-import { byteSpace, idSpace, stageIds, stageTokens } from '../core/staging.js';
 import { checkInt, checkInt32Array } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import { throwIdError } from './core-errors.js';
@@ -33,6 +35,14 @@ export abstract class CoreManager {
   readonly seedLo: number;
   /** @internal */
   readonly seedHi: number;
+  /** @internal the core instance this manager runs on */
+  protected readonly rt: CoreRuntime;
+  /** @internal its raw exports */
+  protected readonly ex: CoreExports;
+  /** @internal its memory views (refreshed in place) */
+  protected readonly mem: MemViews;
+  /** @internal its staging areas */
+  protected readonly stg: Staging;
   private disposed = false;
 
   protected constructor(cfg: CoreManagerConfig) {
@@ -40,11 +50,25 @@ export abstract class CoreManager {
     this.blockSize = cfg.blockSize;
     this.seedLo = cfg.seedLo;
     this.seedHi = cfg.seedHi;
-    const ptr = growing((e) => e.mgr_create(cfg.numBlocks, cfg.blockSize, cfg.prefixOn ? 1 : 0, cfg.seedLo, cfg.seedHi));
+    this.rt = this.coreRuntime();
+    this.ex = this.rt.core();
+    this.mem = this.rt.mem;
+    this.stg = this.rt.staging;
+    this.ptr = this.createRegion(cfg);
+  }
+
+  /** @internal Which core instance managers of this class run on (hook for the shared-memory build). */
+  protected coreRuntime(): CoreRuntime {
+    return plainRuntime;
+  }
+
+  /** @internal Creates the manager's region in the core; returns its header pointer. */
+  protected createRegion(cfg: CoreManagerConfig): number {
+    const ptr = this.rt.growing((e) => e.mgr_create(cfg.numBlocks, cfg.blockSize, cfg.prefixOn ? 1 : 0, cfg.seedLo, cfg.seedHi));
     if (ptr === 0) {
       throw new RangeError(`kvpool: Wasm memory exhausted creating a manager of ${cfg.numBlocks} blocks`);
     }
-    this.ptr = ptr;
+    return ptr;
   }
 
   /** Resolves once the Wasm core is loaded (constructors are synchronous after that). */
@@ -55,43 +79,43 @@ export abstract class CoreManager {
   allocate(n: number): Int32Array | null {
     this.live();
     checkInt('n', n);
-    const out = idSpace(n);
-    if (core().mgr_allocate(this.ptr, n, out) < 0) return null;
-    return mem.i32.slice(out >>> 2, (out >>> 2) + n);
+    const out = this.stg.idSpace(n);
+    if (this.ex.mgr_allocate(this.ptr, n, out) < 0) return null;
+    return this.mem.i32.slice(out >>> 2, (out >>> 2) + n);
   }
 
   deallocate(ids: ArrayLike<number>): void {
     this.live();
     const list = checkInt32Array('ids', ids);
-    const p = stageIds(list);
-    const code = core().mgr_release(this.ptr, p, list.length);
-    if (code < 0) throwIdError(code, 'ids', list, 0, this.numBlocks);
+    const p = this.stg.stageIds(list);
+    const code = this.ex.mgr_release(this.ptr, p, list.length);
+    if (code < 0) throwIdError(code, 'ids', list, 0, this.numBlocks, this.ex);
   }
 
   retain(ids: ArrayLike<number>): void {
     this.live();
     const list = checkInt32Array('ids', ids);
-    const p = stageIds(list);
-    const code = core().mgr_retain(this.ptr, p, list.length);
-    if (code < 0) throwIdError(code, 'ids', list, 0, this.numBlocks);
+    const p = this.stg.stageIds(list);
+    const code = this.ex.mgr_retain(this.ptr, p, list.length);
+    if (code < 0) throwIdError(code, 'ids', list, 0, this.numBlocks, this.ex);
   }
 
   evict(n: number): number {
     this.live();
     checkInt('n', n);
-    return core().mgr_evict(this.ptr, n);
+    return this.ex.mgr_evict(this.ptr, n);
   }
 
   numFreeBlocks(): number {
-    return core().mgr_num_free(this.ptr);
+    return this.ex.mgr_num_free(this.ptr);
   }
 
   numUsedBlocks(): number {
-    return core().mgr_num_used(this.ptr);
+    return this.ex.mgr_num_used(this.ptr);
   }
 
   numBlocksInPrefixCache(): number {
-    return core().mgr_num_cached(this.ptr);
+    return this.ex.mgr_num_cached(this.ptr);
   }
 
   numTotalBlocks(): number {
@@ -104,9 +128,9 @@ export abstract class CoreManager {
 
   stats(): BlockManagerStats {
     this.live();
-    const out = byteSpace(STAT_FIELDS.length * 8);
-    core().mgr_stats(this.ptr, out);
-    const f = mem.f64;
+    const out = this.stg.byteSpace(STAT_FIELDS.length * 8);
+    this.ex.mgr_stats(this.ptr, out);
+    const f = this.mem.f64;
     const base = out >>> 3;
     const s = {} as Record<(typeof STAT_FIELDS)[number], number>;
     STAT_FIELDS.forEach((k, i) => (s[k] = f[base + i]!));
@@ -115,9 +139,9 @@ export abstract class CoreManager {
 
   check(): void {
     this.live();
-    const code = core().mgr_check(this.ptr);
+    const code = this.ex.mgr_check(this.ptr);
     if (code !== 0) {
-      const id = core().mgr_error_index();
+      const id = this.ex.mgr_error_index();
       const msg = CHECK_MESSAGES[code] ?? `code ${code}`;
       throw new Error(`kvpool: manager state is inconsistent: ${msg}${id >= 0 ? ` (id ${id})` : ''}`);
     }
@@ -127,7 +151,7 @@ export abstract class CoreManager {
   refCount(id: number): number {
     this.live();
     checkInt('id', id, 0, this.numBlocks - 1);
-    return core().mgr_ref(this.ptr, id);
+    return this.ex.mgr_ref(this.ptr, id);
   }
 
   /**
@@ -136,8 +160,8 @@ export abstract class CoreManager {
    */
   holderCounts(): Int32Array {
     this.live();
-    const e = core();
-    const v = views();
+    const e = this.ex;
+    const v = this.rt.views();
     const recs = e.mgr_recs_ptr(this.ptr);
     const stride = 1 << e.mgr_rec_shift(this.ptr);
     const out = new Int32Array(this.numBlocks);
@@ -151,8 +175,8 @@ export abstract class CoreManager {
   /** A copy of the free stack, bottom first (the last element is handed out next). */
   freeIds(): Int32Array {
     this.live();
-    const v = views();
-    const p = core().mgr_free_ptr(this.ptr) >>> 2;
+    const v = this.rt.views();
+    const p = this.ex.mgr_free_ptr(this.ptr) >>> 2;
     return v.i32.slice(p, p + this.numFreeBlocks());
   }
 
@@ -162,8 +186,8 @@ export abstract class CoreManager {
    */
   lruOrder(): Int32Array {
     this.live();
-    const e = core();
-    const v = views();
+    const e = this.ex;
+    const v = this.rt.views();
     const recs = e.mgr_recs_ptr(this.ptr);
     const shift = e.mgr_rec_shift(this.ptr);
     const ids: number[] = [];
@@ -183,7 +207,7 @@ export abstract class CoreManager {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    core().mgr_destroy(this.ptr);
+    this.ex.mgr_destroy(this.ptr);
   }
 
   /** @internal */
@@ -195,9 +219,9 @@ export abstract class CoreManager {
 
   /** @internal Pops `n` ids into `dst[at..]`; false (nothing popped) when short. */
   allocateInto(n: number, dst: Int32Array, at: number): boolean {
-    const out = idSpace(n);
-    if (core().mgr_allocate(this.ptr, n, out) < 0) return false;
-    const i32 = mem.i32;
+    const out = this.stg.idSpace(n);
+    if (this.ex.mgr_allocate(this.ptr, n, out) < 0) return false;
+    const i32 = this.mem.i32;
     const base = out >>> 2;
     if (n <= 8) for (let i = 0; i < n; i++) dst[at + i] = i32[base + i]!;
     else dst.set(i32.subarray(base, base + n), at);
@@ -207,15 +231,15 @@ export abstract class CoreManager {
   /** @internal Drops one reference on each of `ids[start..end)`; returns the core's code. */
   releaseFrom(ids: Int32Array, start: number, end: number): number {
     if (end <= start) return 0;
-    const p = stageIds(ids, start, end);
-    return core().mgr_release(this.ptr, p, end - start);
+    const p = this.stg.stageIds(ids, start, end);
+    return this.ex.mgr_release(this.ptr, p, end - start);
   }
 
   /** @internal Adds one reference to each of `ids[start..end)`. */
   retainFrom(ids: Int32Array, start: number, end: number): number {
     if (end <= start) return 0;
-    const p = stageIds(ids, start, end);
-    return core().mgr_retain(this.ptr, p, end - start);
+    const p = this.stg.stageIds(ids, start, end);
+    return this.ex.mgr_retain(this.ptr, p, end - start);
   }
 
   /**
@@ -238,8 +262,8 @@ export abstract class CoreManager {
       if (h < n) break;
       parent = dst[at + hits - 1]!;
     }
-    const p = stageIds(dst, at, at + hits);
-    core().mgr_touch_reversed(this.ptr, p, hits);
+    const p = this.stg.stageIds(dst, at, at + hits);
+    this.ex.mgr_touch_reversed(this.ptr, p, hits);
     return hits;
   }
 
@@ -253,17 +277,17 @@ export abstract class CoreManager {
     flags: number,
     queried: number,
   ): number {
-    const e = core();
+    const e = this.ex;
     const B = this.blockSize;
-    const out = idSpace(nBlocks);
-    let tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
+    const out = this.stg.idSpace(nBlocks);
+    let tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
     let hits = e.mgr_match(this.ptr, tok, nBlocks, parentId, 0, out, flags, queried);
     if (hits === ERR_UNSTAMPED_PARENT) {
       const parent = this.parentFromTokens(tokens, first);
-      tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
+      tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
       hits = e.mgr_match(this.ptr, tok, nBlocks, 0, parent, out, flags, queried);
     }
-    const i32 = mem.i32;
+    const i32 = this.mem.i32;
     const base = out >>> 2;
     for (let i = 0; i < hits; i++) dst[at + i] = i32[base + i]!;
     return hits;
@@ -276,15 +300,15 @@ export abstract class CoreManager {
    */
   insertFrom(tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number): number {
     if (nBlocks <= 0) return 0;
-    const e = core();
+    const e = this.ex;
     const B = this.blockSize;
-    let idp = stageIds(ids, first, first + nBlocks);
-    let tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
+    let idp = this.stg.stageIds(ids, first, first + nBlocks);
+    let tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
     let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, 0);
     if (r === ERR_UNSTAMPED_PARENT) {
       const parent = this.parentFromTokens(tokens, first);
-      idp = stageIds(ids, first, first + nBlocks);
-      tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
+      idp = this.stg.stageIds(ids, first, first + nBlocks);
+      tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
       r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent);
     }
     return r;
@@ -293,9 +317,9 @@ export abstract class CoreManager {
   /** The chain hash of block `first - 1`, computed from the tokens (in the byte area). */
   private parentFromTokens(tokens: ArrayLike<number>, first: number): number {
     const B = this.blockSize;
-    const tok = stageTokens(tokens, 0, first * B);
-    const out = byteSpace(first * 16);
-    core().hash_blocks(tok, first * B, B, this.seedLo, this.seedHi, out);
+    const tok = this.stg.stageTokens(tokens, 0, first * B);
+    const out = this.stg.byteSpace(first * 16);
+    this.ex.hash_blocks(tok, first * B, B, this.seedLo, this.seedHi, out);
     return out + (first - 1) * 16;
   }
 }

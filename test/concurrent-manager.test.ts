@@ -1,0 +1,193 @@
+// ConcurrentBlockManagerImpl over the shared-memory core: several threads on
+// one manager, re-entrancy of the lock, a worker dying with the lock held,
+// and handing managers over through share()/attach().
+
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it } from 'vitest';
+import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
+import { ConcurrentBlockManagerImpl } from '../bindings/managers/concurrent-block-manager-impl.js';
+import { LockTimeoutError } from '../bindings/managers/shared-lock.js';
+import { hammer, type Tally } from './support/concurrent-hammer.js';
+
+const BOOT = new URL('./support/ts-worker.mjs', import.meta.url);
+const ENTRY = new URL('./support/concurrent-worker.ts', import.meta.url).href;
+
+function spawn(data: object): Worker {
+  return new Worker(BOOT, { workerData: { ...data, entry: ENTRY } });
+}
+
+function nextMessage<T>(w: Worker): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onMsg = (m: T) => {
+      w.off('error', reject);
+      resolve(m);
+    };
+    w.once('message', onMsg);
+    w.once('error', reject);
+  });
+}
+
+describe('ConcurrentBlockManagerImpl across threads', () => {
+  it('four workers and the main thread hammer one manager: state stays whole, counters add up', async () => {
+    const m = new ConcurrentBlockManagerImpl({ numBlocks: 48, blockSize: 2 });
+    const desc = m.share();
+    const owners = new SharedArrayBuffer(48 * 4);
+    const start = new SharedArrayBuffer(8);
+    const OPS = 1500;
+    const workers = [1, 2, 3, 4].map((i) => spawn({ mode: 'hammer', desc, ops: OPS, seed: 1000 + i, tag: i + 1, owners, start }));
+    try {
+      const ready = await Promise.all(workers.map((w) => nextMessage<{ threadId: number }>(w)));
+      const ids = new Set([m.threadId, ...ready.map((r) => r.threadId)]);
+      expect(ids.size).toBe(5); // every thread has its own lock identity
+      const done = workers.map((w) => nextMessage<{ tally: Tally }>(w));
+      const s = new Int32Array(start);
+      Atomics.store(s, 0, 1);
+      Atomics.notify(s, 0);
+      const mine = hammer(m, OPS, 1000, new Int32Array(owners), 1);
+      const tallies = [mine, ...(await Promise.all(done)).map((d) => d.tally)];
+      const sum = (k: keyof Tally) => tallies.reduce((a, t) => a + t[k], 0);
+
+      m.check();
+      expect(sum('heldTwice')).toBe(0);
+      // Every thread let go of everything: nothing used, every id free or cached.
+      expect(m.numUsedBlocks()).toBe(0);
+      expect(m.numFreeBlocks() + m.numBlocksInPrefixCache()).toBe(47);
+      const holders = m.holderCounts();
+      expect(holders[0]).toBe(1);
+      expect([...holders.subarray(1)].every((h) => h === 0)).toBe(true);
+      const free = [...m.freeIds()];
+      expect(new Set(free).size).toBe(free.length);
+      const st = m.stats();
+      expect(st.blocksAllocated).toBe(sum('idsAllocated'));
+      expect(st.allocationFailures).toBe(sum('allocFailures'));
+      expect(st.matchCalls).toBe(sum('matchCalls'));
+      expect(st.blocksQueried).toBe(sum('blocksQueried'));
+      expect(st.blocksHit).toBe(sum('blocksHit'));
+      expect(st.blocksInserted).toBe(sum('blocksInserted'));
+      // Evictions: the explicit ones plus those allocations made; every
+      // inserted entry is either still cached or was evicted.
+      expect(st.blocksEvicted).toBeGreaterThanOrEqual(sum('evictedExplicitly'));
+      expect(st.blocksInserted).toBe(st.numBlocksInPrefixCache + st.blocksEvicted);
+      // The threads really interleaved on shared chains.
+      expect(sum('blocksHit')).toBeGreaterThan(0);
+      expect(sum('allocateCalls')).toBeGreaterThan(0);
+    } finally {
+      await Promise.all(workers.map((w) => w.terminate()));
+      m.dispose();
+    }
+  });
+
+  it('a worker that dies holding the lock gives the others a clear error, not a hang', async () => {
+    const m = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2, lockTimeoutMs: 300 });
+    const start = new SharedArrayBuffer(8);
+    const w = spawn({ mode: 'die-holding', desc: m.share(), ops: 0, seed: 0, tag: 0, owners: start, start });
+    const code = await new Promise<number>((resolve) => w.once('exit', resolve));
+    expect(code).toBe(3);
+    const owner = Atomics.load(new Int32Array(start), 1);
+    expect(owner).toBeGreaterThan(0);
+    expect(owner).not.toBe(m.threadId);
+    let err: unknown;
+    try {
+      m.allocate(1);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(LockTimeoutError);
+    expect((err as LockTimeoutError).ownerThreadId).toBe(owner);
+    expect((err as Error).message).toMatch(
+      new RegExp(`timed out after 300 ms waiting for the manager lock held by thread ${owner}; that thread is stuck or died holding it`),
+    );
+  });
+});
+
+describe('ConcurrentBlockManagerImpl on one thread', () => {
+  it('an allocation that must evict re-enters the lock on the same thread instead of deadlocking', () => {
+    const depths: number[] = [];
+    class Probe extends ConcurrentBlockManagerImpl {
+      override evict(n: number): number {
+        return super.evict(n) + (depths.push(this.lockDepth()), 0);
+      }
+    }
+    const m = new Probe({ numBlocks: 5, blockSize: 1 });
+    const a = m.allocate(4)!;
+    expect(m.cache([7, 8, 9, 10], a)).toBe(4);
+    m.deallocate(a); // all four cached, unheld: evictable
+    expect(m.numFreeBlocks()).toBe(0);
+    const b = m.allocate(2); // must evict two entries while allocate holds the lock
+    // Eviction takes chain tails first: 4 then 3 go back to the free stack.
+    expect(b && [...b]).toEqual([3, 4]);
+    expect(depths).toEqual([1]); // evict ran inside allocate's hold (depth 1 after its own exit)
+    expect(m.stats().blocksEvicted).toBe(2);
+    expect(m.lockDepth()).toBe(0);
+    m.check();
+    m.dispose();
+  });
+
+  it('withLock makes a sequence of calls atomic and nests', () => {
+    const m = new ConcurrentBlockManagerImpl({ numBlocks: 6, blockSize: 2 });
+    const seen = m.withLock(() => {
+      const a = m.allocate(2)!;
+      const inner = m.withLock(() => m.lockDepth());
+      m.deallocate(a);
+      return [m.lockDepth(), inner, a.length];
+    });
+    expect(seen).toEqual([1, 2, 2]);
+    expect(m.lockDepth()).toBe(0);
+    // A throw inside gives every level back.
+    expect(() => m.withLock(() => m.deallocate([0]))).toThrow(RangeError);
+    expect(m.lockDepth()).toBe(0);
+    m.check();
+    m.dispose();
+  });
+
+  it('attach() on the same thread sees the same state; share() is structured-clonable', () => {
+    const m = new ConcurrentBlockManagerImpl({ numBlocks: 10, blockSize: 2, seed: 77n });
+    const a = m.allocate(3)!;
+    m.cache([1, 2, 3, 4, 5, 6], a);
+    const desc = structuredClone(m.share());
+    const m2 = ConcurrentBlockManagerImpl.attach(desc);
+    expect(m2.numFreeBlocks()).toBe(6);
+    expect([...m2.allocateShared([1, 2, 3, 4])]).toEqual([a[0], a[1]]);
+    expect(m.refCount(a[0]!)).toBe(3);
+    m2.dispose(); // an attached manager only detaches
+    expect(() => m2.allocate(1)).toThrow(/disposed/);
+    expect(m.numUsedBlocks()).toBe(3);
+    m.check();
+    m.dispose();
+  });
+
+  it('behaves like BlockManagerImpl on the same calls', () => {
+    const m = new ConcurrentBlockManagerImpl({ numBlocks: 9, blockSize: 2 });
+    const p = new BlockManagerImpl({ numBlocks: 9, blockSize: 2 });
+    for (const x of [m, p]) {
+      const a = x.allocate(3)!;
+      x.cache([5, 6, 7, 8, 9, 10, 11], a);
+      x.deallocate(a);
+      x.allocate(6);
+    }
+    expect(m.stats()).toEqual(p.stats());
+    expect([...m.freeIds()]).toEqual([...p.freeIds()]);
+    expect([...m.lruOrder()]).toEqual([...p.lruOrder()]);
+    m.dispose();
+    p.dispose();
+  });
+
+  it('validates options and descriptors before changing anything', () => {
+    expect(() => new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2, lockTimeoutMs: 0 })).toThrow(
+      /options.lockTimeoutMs must be >= 1, got 0/,
+    );
+    expect(() => new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2, bogus: 1 } as never)).toThrow(/bogus/);
+    expect(() => ConcurrentBlockManagerImpl.attach({} as never)).toThrow(TypeError);
+    const m = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    const d = m.share();
+    expect(() => ConcurrentBlockManagerImpl.attach({ ...d, ptr: 2 ** 31 })).toThrow(/outside the shared memory/);
+    expect(() => ConcurrentBlockManagerImpl.attach({ ...d, memory: {} as never })).toThrow(/descriptor.memory must be a WebAssembly.Memory/);
+    const before = m.stats();
+    expect(() => m.allocate(-1)).toThrow(RangeError);
+    expect(() => m.deallocate([99])).toThrow(/ids\[0\] = 99 is out of range/);
+    expect(m.stats()).toEqual(before);
+    expect(m.lockDepth()).toBe(0);
+    m.check();
+    m.dispose();
+  });
+});
