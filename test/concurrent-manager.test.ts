@@ -5,6 +5,8 @@
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
+import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
+import { Sequence } from '../bindings/pool/sequence.js';
 import { ConcurrentBlockManagerImpl } from '../bindings/managers/concurrent-block-manager-impl.js';
 import { LockTimeoutError } from '../bindings/managers/shared-lock.js';
 import { hammer, type Tally } from './support/concurrent-hammer.js';
@@ -189,5 +191,30 @@ describe('ConcurrentBlockManagerImpl on one thread', () => {
     expect(m.lockDepth()).toBe(0);
     m.check();
     m.dispose();
+  });
+});
+
+describe('BlockManagerPool with enableDisaggPd / enableKvcacheStore (seed 5.1)', () => {
+  it('gives each rank a ConcurrentBlockManagerImpl another thread can attach to', () => {
+    for (const flag of ['enableDisaggPd', 'enableKvcacheStore'] as const) {
+      const pool = new BlockManagerPool({ numBlocks: 12, blockSize: 2, dpSize: 2, [flag]: true });
+      expect(pool.managers.every((m) => m instanceof ConcurrentBlockManagerImpl)).toBe(true);
+      const s = new Sequence([1, 2, 3, 4, 5]);
+      expect(pool.allocate(s)).toBe(true);
+      const r = s.dpRank;
+      const view = ConcurrentBlockManagerImpl.attach((pool.managers[r] as ConcurrentBlockManagerImpl).share());
+      expect(view.numUsedBlocks()).toBe(3);
+      pool.deallocate(s);
+      expect(view.numUsedBlocks()).toBe(0);
+      expect(view.numFreeBlocks()).toBe(11); // nothing computed yet, so nothing cached
+      pool.check();
+      pool.dispose();
+    }
+    const plain = new BlockManagerPool({ numBlocks: 12, blockSize: 2 });
+    expect(plain.managers[0]).not.toBeInstanceOf(ConcurrentBlockManagerImpl);
+    plain.dispose();
+    expect(() => new BlockManagerPool({ numBlocks: 12, blockSize: 2, enableDisaggPd: 1 as never })).toThrow(
+      /options.enableDisaggPd must be a boolean, got 1/,
+    );
   });
 });

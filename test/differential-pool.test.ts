@@ -72,9 +72,9 @@ function samePools(p: BlockManagerPool, m: ModelBlockManagerPool): void {
   }
 }
 
-function run(ops: Op[], numBlocks: number, blockSize: number, dpSize: number, singles: number): void {
+function run(ops: Op[], numBlocks: number, blockSize: number, dpSize: number, singles: number, concurrent = false): void {
   const opts = { numBlocks, blockSize, dpSize, singleBlockCapacity: singles };
-  const pool = new BlockManagerPool(opts);
+  const pool = new BlockManagerPool(concurrent ? { ...opts, enableKvcacheStore: true } : opts);
   const model = new ModelBlockManagerPool(opts);
   const seqs: Array<[Sequence, ModelSequence]> = [];
   const pick = (i: number) => seqs[i % seqs.length]!;
@@ -150,6 +150,20 @@ describe('pool vs reference model', () => {
         (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles),
       ),
       { numRuns: 300 },
+    );
+  });
+
+  it('agrees with ConcurrentBlockManagerImpl ranks (enableKvcacheStore)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 50 }),
+        fc.integer({ min: 3, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 2, max: 6 }),
+        (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles, true),
+      ),
+      { numRuns: 100 },
     );
   });
 });

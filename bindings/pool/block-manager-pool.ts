@@ -5,6 +5,7 @@
 import { loadCore } from '../core/instance.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
+import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import type { CoreManager } from '../managers/core-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
@@ -27,9 +28,18 @@ export interface BlockManagerPoolOptions {
   singleBlockCapacity?: number;
   /** XXH3-128 seed of the block hash chain (default 1024). */
   seed?: number | bigint;
+  /**
+   * Disaggregated prefill/decode (default false): a transfer thread touches
+   * the managers too, so each rank gets a ConcurrentBlockManagerImpl (seed 5.1).
+   */
+  enableDisaggPd?: boolean;
+  /** A KV-cache store shares the managers (default false): as enableDisaggPd. */
+  enableKvcacheStore?: boolean;
 }
 
-const KEYS = ['numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed'] as const;
+const KEYS = [
+  'numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed', 'enableDisaggPd', 'enableKvcacheStore',
+] as const;
 
 export interface PoolRankStats extends BlockManagerStats {
   /** Single ids free / held on this rank. */
@@ -47,6 +57,8 @@ export function parsePoolOptions(o: BlockManagerPoolOptions, extraKeys: readonly
     enablePrefixCache: checkBool('options.enablePrefixCache', o.enablePrefixCache ?? true),
     singleBlockCapacity: checkInt('options.singleBlockCapacity', o.singleBlockCapacity ?? 202, 2),
     seed: o.seed ?? 1024,
+    enableDisaggPd: checkBool('options.enableDisaggPd', o.enableDisaggPd ?? false),
+    enableKvcacheStore: checkBool('options.enableKvcacheStore', o.enableKvcacheStore ?? false),
   };
 }
 
@@ -70,10 +82,12 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     this.numBlocks = o.numBlocks;
     this.dpSize = o.dpSize;
     this.enablePrefixCache = o.enablePrefixCache;
+    // Seed 5.1: managers other threads touch take a lock (shared-memory core).
+    const Impl = o.enableDisaggPd || o.enableKvcacheStore ? ConcurrentBlockManagerImpl : BlockManagerImpl;
     try {
       for (let r = 0; r < o.dpSize; r++) {
         this.managers.push(
-          new BlockManagerImpl({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed }),
+          new Impl({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed }),
         );
         this.singles.push(new SingleBlockManager({ numBlocks: o.singleBlockCapacity }));
         this.swaps.push([]);
@@ -86,8 +100,9 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** Loads the Wasm core if needed, then creates the pool. */
   static async create(options: BlockManagerPoolOptions): Promise<BlockManagerPool> {
-    parsePoolOptions(options);
+    const o = parsePoolOptions(options);
     await loadCore();
+    if (o.enableDisaggPd || o.enableKvcacheStore) await ConcurrentBlockManagerImpl.ready();
     return new BlockManagerPool(options);
   }
 
