@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import { ConcurrentBlockManagerImpl } from '../bindings/managers/concurrent-block-manager-impl.js';
+import { ConcurrentBlockManagerImpl, type SharedManagerDescriptor } from '../bindings/managers/concurrent-block-manager-impl.js';
 import { LockTimeoutError } from '../bindings/managers/shared-lock.js';
 import { hammer, type Tally } from './support/concurrent-hammer.js';
 
@@ -99,6 +99,40 @@ describe('ConcurrentBlockManagerImpl across threads', () => {
     expect((err as Error).message).toMatch(
       new RegExp(`timed out after 300 ms waiting for the manager lock held by thread ${owner}; that thread is stuck or died holding it`),
     );
+  });
+});
+
+describe('ConcurrentBlockManagerImpl handed back and forth', () => {
+  it('a manager a worker creates (growing the shared memory) is usable here', async () => {
+    const m = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    const before = m.share().memory.buffer.byteLength;
+    const w = spawn({ mode: 'create-big', desc: m.share(), ops: 0, seed: 0, tag: 0, owners: new SharedArrayBuffer(8), start: new SharedArrayBuffer(8) });
+    try {
+      const { desc, bytes } = await nextMessage<{ desc: SharedManagerDescriptor; bytes: number }>(w);
+      expect(bytes).toBeGreaterThan(before); // the worker grew the memory this thread runs on
+      const big = ConcurrentBlockManagerImpl.attach(desc); // same memory, a new Memory object after the round trip
+      expect(big.numUsedBlocks()).toBe(5);
+      const ids = big.allocate(99_990)!;
+      expect(ids.length).toBe(99_990);
+      expect(big.numFreeBlocks()).toBe(4);
+      big.deallocate(ids);
+      big.check();
+      // The first manager is untouched.
+      expect(m.numFreeBlocks()).toBe(7);
+      m.check();
+    } finally {
+      await w.terminate();
+      m.dispose();
+    }
+  });
+
+  it('a descriptor of another shared memory is refused in a thread that runs one', () => {
+    const m = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    const d = m.share();
+    const other = new WebAssembly.Memory({ initial: d.memory.buffer.byteLength >>> 16, maximum: 16384, shared: true });
+    expect(() => ConcurrentBlockManagerImpl.attach({ ...d, memory: other })).toThrow(/already runs managers over another shared memory/);
+    m.check();
+    m.dispose();
   });
 });
 

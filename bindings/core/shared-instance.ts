@@ -122,10 +122,13 @@ function sharedCore(): SharedCore {
  */
 export function attachSharedCore(memory: WebAssembly.Memory, module: WebAssembly.Module): void {
   if (cur) {
-    if (cur.memory === memory || cur.memory.buffer === memory.buffer) return;
     // Two Memory objects over one backing store compare unequal after
-    // postMessage; the data they hold is what matters.
-    if (sameBacking(cur.memory, memory)) return;
+    // postMessage; the data they hold is what matters. The manager may lie
+    // in memory another thread grew since this one last looked.
+    if (cur.memory === memory || sameBacking(cur.memory, memory)) {
+      refreshViews();
+      return;
+    }
     throw new Error('kvpool: this thread already runs managers over another shared memory; a thread uses one shared memory');
   }
   compiled ??= module;

@@ -1,7 +1,9 @@
 // Worker side of test/concurrent-manager.test.ts (run with `--import tsx`).
 // Attaches to the manager described in workerData and, by `mode`:
 // "hammer": waits for the start signal, runs hammer(), posts its tally;
-// "die-holding": takes the lock, notes its thread id, and exits without letting go.
+// "die-holding": takes the lock, notes its thread id, and exits without letting go;
+// "create-big": creates a manager large enough to grow the shared memory,
+// takes 5 ids from it and posts its descriptor back.
 
 import { parentPort, workerData } from 'node:worker_threads';
 import '../../bindings/wasm-node.js';
@@ -9,7 +11,7 @@ import { ConcurrentBlockManagerImpl, type SharedManagerDescriptor } from '../../
 import { hammer } from './concurrent-hammer.js';
 
 interface Data {
-  mode: 'hammer' | 'die-holding';
+  mode: 'hammer' | 'die-holding' | 'create-big';
   desc: SharedManagerDescriptor;
   ops: number;
   seed: number;
@@ -27,6 +29,10 @@ if (d.mode === 'hammer') {
   while (Atomics.load(start, 0) === 0) Atomics.wait(start, 0, 0);
   const tally = hammer(m, d.ops, d.seed, new Int32Array(d.owners), d.tag);
   parentPort!.postMessage({ tally, threadId: m.threadId });
+} else if (d.mode === 'create-big') {
+  const big = new ConcurrentBlockManagerImpl({ numBlocks: 100_000, blockSize: 4 });
+  big.allocate(5);
+  parentPort!.postMessage({ desc: big.share(), bytes: d.desc.memory.buffer.byteLength });
 } else {
   m.withLock(() => {
     Atomics.store(new Int32Array(d.start), 1, m.threadId); // who holds it, for the test
