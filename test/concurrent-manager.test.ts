@@ -2,6 +2,7 @@
 // one manager, re-entrancy of the lock, a worker dying with the lock held,
 // and handing managers over through share()/attach().
 
+import { readFileSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
@@ -123,6 +124,17 @@ describe('ConcurrentBlockManagerImpl handed back and forth', () => {
     } finally {
       await w.terminate();
       m.dispose();
+    }
+  });
+
+  it('a thread with no descriptor loads the shared core from its bytes (the browser path) and gets a memory of its own', async () => {
+    const bytes = readFileSync(new URL('../build/kvpool-shared.wasm', import.meta.url));
+    const w = spawn({ mode: 'load-bytes', bytes, desc: null, ops: 0, seed: 0, tag: 0, owners: null, start: null });
+    try {
+      const r = await nextMessage<{ hits: number[]; free: number; threadId: number }>(w);
+      expect(r).toEqual({ hits: [1, 2], free: 3, threadId: 1 }); // first instance over its new memory
+    } finally {
+      await w.terminate();
     }
   });
 

@@ -3,7 +3,9 @@
 // "hammer": waits for the start signal, runs hammer(), posts its tally;
 // "die-holding": takes the lock, notes its thread id, and exits without letting go;
 // "create-big": creates a manager large enough to grow the shared memory,
-// takes 5 ids from it and posts its descriptor back.
+// takes 5 ids from it and posts its descriptor back;
+// "load-bytes": without attaching, loads the shared core from its bytes the
+// way a browser page would (create(options, source)) and reports a few calls.
 
 import { parentPort, workerData } from 'node:worker_threads';
 import '../../bindings/wasm-node.js';
@@ -11,7 +13,8 @@ import { ConcurrentBlockManagerImpl, type SharedManagerDescriptor } from '../../
 import { hammer } from './concurrent-hammer.js';
 
 interface Data {
-  mode: 'hammer' | 'die-holding' | 'create-big';
+  mode: 'hammer' | 'die-holding' | 'create-big' | 'load-bytes';
+  bytes?: Uint8Array;
   desc: SharedManagerDescriptor;
   ops: number;
   seed: number;
@@ -21,9 +24,16 @@ interface Data {
 }
 
 const d = workerData as Data;
-const m = ConcurrentBlockManagerImpl.attach(d.desc);
+const m = d.mode === 'load-bytes' ? null! : ConcurrentBlockManagerImpl.attach(d.desc);
 
-if (d.mode === 'hammer') {
+if (d.mode === 'load-bytes') {
+  const own = await ConcurrentBlockManagerImpl.create({ numBlocks: 6, blockSize: 2 }, d.bytes!);
+  const a = own.allocate(2)!;
+  own.cache([1, 2, 3, 4], a);
+  own.deallocate(a);
+  own.check();
+  parentPort!.postMessage({ hits: [...own.allocateShared([1, 2, 3, 4, 5])], free: own.numFreeBlocks(), threadId: own.threadId });
+} else if (d.mode === 'hammer') {
   const start = new Int32Array(d.start);
   parentPort!.postMessage({ ready: true, threadId: m.threadId });
   while (Atomics.load(start, 0) === 0) Atomics.wait(start, 0, 0);
