@@ -3,3 +3,13 @@
 // thread. See heap.ts for what differs.
 export * from "./index";
 export { nextThreadId } from "./heap";
+
+import { release } from "./heap";
+import { prefixScratch } from "./prefix";
+import { derivedSecret } from "./xxh3";
+
+/** Gives this instance's own regions back; the instance must not be called afterwards. */
+export function threadRelease(): void {
+  release(prefixScratch());
+  release(derivedSecret());
+}

@@ -21,6 +21,11 @@ import { alloc } from "./heap";
 // shared-memory build gives each instance (thread) its own slots.
 const scratch: usize = ASC_FEATURE_THREADS ? alloc(32) : memory.data(32, 16);
 
+/** This instance's scratch region (the shared build gives it back when a thread leaves). */
+export function prefixScratch(): usize {
+  return scratch;
+}
+
 /**
  * The parent hash for a walk that starts after existing blocks: the hash
  * stamped on `parentId`, the 16 bytes at `parentPtr`, or none (0). Returns 1

@@ -55,6 +55,11 @@ const K_SECRET: usize = memory.data<u8>([
 const DERIVED: usize = ASC_FEATURE_THREADS ? alloc(SECRET_SIZE) : memory.data(<i32>SECRET_SIZE, 16);
 let derivedSeed: u64 = 0;
 
+/** This instance's derived-secret region (the shared build gives it back when a thread leaves). */
+export function derivedSecret(): usize {
+  return DERIVED;
+}
+
 /** Result of the last hash128() call. */
 export let resultLo: u64 = 0;
 export let resultHi: u64 = 0;

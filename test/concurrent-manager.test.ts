@@ -10,6 +10,7 @@ import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { ConcurrentBlockManagerImpl, type SharedManagerDescriptor } from '../bindings/managers/concurrent-block-manager-impl.js';
 import { LockTimeoutError } from '../bindings/managers/shared-lock.js';
+import { sharedRuntime } from '../bindings/core/shared-instance.js';
 import { hammer, type Tally } from './support/concurrent-hammer.js';
 
 const BOOT = new URL('./support/ts-worker.mjs', import.meta.url);
@@ -132,9 +133,33 @@ describe('ConcurrentBlockManagerImpl handed back and forth', () => {
     const w = spawn({ mode: 'load-bytes', bytes, desc: null, ops: 0, seed: 0, tag: 0, owners: null, start: null });
     try {
       const r = await nextMessage<{ hits: number[]; free: number; threadId: number }>(w);
-      expect(r).toEqual({ hits: [1, 2], free: 3, threadId: 1 }); // first instance over its new memory
+      expect(r).toMatchObject({ hits: [1, 2], free: 3, threadId: 1 }); // first instance over its new memory
+      expect((r as { refused?: string }).refused).toMatch(/1 shared-memory manager\(s\) of this thread are still open; dispose them first/);
     } finally {
       await w.terminate();
+    }
+  });
+
+  it('a worker that is done gives its regions of the shared memory back', async () => {
+    const m = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    const w = spawn({ mode: 'attach-release', desc: m.share(), ops: 0, seed: 0, tag: 0, owners: null, start: null });
+    try {
+      await nextMessage(w);
+      // Its token staging area (64 KiB + headroom) is on the shared free list
+      // now: a region that size is carved from it, not from the heap's top.
+      const e = sharedRuntime().core();
+      const top = e.heapTop();
+      const region = e.alloc(65536 + 16);
+      expect(region).toBeGreaterThan(0);
+      expect(region).toBeLessThan(top);
+      expect(e.heapTop()).toBe(top);
+      e.release(region);
+      expect(m.numUsedBlocks()).toBe(0);
+      expect(m.numBlocksInPrefixCache()).toBe(2);
+      m.check();
+    } finally {
+      await w.terminate();
+      m.dispose();
     }
   });
 

@@ -14,6 +14,8 @@ import type { WasmSource } from './instance.js';
 export interface SharedCoreExports extends CoreExports {
   /** A process-wide id for the calling instance: 1, 2, ... in instantiation order. */
   nextThreadId(): number;
+  /** Gives the instance's own regions (hashing scratch) back; no calls afterwards. */
+  threadRelease(): void;
 }
 
 /** Pages (64 KiB) the shared memory starts with, and its fixed maximum (asconfig.json "shared" target). */
@@ -158,6 +160,34 @@ export function sharedCoreInfo(): { memory: WebAssembly.Memory; module: WebAssem
 }
 
 let staging: Staging | null = null;
+let liveManagers = 0;
+
+/** Counts the managers this thread has open on its instance (see releaseSharedThread). */
+export function trackSharedManager(delta: 1 | -1): void {
+  liveManagers += delta;
+}
+
+/**
+ * Gives this thread's regions of the shared memory back (staging areas and
+ * hashing scratch, ~100 KB) and forgets the instance: for a worker about to
+ * exit while the memory lives on. Every manager opened in this thread must be
+ * disposed first; a later call here starts a new instance.
+ */
+export function releaseSharedThread(): void {
+  if (liveManagers > 0) {
+    throw new Error(`kvpool: ${liveManagers} shared-memory manager(s) of this thread are still open; dispose them first`);
+  }
+  if (!cur) return;
+  staging?.release();
+  cur.ex.threadRelease();
+  cur = null;
+  staging = null;
+  mem.buffer = new ArrayBuffer(0);
+  mem.u8 = new Uint8Array(0);
+  mem.i32 = new Int32Array(0);
+  mem.u32 = new Uint32Array(0);
+  mem.f64 = new Float64Array(0);
+}
 
 function growing<T>(fn: (e: CoreExports) => T): T {
   const c = sharedCore();

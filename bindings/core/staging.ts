@@ -40,6 +40,13 @@ class Area {
     return this.region + HEADROOM;
   }
 
+  /** Gives the region back (the area starts over empty). */
+  release(): void {
+    if (this.region !== 0) this.growing((e) => e.release(this.region));
+    this.region = 0;
+    this.capacity = 0;
+  }
+
   private grow(bytes: number): void {
     let cap = Math.max(this.initial, this.capacity * 2);
     while (cap < bytes) cap *= 2;
@@ -66,6 +73,13 @@ export class Staging {
     this.tokenArea = new Area(1 << 16, growing);
     this.idArea = new Area(1 << 14, growing);
     this.byteArea = new Area(1 << 12, growing);
+  }
+
+  /** Gives every area's region back to the core (a thread leaving a shared memory). */
+  release(): void {
+    this.tokenArea.release();
+    this.idArea.release();
+    this.byteArea.release();
   }
 
   /** Copies src[start, end) to linear memory at int32 index `at` (TypedArray.set takes plain arrays too). */

@@ -6,7 +6,9 @@
 
 import type { WasmSource } from '../core/instance.js';
 import type { CoreRuntime } from '../core/runtime.js';
-import { attachSharedCore, loadSharedCore, sharedCoreInfo, sharedRuntime } from '../core/shared-instance.js';
+import {
+  attachSharedCore, loadSharedCore, releaseSharedThread, sharedCoreInfo, sharedRuntime, trackSharedManager,
+} from '../core/shared-instance.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { BlockManager, BlockManagerStats } from './block-manager.js';
 import { BlockManagerImpl, parseManagerOptions, type BlockManagerOptions } from './block-manager-impl.js';
@@ -98,6 +100,7 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     this.lockPtr = lockPtr;
     const mem = this.mem;
     this.lock = new SharedLock(() => mem.i32, lockPtr, this.threadId, lockTimeoutMs);
+    trackSharedManager(1);
   }
 
   /** Loads the shared-memory core if needed (browsers: pass its URL or bytes), then creates the manager. */
@@ -145,6 +148,15 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     } finally {
       attaching = null;
     }
+  }
+
+  /**
+   * Gives this thread's own regions of the shared memory back (staging
+   * areas, hashing scratch): for a worker that is done while the memory
+   * lives on. Every manager of this thread must be disposed first.
+   */
+  static releaseThread(): void {
+    releaseSharedThread();
   }
 
   /** A structured-clonable descriptor of this manager for `attach` in another thread. */
@@ -317,6 +329,7 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
   override dispose(): void {
     if (this.released) return;
     this.released = true;
+    trackSharedManager(-1);
     if (!this.creator) return;
     this.lock.enter();
     try {

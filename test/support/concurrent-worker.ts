@@ -5,7 +5,9 @@
 // "create-big": creates a manager large enough to grow the shared memory,
 // takes 5 ids from it and posts its descriptor back;
 // "load-bytes": without attaching, loads the shared core from its bytes the
-// way a browser page would (create(options, source)) and reports a few calls.
+// way a browser page would (create(options, source)) and reports a few calls;
+// "attach-release": uses the attached manager, disposes it and releases the
+// thread's regions of the shared memory.
 
 import { parentPort, workerData } from 'node:worker_threads';
 import '../../bindings/wasm-node.js';
@@ -13,7 +15,7 @@ import { ConcurrentBlockManagerImpl, type SharedManagerDescriptor } from '../../
 import { hammer } from './concurrent-hammer.js';
 
 interface Data {
-  mode: 'hammer' | 'die-holding' | 'create-big' | 'load-bytes';
+  mode: 'hammer' | 'die-holding' | 'create-big' | 'load-bytes' | 'attach-release';
   bytes?: Uint8Array;
   desc: SharedManagerDescriptor;
   ops: number;
@@ -32,13 +34,31 @@ if (d.mode === 'load-bytes') {
   own.cache([1, 2, 3, 4], a);
   own.deallocate(a);
   own.check();
-  parentPort!.postMessage({ hits: [...own.allocateShared([1, 2, 3, 4, 5])], free: own.numFreeBlocks(), threadId: own.threadId });
+  const hits = [...own.allocateShared([1, 2, 3, 4, 5])];
+  const report = { hits, free: own.numFreeBlocks(), threadId: own.threadId, refused: '' };
+  try {
+    ConcurrentBlockManagerImpl.releaseThread(); // a manager is still open
+  } catch (e) {
+    report.refused = (e as Error).message;
+  }
+  own.dispose();
+  ConcurrentBlockManagerImpl.releaseThread();
+  parentPort!.postMessage(report);
 } else if (d.mode === 'hammer') {
   const start = new Int32Array(d.start);
   parentPort!.postMessage({ ready: true, threadId: m.threadId });
   while (Atomics.load(start, 0) === 0) Atomics.wait(start, 0, 0);
   const tally = hammer(m, d.ops, d.seed, new Int32Array(d.owners), d.tag);
   parentPort!.postMessage({ tally, threadId: m.threadId });
+} else if (d.mode === 'attach-release') {
+  // Use the manager (staging areas get made), then leave the memory cleanly.
+  const a = m.allocate(2)!;
+  m.cache([9, 9, 8, 8], a);
+  m.deallocate(m.allocateShared([9, 9, 8, 8]));
+  m.deallocate(a);
+  m.dispose();
+  ConcurrentBlockManagerImpl.releaseThread();
+  parentPort!.postMessage({ done: true });
 } else if (d.mode === 'create-big') {
   const big = new ConcurrentBlockManagerImpl({ numBlocks: 100_000, blockSize: 4 });
   big.allocate(5);
