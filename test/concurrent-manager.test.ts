@@ -101,6 +101,15 @@ describe('ConcurrentBlockManagerImpl across threads', () => {
     expect((err as Error).message).toMatch(
       new RegExp(`timed out after 300 ms waiting for the manager lock held by thread ${owner}; that thread is stuck or died holding it`),
     );
+    // Where Atomics.wait is not allowed (a browser's main thread), the waiter
+    // spins instead, and gives up the same way.
+    const w2 = spawn({ mode: 'no-wait', desc: m.share(), ops: 0, seed: 0, tag: 0, owners: null, start: null });
+    try {
+      const r = await nextMessage<{ name: string; owner: number; waitCalls: number }>(w2);
+      expect(r).toEqual({ name: 'LockTimeoutError', owner, waitCalls: 1 });
+    } finally {
+      await w2.terminate();
+    }
   });
 });
 
@@ -178,7 +187,10 @@ describe('ConcurrentBlockManagerImpl on one thread', () => {
     const depths: number[] = [];
     class Probe extends ConcurrentBlockManagerImpl {
       override evict(n: number): number {
-        return super.evict(n) + (depths.push(this.lockDepth()), 0);
+        return this.withLock(() => {
+          depths.push(this.lockDepth());
+          return super.evict(n); // takes a third level
+        });
       }
     }
     const m = new Probe({ numBlocks: 5, blockSize: 1 });
@@ -189,7 +201,7 @@ describe('ConcurrentBlockManagerImpl on one thread', () => {
     const b = m.allocate(2); // must evict two entries while allocate holds the lock
     // Eviction takes chain tails first: 4 then 3 go back to the free stack.
     expect(b && [...b]).toEqual([3, 4]);
-    expect(depths).toEqual([1]); // evict ran inside allocate's hold (depth 1 after its own exit)
+    expect(depths).toEqual([2]); // evict ran inside allocate's hold: the lock was re-entered
     expect(m.stats().blocksEvicted).toBe(2);
     expect(m.lockDepth()).toBe(0);
     m.check();

@@ -6,6 +6,8 @@
 // takes 5 ids from it and posts its descriptor back;
 // "load-bytes": without attaching, loads the shared core from its bytes the
 // way a browser page would (create(options, source)) and reports a few calls;
+// "no-wait": tries the manager with Atomics.wait throwing, as on a browser's
+// main thread, and reports the error;
 // "attach-release": uses the attached manager, disposes it and releases the
 // thread's regions of the shared memory.
 
@@ -15,7 +17,7 @@ import { ConcurrentBlockManagerImpl, type SharedManagerDescriptor } from '../../
 import { hammer } from './concurrent-hammer.js';
 
 interface Data {
-  mode: 'hammer' | 'die-holding' | 'create-big' | 'load-bytes' | 'attach-release';
+  mode: 'hammer' | 'die-holding' | 'create-big' | 'load-bytes' | 'attach-release' | 'no-wait';
   bytes?: Uint8Array;
   desc: SharedManagerDescriptor;
   ops: number;
@@ -50,6 +52,19 @@ if (d.mode === 'load-bytes') {
   while (Atomics.load(start, 0) === 0) Atomics.wait(start, 0, 0);
   const tally = hammer(m, d.ops, d.seed, new Int32Array(d.owners), d.tag);
   parentPort!.postMessage({ tally, threadId: m.threadId });
+} else if (d.mode === 'no-wait') {
+  // As on a browser's main thread: Atomics.wait throws.
+  let waitCalls = 0;
+  Atomics.wait = () => {
+    waitCalls++;
+    throw new TypeError('Atomics.wait cannot be called in this context');
+  };
+  try {
+    m.allocate(1);
+    parentPort!.postMessage({ name: 'none' });
+  } catch (e) {
+    parentPort!.postMessage({ name: (e as Error).name, owner: (e as { ownerThreadId?: number }).ownerThreadId, waitCalls });
+  }
 } else if (d.mode === 'attach-release') {
   // Use the manager (staging areas get made), then leave the memory cleanly.
   const a = m.allocate(2)!;
