@@ -1,5 +1,6 @@
-// Node-only: finds build/kvpool.wasm (and kvpool-shared.wasm) next to the package and loads it
-// synchronously on first use, so constructors work without an `await`.
+// Node-only: finds build/kvpool.wasm (and kvpool-shared.wasm) next to the
+// package and loads it synchronously on first use, so constructors work
+// without an `await`.
 
 import { readFileSync } from 'node:fs';
 import { setDefaultSource, setSyncLoader } from './core/instance.js';
