@@ -11,7 +11,8 @@ import { Sequence } from '../bindings/pool/sequence.js';
 import { ConcurrentBlockManagerImpl, type SharedManagerDescriptor } from '../bindings/managers/concurrent-block-manager-impl.js';
 import { LockTimeoutError } from '../bindings/managers/shared-lock.js';
 import { sharedRuntime } from '../bindings/core/shared-instance.js';
-import { hammer, type Tally } from './support/concurrent-hammer.js';
+import { hashBlocks } from '../bindings/hash.js';
+import { hammer, prompt, type Tally } from './support/concurrent-hammer.js';
 
 const BOOT = new URL('./support/ts-worker.mjs', import.meta.url);
 const ENTRY = new URL('./support/concurrent-worker.ts', import.meta.url).href;
@@ -78,6 +79,57 @@ describe('ConcurrentBlockManagerImpl across threads', () => {
     } finally {
       await Promise.all(workers.map((w) => w.terminate()));
       m.dispose();
+    }
+  });
+
+  it('threads hashing at once for managers of different seeds each key blocks with their own derived secret', async () => {
+    // Blocks of 64 tokens take XXH3's long path, which derives a secret from
+    // the seed: per-thread state in the shared build. Two managers, two
+    // seeds, hammered at the same time; afterwards every cached block must
+    // carry exactly the key its tokens have under its manager's seed. (A
+    // shared secret fails this every run; a shared hashing scratch would be
+    // a race of a few nanoseconds, which this catches only by luck.)
+    const B = 64;
+    const x = new ConcurrentBlockManagerImpl({ numBlocks: 40, blockSize: B, seed: 5 });
+    const y = new ConcurrentBlockManagerImpl({ numBlocks: 40, blockSize: B, seed: 6n << 40n });
+    const owners = new SharedArrayBuffer(40 * 4);
+    const owners2 = new SharedArrayBuffer(40 * 4);
+    const start = new SharedArrayBuffer(8);
+    const workers = [
+      spawn({ mode: 'hammer', desc: x.share(), ops: 800, seed: 7, tag: 2, owners, start }),
+      spawn({ mode: 'hammer', desc: y.share(), ops: 800, seed: 8, tag: 2, owners: owners2, start }),
+      spawn({ mode: 'hammer', desc: y.share(), ops: 800, seed: 9, tag: 3, owners: owners2, start }),
+    ];
+    try {
+      await Promise.all(workers.map((w) => nextMessage(w)));
+      const done = Promise.all(workers.map((w) => nextMessage<{ tally: Tally }>(w)));
+      Atomics.store(new Int32Array(start), 0, 1);
+      Atomics.notify(new Int32Array(start), 0);
+      const mine = hammer(x, 800, 6, new Int32Array(owners), 1);
+      const tallies = [mine, ...(await done).map((d) => d.tally)];
+      expect(tallies.reduce((a, t) => a + t.heldTwice, 0)).toBe(0);
+      const e = sharedRuntime().core();
+      for (const [m, seed] of [[x, 5], [y, 6n << 40n]] as const) {
+        m.check();
+        const keys = new Set<string>();
+        for (let p = 0; p < 12; p++) {
+          const h = hashBlocks(prompt(p, 4, B), B, seed);
+          for (let b = 0; b < 4; b++) keys.add(Buffer.from(h.subarray(b * 16, b * 16 + 16)).toString('hex'));
+        }
+        const cached = m.lruOrder();
+        expect(cached.length).toBeGreaterThan(0);
+        const out = e.alloc(16);
+        const v = sharedRuntime().views();
+        for (const id of cached) {
+          expect(e.mgr_block_hash(m.ptr, id, out)).toBe(1);
+          expect(keys.has(Buffer.from(v.u8.subarray(out, out + 16)).toString('hex'))).toBe(true);
+        }
+        e.release(out);
+      }
+    } finally {
+      await Promise.all(workers.map((w) => w.terminate()));
+      x.dispose();
+      y.dispose();
     }
   });
 

@@ -31,8 +31,8 @@ function rng(seed: number): () => number {
   };
 }
 
-/** Prompts sharing prefixes across threads: 3 roots, each with 4 branches. */
-function prompt(p: number, blocks: number, B: number): number[] {
+/** Prompts sharing prefixes across threads: 3 roots, each with 4 branches (p in 0..11, up to 4 blocks). */
+export function prompt(p: number, blocks: number, B: number): number[] {
   const root = p % 3;
   const branch = Math.floor(p / 3) % 4;
   const t: number[] = [];
