@@ -60,17 +60,42 @@ let freeList: usize = 0; // regions given back, linked through their headers
 
 // Region calls are rare and short (a manager or a staging area), so waiting
 // threads spin; a spin also works on a browser's main thread, where waiting
-// is not allowed.
+// is not allowed. A thread killed inside a region call would leave the lock
+// taken: after SPIN_LIMIT tries (seconds) the call gives up and says so
+// through heapLockStuck(), instead of wedging every later region call.
 // @ts-ignore: decorator
-@inline function lockHeap(): void {
+@inline const SPIN_LIMIT: i32 = 1 << 27;
+let stuck: i32 = 0;
+
+// @ts-ignore: decorator
+@inline function lockHeap(): bool {
   if (SHARED) {
-    while (atomic.cmpxchg<i32>(stateBase() + STATE_LOCK, 0, 1) != 0) {}
+    let n = 0;
+    while (atomic.cmpxchg<i32>(stateBase() + STATE_LOCK, 0, 1) != 0) {
+      if (++n == SPIN_LIMIT) {
+        stuck = 1;
+        return false;
+      }
+    }
   }
+  return true;
 }
 
 // @ts-ignore: decorator
 @inline function unlockHeap(): void {
   if (SHARED) atomic.store<i32>(stateBase() + STATE_LOCK, 0);
+}
+
+/** 1 when a region call of this instance gave up waiting for the region lock (then cleared). */
+export function heapLockStuck(): i32 {
+  const s = stuck;
+  stuck = 0;
+  return s;
+}
+
+/** Byte offset of the shared allocator state (lock word first); for tests. */
+export function heapState(): usize {
+  return SHARED ? stateBase() : 0;
 }
 
 /** A process-wide id for the calling instance (shared build: 1, 2, ... in instantiation order). */
@@ -91,7 +116,7 @@ function ensureMemory(end: usize): bool {
 
 /** A zeroed region of `bytes` bytes, 16-byte aligned, or 0 when memory is exhausted. */
 export function alloc(bytes: usize): usize {
-  lockHeap();
+  if (!lockHeap()) return 0;
   const r = allocLocked(bytes);
   unlockHeap();
   return r;
@@ -132,7 +157,7 @@ function allocLocked(bytes: usize): usize {
 /** Gives a region back; it is reused by later allocations of at most its size. */
 export function release(ptr: usize): void {
   if (ptr == 0) return;
-  lockHeap();
+  if (!lockHeap()) return; // the region is lost rather than the lock broken
   store<usize>(ptr - HEADER + sizeof<usize>(), getFree());
   setFree(ptr);
   unlockHeap();

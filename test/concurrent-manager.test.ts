@@ -10,7 +10,7 @@ import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { ConcurrentBlockManagerImpl, type SharedManagerDescriptor } from '../bindings/managers/concurrent-block-manager-impl.js';
 import { LockTimeoutError } from '../bindings/managers/shared-lock.js';
-import { sharedRuntime } from '../bindings/core/shared-instance.js';
+import { sharedRuntime, type SharedCoreExports } from '../bindings/core/shared-instance.js';
 import { hashBlocks } from '../bindings/hash.js';
 import { hammer, prompt, type Tally } from './support/concurrent-hammer.js';
 
@@ -235,6 +235,29 @@ describe('ConcurrentBlockManagerImpl handed back and forth', () => {
 });
 
 describe('ConcurrentBlockManagerImpl on one thread', () => {
+  it('a region lock left taken (a thread killed while creating a manager) gives a clear error, not a hang', () => {
+    const m = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    m.deallocate(m.allocate(2)!); // this thread's id staging area exists from here on
+    const e = sharedRuntime().core() as SharedCoreExports;
+    const word = e.heapState() >>> 2;
+    const i32 = sharedRuntime().views().i32;
+    expect(Atomics.compareExchange(i32, word, 0, 1)).toBe(0); // as if a dead thread held it
+    try {
+      expect(() => new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 })).toThrow(
+        /gave up waiting for the shared core's region lock .* a thread died in the middle of such a call/,
+      );
+      // Calls that take no region still work.
+      expect(m.allocate(2)).toEqual(Int32Array.from([2, 1]));
+    } finally {
+      Atomics.store(i32, word, 0);
+    }
+    const again = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    again.check();
+    again.dispose();
+    m.check();
+    m.dispose();
+  });
+
   it('an allocation that must evict re-enters the lock on the same thread instead of deadlocking', () => {
     const depths: number[] = [];
     class Probe extends ConcurrentBlockManagerImpl {

@@ -16,7 +16,16 @@ export interface SharedCoreExports extends CoreExports {
   nextThreadId(): number;
   /** Gives the instance's own regions (hashing scratch) back; no calls afterwards. */
   threadRelease(): void;
+  /** 1 when a region call gave up waiting for the region lock (then cleared). */
+  heapLockStuck(): number;
+  /** Byte offset of the shared allocator state (its lock word first). */
+  heapState(): number;
 }
+
+/** What a region call that gave up on the region lock reports. */
+const HEAP_STUCK =
+  'kvpool: gave up waiting for the shared core\'s region lock (used while creating managers and staging areas); ' +
+  'a thread died in the middle of such a call, and the shared memory cannot take new regions any more';
 
 /** Pages (64 KiB) the shared memory starts with, and its fixed maximum (asconfig.json "shared" target). */
 export const SHARED_INITIAL_PAGES = 32;
@@ -61,6 +70,7 @@ export function setSharedSyncLoader(fn: () => WebAssembly.Module): void {
 function instantiate(module: WebAssembly.Module, memory: WebAssembly.Memory, instance?: WebAssembly.Instance): void {
   const inst = instance ?? new WebAssembly.Instance(module, { env: { memory } });
   const ex = inst.exports as unknown as SharedCoreExports;
+  if (ex.heapLockStuck()) throw new Error(HEAP_STUCK); // its start function takes regions
   cur = { memory, module, ex, threadId: ex.nextThreadId() };
   refreshViews();
 }
@@ -191,11 +201,14 @@ export function releaseSharedThread(): void {
 
 function growing<T>(fn: (e: CoreExports) => T): T {
   const c = sharedCore();
+  let r: T;
   try {
-    return fn(c.ex);
+    r = fn(c.ex);
   } finally {
     refreshViews();
   }
+  if (c.ex.heapLockStuck()) throw new Error(HEAP_STUCK);
+  return r;
 }
 
 /** The runtime managers on the shared build use in this thread. */
