@@ -91,10 +91,12 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     this.threadId = sharedCoreInfo().threadId;
     let lockPtr = desc?.lockPtr ?? 0;
     if (!desc) {
-      lockPtr = this.rt.growing((e) => e.alloc(LOCK_BYTES));
-      if (lockPtr === 0) {
+      try {
+        lockPtr = this.rt.growing((e) => e.alloc(LOCK_BYTES));
+        if (lockPtr === 0) throw new RangeError('kvpool: Wasm memory exhausted creating a manager lock');
+      } catch (e) {
         this.ex.mgr_destroy(this.ptr);
-        throw new RangeError('kvpool: Wasm memory exhausted creating a manager lock');
+        throw e;
       }
     }
     this.lockPtr = lockPtr;
