@@ -87,7 +87,10 @@ function newMemory(): WebAssembly.Memory {
 function moduleSync(): WebAssembly.Module {
   if (compiled) return compiled;
   if (!syncLoader) {
-    throw new Error('kvpool: the shared-memory core is not loaded yet; `await ConcurrentBlockManagerImpl.ready()` first');
+    throw new Error(
+      'kvpool: the shared-memory core is not loaded; `await ConcurrentBlockManagerImpl.ready(source)` first, ' +
+        'with the URL or bytes of build/kvpool-shared.wasm (Node loads it by itself)',
+    );
   }
   compiled = syncLoader();
   return compiled;
