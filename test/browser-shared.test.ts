@@ -82,10 +82,16 @@ describe('ConcurrentBlockManagerImpl in a browser', () => {
       expect(r['worker']).toEqual({ ids: [5, 6], threadId: locked.threadId, sawWaiter: true });
       expect(r['used']).toBe(6);
     } finally {
-      browser.kill();
+      // Chromium's helpers write to the profile until the browser has exited.
+      if (browser.exitCode === null && browser.signalCode === null) {
+        await new Promise((res) => {
+          browser.once('exit', res);
+          browser.kill();
+        });
+      }
       server.close();
       rmSync(dist, { recursive: true, force: true });
-      rmSync(profile, { recursive: true, force: true });
+      rmSync(profile, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
     }
   });
 });
