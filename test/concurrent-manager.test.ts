@@ -283,6 +283,21 @@ describe('ConcurrentBlockManagerImpl on one thread', () => {
     m.dispose();
   });
 
+  it('a new instance over the live memory (a thread starting) leaves every manager as it was', () => {
+    const m = new ConcurrentBlockManagerImpl({ numBlocks: 12, blockSize: 64 });
+    const t = Array.from({ length: 4 * 64 }, (_, i) => i * 7);
+    const a = m.allocate(4)!;
+    m.cache(t, a); // hashes on XXH3's long path: the derived secret is in use
+    const before = { stats: m.stats(), lru: [...m.lruOrder()], free: [...m.freeIds()], holders: [...m.holderCounts()] };
+    const { memory, module } = m.share();
+    const other = new WebAssembly.Instance(module, { env: { memory } }); // re-applies its data segments
+    expect((other.exports as unknown as SharedCoreExports).nextThreadId()).toBeGreaterThan(m.threadId);
+    expect({ stats: m.stats(), lru: [...m.lruOrder()], free: [...m.freeIds()], holders: [...m.holderCounts()] }).toEqual(before);
+    expect([...m.allocateShared(t)]).toEqual([...a]); // this thread's hashing is intact too
+    m.check();
+    m.dispose();
+  });
+
   it('withLock makes a sequence of calls atomic and nests', () => {
     const m = new ConcurrentBlockManagerImpl({ numBlocks: 6, blockSize: 2 });
     const seen = m.withLock(() => {
