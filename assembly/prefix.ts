@@ -15,10 +15,17 @@ import { touch } from "./lru";
 import { tableFind, tableInsert } from "./table";
 import { chainHash } from "./chain";
 import { recordStored } from "./events";
+import { alloc } from "./heap";
 
 // Two 16-byte scratch slots: the hash being computed and the previous one
-// (the parent of the next block when the block itself is not cached).
-const scratch = memory.data(32, 16);
+// (the parent of the next block when the block itself is not cached). The
+// shared-memory build gives each instance (thread) its own slots.
+const scratch: usize = ASC_FEATURE_THREADS ? alloc(32) : memory.data(32, 16);
+
+/** This instance's scratch region (the shared build gives it back when a thread leaves). */
+export function prefixScratch(): usize {
+  return scratch;
+}
 
 /**
  * The parent hash for a walk that starts after existing blocks: the hash

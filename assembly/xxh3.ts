@@ -11,6 +11,8 @@
 // The long path (> 240 bytes) accumulates with 128-bit SIMD, two 64-bit
 // accumulator lanes per vector.
 
+import { alloc } from "./heap";
+
 // ---------------------------------------------------------------- constants
 
 const PRIME32_1: u64 = 0x9e3779b1;
@@ -46,9 +48,17 @@ const K_SECRET: usize = memory.data<u8>([
   0x45, 0xcb, 0x3a, 0x8f, 0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,
 ], 16);
 
-/** Secret derived from `derivedSeed` (XXH3_initCustomSecret); valid when derivedSeed != 0. */
-const DERIVED: usize = memory.data(<i32>SECRET_SIZE, 16);
+/**
+ * Secret derived from `derivedSeed` (XXH3_initCustomSecret); valid when
+ * derivedSeed != 0. Per instance (thread) in the shared-memory build.
+ */
+const DERIVED: usize = ASC_FEATURE_THREADS ? alloc(SECRET_SIZE) : memory.data(<i32>SECRET_SIZE, 16);
 let derivedSeed: u64 = 0;
+
+/** This instance's derived-secret region (the shared build gives it back when a thread leaves). */
+export function derivedSecret(): usize {
+  return DERIVED;
+}
 
 /** Result of the last hash128() call. */
 export let resultLo: u64 = 0;

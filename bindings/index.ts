@@ -9,6 +9,12 @@ export { loadCore, isCoreLoaded, type WasmSource } from './core/instance.js';
 export { xxh3_128, hashBlocks } from './hash.js';
 export type { BlockManager, BlockManagerStats } from './managers/block-manager.js';
 export { BlockManagerImpl, type BlockManagerOptions } from './managers/block-manager-impl.js';
+export {
+  ConcurrentBlockManagerImpl,
+  type ConcurrentBlockManagerOptions,
+  type SharedManagerDescriptor,
+} from './managers/concurrent-block-manager-impl.js';
+export { LockTimeoutError } from './managers/shared-lock.js';
 export { SingleBlockManager, type SingleBlockManagerOptions } from './managers/single-block-manager.js';
 export {
   CompositeBlockManager,

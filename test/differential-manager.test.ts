@@ -5,6 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
+import { ConcurrentBlockManagerImpl } from '../bindings/managers/concurrent-block-manager-impl.js';
 import { SingleBlockManager } from '../bindings/managers/single-block-manager.js';
 import { ModelBlockManager } from './model/block-manager-impl.js';
 import { ModelSingleBlockManager } from './model/single-block-manager.js';
@@ -58,10 +59,10 @@ function compare(core: BlockManagerImpl | SingleBlockManager, model: ModelBlockM
   }).toEqual(model.counters);
 }
 
-function run(ops: Op[], numBlocks: number, blockSize: number, single: boolean): void {
+function run(ops: Op[], numBlocks: number, blockSize: number, single: boolean, Impl = BlockManagerImpl): void {
   const core = single
     ? new SingleBlockManager({ numBlocks })
-    : new BlockManagerImpl({ numBlocks, blockSize });
+    : new Impl({ numBlocks, blockSize });
   const model = single ? new ModelSingleBlockManager(numBlocks) : new ModelBlockManager({ numBlocks, blockSize });
   model.trackPeak = true;
   const B = core.blockSize;
@@ -152,6 +153,18 @@ describe('core vs reference model', () => {
         (ops, numBlocks, blockSize) => run(ops, numBlocks, blockSize, false),
       ),
       { numRuns: 300 },
+    );
+  });
+
+  it('ConcurrentBlockManagerImpl (shared-memory core, one thread) agrees on random operation sequences', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 2, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        (ops, numBlocks, blockSize) => run(ops, numBlocks, blockSize, false, ConcurrentBlockManagerImpl),
+      ),
+      { numRuns: 150 },
     );
   });
 

@@ -89,12 +89,15 @@ function samePools(p: BlockManagerPool, m: ModelBlockManagerPool): void {
   }
 }
 
-function run(ops: Op[], numBlocks: number, blockSize: number, dpSize: number, singles: number, linear: LinearOpts | null = null): void {
+function run(
+  ops: Op[], numBlocks: number, blockSize: number, dpSize: number, singles: number,
+  linear: LinearOpts | null = null, concurrent = false,
+): void {
   const opts = {
     numBlocks, blockSize, dpSize, singleBlockCapacity: singles,
     ...(linear ? { enableLinearState: true, linearStateNumSlots: linear.numSlots, linearStateReuse: linear.reuse } : {}),
   };
-  const pool = new BlockManagerPool(opts);
+  const pool = new BlockManagerPool(concurrent ? { ...opts, enableKvcacheStore: true } : opts);
   const model = new ModelBlockManagerPool(opts);
   const seqs: Array<[Sequence, ModelSequence]> = [];
   const pick = (i: number) => seqs[i % seqs.length]!;
@@ -194,6 +197,20 @@ describe('pool vs reference model', () => {
         fc.integer({ min: 2, max: 6 }),
         fc.record({ numSlots: fc.integer({ min: 2, max: 16 }), reuse: fc.constantFrom('furthest' as const, 'contiguous' as const) }),
         (ops, numBlocks, blockSize, dpSize, singles, linear) => run(ops, numBlocks, blockSize, dpSize, singles, linear),
+      ),
+      { numRuns: 100 },
+    );
+  });
+
+  it('agrees with ConcurrentBlockManagerImpl ranks (enableKvcacheStore)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 50 }),
+        fc.integer({ min: 3, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 2, max: 6 }),
+        (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles, null, true),
       ),
       { numRuns: 100 },
     );

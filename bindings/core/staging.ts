@@ -2,7 +2,10 @@
 // A call copies its tokens/ids into one of these areas with a single
 // TypedArray.set, passes the pointer, and reads results from the same place.
 // Areas only grow (doubling), so steady-state calls allocate nothing.
+// Each core instance has its own areas (a shared-memory instance: one set
+// per thread, so threads never stage into the same bytes).
 
+import type { CoreExports } from './exports.js';
 import { growing, mem } from './instance.js';
 
 /**
@@ -11,11 +14,25 @@ import { growing, mem } from './instance.js';
  */
 export const HEADROOM = 16;
 
+/** The memory views a staging set copies through (refreshed in place by its owner). */
+export interface MemViews {
+  u8: Uint8Array;
+  i32: Int32Array;
+  u32: Uint32Array;
+  f64: Float64Array;
+  buffer: ArrayBufferLike;
+}
+
+type Growing = <T>(fn: (e: CoreExports) => T) => T;
+
 class Area {
   private region = 0;
   private capacity = 0; // bytes usable after the headroom
 
-  constructor(private readonly initial: number) {}
+  constructor(
+    private readonly initial: number,
+    private readonly growing: Growing,
+  ) {}
 
   /** Byte pointer of an area holding at least `bytes` bytes. */
   ensure(bytes: number): number {
@@ -23,58 +40,107 @@ class Area {
     return this.region + HEADROOM;
   }
 
+  /** Gives the region back (the area starts over empty). */
+  release(): void {
+    if (this.region !== 0) this.growing((e) => e.release(this.region));
+    this.region = 0;
+    this.capacity = 0;
+  }
+
   private grow(bytes: number): void {
     let cap = Math.max(this.initial, this.capacity * 2);
     while (cap < bytes) cap *= 2;
-    const region = growing((e) => e.alloc(cap + HEADROOM));
+    const region = this.growing((e) => e.alloc(cap + HEADROOM));
     if (region === 0) {
       throw new RangeError(`kvpool: Wasm memory exhausted while staging ${bytes} bytes`);
     }
-    if (this.region !== 0) growing((e) => e.release(this.region));
+    if (this.region !== 0) this.growing((e) => e.release(this.region));
     this.region = region;
     this.capacity = cap;
   }
 }
 
-const tokenArea = new Area(1 << 16);
-const idArea = new Area(1 << 14);
-const byteArea = new Area(1 << 12);
+/** The staging areas of one core instance. */
+export class Staging {
+  private readonly tokenArea: Area;
+  private readonly idArea: Area;
+  private readonly byteArea: Area;
 
-/** Copies src[start, end) to linear memory at int32 index `at` (TypedArray.set takes plain arrays too). */
-function copyInto(src: ArrayLike<number>, start: number, end: number, at: number): void {
-  const n = end - start;
-  if (n <= 8) {
-    const i32 = mem.i32;
-    for (let i = 0; i < n; i++) i32[at + i] = src[start + i]!;
-  } else if (src instanceof Int32Array) {
-    mem.i32.set(start === 0 && end === src.length ? src : src.subarray(start, end), at);
-  } else if (start === 0 && end === src.length) {
-    mem.i32.set(src, at);
-  } else {
-    mem.i32.set(Array.prototype.slice.call(src, start, end) as number[], at);
+  constructor(
+    growing: Growing,
+    private readonly mem: MemViews,
+  ) {
+    this.tokenArea = new Area(1 << 16, growing);
+    this.idArea = new Area(1 << 14, growing);
+    this.byteArea = new Area(1 << 12, growing);
+  }
+
+  /** Gives every area's region back to the core (a thread leaving a shared memory). */
+  release(): void {
+    this.tokenArea.release();
+    this.idArea.release();
+    this.byteArea.release();
+  }
+
+  /** Copies src[start, end) to linear memory at int32 index `at` (TypedArray.set takes plain arrays too). */
+  private copyInto(src: ArrayLike<number>, start: number, end: number, at: number): void {
+    const n = end - start;
+    const i32 = this.mem.i32;
+    if (n <= 8) {
+      for (let i = 0; i < n; i++) i32[at + i] = src[start + i]!;
+    } else if (src instanceof Int32Array) {
+      i32.set(start === 0 && end === src.length ? src : src.subarray(start, end), at);
+    } else if (start === 0 && end === src.length) {
+      i32.set(src, at);
+    } else {
+      i32.set(Array.prototype.slice.call(src, start, end) as number[], at);
+    }
+  }
+
+  /** Copies tokens into linear memory; returns their byte pointer (16 writable bytes before it). */
+  stageTokens(tokens: ArrayLike<number>, start = 0, end = tokens.length): number {
+    const ptr = this.tokenArea.ensure((end - start) * 4);
+    this.copyInto(tokens, start, end, ptr >>> 2);
+    return ptr;
+  }
+
+  /** Room for `n` int32 ids (to write into, or read back from). */
+  idSpace(n: number): number {
+    return this.idArea.ensure(n * 4);
+  }
+
+  /** Copies ids into linear memory; returns their byte pointer. */
+  stageIds(ids: ArrayLike<number>, start = 0, end = ids.length): number {
+    const ptr = this.idArea.ensure((end - start) * 4);
+    this.copyInto(ids, start, end, ptr >>> 2);
+    return ptr;
+  }
+
+  /** Room for `bytes` bytes of results (hashes) or raw input. */
+  byteSpace(bytes: number): number {
+    return this.byteArea.ensure(bytes);
   }
 }
 
-/** Copies tokens into linear memory; returns their byte pointer (16 writable bytes before it). */
+/** The staging areas of the plain (single-threaded) core. */
+export const plainStaging = new Staging(growing, mem);
+
+/** Copies tokens into the plain core's memory; returns their byte pointer (16 writable bytes before it). */
 export function stageTokens(tokens: ArrayLike<number>, start = 0, end = tokens.length): number {
-  const ptr = tokenArea.ensure((end - start) * 4);
-  copyInto(tokens, start, end, ptr >>> 2);
-  return ptr;
+  return plainStaging.stageTokens(tokens, start, end);
 }
 
-/** Room for `n` int32 ids (to write into, or read back from). */
+/** Room for `n` int32 ids in the plain core. */
 export function idSpace(n: number): number {
-  return idArea.ensure(n * 4);
+  return plainStaging.idSpace(n);
 }
 
-/** Copies ids into linear memory; returns their byte pointer. */
+/** Copies ids into the plain core's memory; returns their byte pointer. */
 export function stageIds(ids: ArrayLike<number>, start = 0, end = ids.length): number {
-  const ptr = idArea.ensure((end - start) * 4);
-  copyInto(ids, start, end, ptr >>> 2);
-  return ptr;
+  return plainStaging.stageIds(ids, start, end);
 }
 
-/** Room for `bytes` bytes of results (hashes) or raw input. */
+/** Room for `bytes` bytes in the plain core. */
 export function byteSpace(bytes: number): number {
-  return byteArea.ensure(bytes);
+  return plainStaging.byteSpace(bytes);
 }

@@ -1,6 +1,6 @@
 // BlockManagerImpl (seed section 4): free stack + prefix cache + padding id 0.
 
-import { core, loadCore } from '../core/instance.js';
+import { loadCore } from '../core/instance.js';
 import { checkBool, checkInt, checkInt32Array, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
 import type { BlockManager } from './block-manager.js';
 import { CoreManager } from './core-manager.js';
@@ -79,7 +79,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     this.checkHeld(list, 'ids');
     const parent = existingSharedCount > 0 ? list[existingSharedCount - 1]! : 0;
     const r = this.insertFrom(toks, list, existingSharedCount, n - existingSharedCount, parent);
-    if (r < 0) throwIdError(r, 'ids', list, existingSharedCount, this.numBlocks);
+    if (r < 0) throwIdError(r, 'ids', list, existingSharedCount, this.numBlocks, this.ex);
     return r;
   }
 
@@ -112,7 +112,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
       if (id < 0 || id >= this.numBlocks) {
         throw new RangeError(`${name}[${i}] = ${id} is out of range: this manager's ids are 1..${this.numBlocks - 1}`);
       }
-      if (core().mgr_ref(this.ptr, id) === 0) throw new RangeError(`${name}[${i}] = ${id} has no holder left (it is free)`);
+      if (this.ex.mgr_ref(this.ptr, id) === 0) throw new RangeError(`${name}[${i}] = ${id} has no holder left (it is free)`);
     }
   }
 }

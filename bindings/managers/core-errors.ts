@@ -1,11 +1,19 @@
 // Turns the core's negative return codes into the errors users see.
 
+import type { CoreExports } from '../core/exports.js';
 import { core } from '../core/instance.js';
 import { ERR_FREE, ERR_NOT_HELD, ERR_OUT_OF_RANGE, ERR_PADDING } from '../core/manager-exports.js';
 
-/** Throws for a rejected id list element (`code` < 0). */
-export function throwIdError(code: number, name: string, ids: ArrayLike<number>, offset: number, numBlocks: number): never {
-  const i = core().mgr_error_index();
+/** Throws for a rejected id list element (`code` < 0); `ex` is the core instance that rejected it. */
+export function throwIdError(
+  code: number,
+  name: string,
+  ids: ArrayLike<number>,
+  offset: number,
+  numBlocks: number,
+  ex: CoreExports = core(),
+): never {
+  const i = ex.mgr_error_index();
   const at = `${name}[${i + offset}]`;
   const id = ids[i + offset];
   switch (code) {

@@ -4,12 +4,14 @@
 // `*Into`/`*From` methods, which write into caller-owned arrays and cross
 // the boundary once per call.
 
-import { core, growing, loadCore, mem, views } from '../core/instance.js';
+import type { CoreExports } from '../core/exports.js';
+import { loadCore } from '../core/instance.js';
 import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, MATCH_COUNT, MATCH_TOUCH, REC, STAT_FIELDS } from '../core/manager-exports.js';
 
 /** Blocks staged per core call when matching (see matchInto). */
 const MATCH_WINDOW = 32;
-import { byteSpace, idSpace, stageIds, stageTokens } from '../core/staging.js';
+import { plainRuntime, type CoreRuntime } from '../core/runtime.js';
+import type { MemViews, Staging } from '../core/staging.js';
 import { checkBool, checkInt, checkInt32Array, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import { BlockState } from './block-state.js';
@@ -35,6 +37,14 @@ export abstract class CoreManager {
   readonly seedLo: number;
   /** @internal */
   readonly seedHi: number;
+  /** @internal the core instance this manager runs on */
+  protected readonly rt: CoreRuntime;
+  /** @internal its raw exports */
+  protected readonly ex: CoreExports;
+  /** @internal its memory views (refreshed in place) */
+  protected readonly mem: MemViews;
+  /** @internal its staging areas */
+  protected readonly stg: Staging;
   private disposed = false;
   /** Recording events: core calls that cache or evict may then grow memory (views refreshed after them). */
   private recording = false;
@@ -44,11 +54,25 @@ export abstract class CoreManager {
     this.blockSize = cfg.blockSize;
     this.seedLo = cfg.seedLo;
     this.seedHi = cfg.seedHi;
-    const ptr = growing((e) => e.mgr_create(cfg.numBlocks, cfg.blockSize, cfg.prefixOn ? 1 : 0, cfg.seedLo, cfg.seedHi));
+    this.rt = this.coreRuntime();
+    this.ex = this.rt.core();
+    this.mem = this.rt.mem;
+    this.stg = this.rt.staging;
+    this.ptr = this.createRegion(cfg);
+  }
+
+  /** @internal Which core instance managers of this class run on (hook for the shared-memory build). */
+  protected coreRuntime(): CoreRuntime {
+    return plainRuntime;
+  }
+
+  /** @internal Creates the manager's region in the core; returns its header pointer. */
+  protected createRegion(cfg: CoreManagerConfig): number {
+    const ptr = this.rt.growing((e) => e.mgr_create(cfg.numBlocks, cfg.blockSize, cfg.prefixOn ? 1 : 0, cfg.seedLo, cfg.seedHi));
     if (ptr === 0) {
       throw new RangeError(`kvpool: Wasm memory exhausted creating a manager of ${cfg.numBlocks} blocks`);
     }
-    this.ptr = ptr;
+    return ptr;
   }
 
   /** Resolves once the Wasm core is loaded (constructors are synchronous after that). */
@@ -59,34 +83,34 @@ export abstract class CoreManager {
   allocate(n: number): Int32Array | null {
     this.live();
     checkInt('n', n);
-    const out = idSpace(n);
-    const code = core().mgr_allocate(this.ptr, n, out);
-    if (this.recording) views();
+    const out = this.stg.idSpace(n);
+    const code = this.ex.mgr_allocate(this.ptr, n, out);
+    if (this.recording) this.rt.views();
     if (code < 0) return null;
-    return mem.i32.slice(out >>> 2, (out >>> 2) + n);
+    return this.mem.i32.slice(out >>> 2, (out >>> 2) + n);
   }
 
   deallocate(ids: ArrayLike<number>): void {
     this.live();
     const list = checkInt32Array('ids', ids);
-    const p = stageIds(list);
-    const code = core().mgr_release(this.ptr, p, list.length);
-    if (code < 0) throwIdError(code, 'ids', list, 0, this.numBlocks);
+    const p = this.stg.stageIds(list);
+    const code = this.ex.mgr_release(this.ptr, p, list.length);
+    if (code < 0) throwIdError(code, 'ids', list, 0, this.numBlocks, this.ex);
   }
 
   retain(ids: ArrayLike<number>): void {
     this.live();
     const list = checkInt32Array('ids', ids);
-    const p = stageIds(list);
-    const code = core().mgr_retain(this.ptr, p, list.length);
-    if (code < 0) throwIdError(code, 'ids', list, 0, this.numBlocks);
+    const p = this.stg.stageIds(list);
+    const code = this.ex.mgr_retain(this.ptr, p, list.length);
+    if (code < 0) throwIdError(code, 'ids', list, 0, this.numBlocks, this.ex);
   }
 
   evict(n: number): number {
     this.live();
     checkInt('n', n);
-    const done = core().mgr_evict(this.ptr, n);
-    if (this.recording) views();
+    const done = this.ex.mgr_evict(this.ptr, n);
+    if (this.recording) this.rt.views();
     return done;
   }
 
@@ -97,8 +121,8 @@ export abstract class CoreManager {
    */
   resetPrefixCache(): number {
     this.live();
-    const done = core().mgr_evict_all(this.ptr);
-    if (this.recording) views();
+    const done = this.ex.mgr_evict_all(this.ptr);
+    if (this.recording) this.rt.views();
     return done;
   }
 
@@ -110,7 +134,7 @@ export abstract class CoreManager {
   recordEvents(on: boolean): void {
     this.live();
     checkBool('on', on);
-    core().mgr_events_record(this.ptr, on ? 1 : 0);
+    this.ex.mgr_events_record(this.ptr, on ? 1 : 0);
     this.recording = on;
   }
 
@@ -123,14 +147,14 @@ export abstract class CoreManager {
   drainEvents(dpRank = 0, out: KVEvent[] = []): KVEvent[] {
     this.live();
     checkInt('dpRank', dpRank);
-    const e = core();
+    const e = this.ex;
     const len = e.mgr_events_len(this.ptr);
     if (len < 0) {
       e.mgr_events_clear(this.ptr);
       throw new RangeError('kvpool: Wasm memory exhausted while recording KV-cache events; events were lost');
     }
     if (len > 0) {
-      views();
+      this.rt.views();
       decodeEvents(e.mgr_events_ptr(this.ptr), len, dpRank, out);
       e.mgr_events_clear(this.ptr);
     }
@@ -138,15 +162,15 @@ export abstract class CoreManager {
   }
 
   numFreeBlocks(): number {
-    return core().mgr_num_free(this.ptr);
+    return this.ex.mgr_num_free(this.ptr);
   }
 
   numUsedBlocks(): number {
-    return core().mgr_num_used(this.ptr);
+    return this.ex.mgr_num_used(this.ptr);
   }
 
   numBlocksInPrefixCache(): number {
-    return core().mgr_num_cached(this.ptr);
+    return this.ex.mgr_num_cached(this.ptr);
   }
 
   numTotalBlocks(): number {
@@ -159,9 +183,9 @@ export abstract class CoreManager {
 
   stats(): BlockManagerStats {
     this.live();
-    const out = byteSpace(STAT_FIELDS.length * 8);
-    core().mgr_stats(this.ptr, out);
-    const f = mem.f64;
+    const out = this.stg.byteSpace(STAT_FIELDS.length * 8);
+    this.ex.mgr_stats(this.ptr, out);
+    const f = this.mem.f64;
     const base = out >>> 3;
     const s = {} as Record<(typeof STAT_FIELDS)[number], number>;
     STAT_FIELDS.forEach((k, i) => (s[k] = f[base + i]!));
@@ -170,9 +194,9 @@ export abstract class CoreManager {
 
   check(): void {
     this.live();
-    const code = core().mgr_check(this.ptr);
+    const code = this.ex.mgr_check(this.ptr);
     if (code !== 0) {
-      const id = core().mgr_error_index();
+      const id = this.ex.mgr_error_index();
       const msg = CHECK_MESSAGES[code] ?? `code ${code}`;
       throw new Error(`kvpool: manager state is inconsistent: ${msg}${id >= 0 ? ` (id ${id})` : ''}`);
     }
@@ -182,16 +206,16 @@ export abstract class CoreManager {
   refCount(id: number): number {
     this.live();
     checkInt('id', id, 0, this.numBlocks - 1);
-    return core().mgr_ref(this.ptr, id);
+    return this.ex.mgr_ref(this.ptr, id);
   }
 
   /** The 16-byte chain hash stamped on `id` by a match or insert, or null when it has none. */
   blockHash(id: number): Uint8Array | null {
     this.live();
     checkInt('id', id, 0, this.numBlocks - 1);
-    const out = byteSpace(16);
-    if (core().mgr_block_hash(this.ptr, id, out) === 0) return null;
-    return mem.u8.slice(out, out + 16);
+    const out = this.stg.byteSpace(16);
+    if (this.ex.mgr_block_hash(this.ptr, id, out) === 0) return null;
+    return this.mem.u8.slice(out, out + 16);
   }
 
   /**
@@ -200,8 +224,8 @@ export abstract class CoreManager {
    */
   holderCounts(): Int32Array {
     this.live();
-    const e = core();
-    const v = views();
+    const e = this.ex;
+    const v = this.rt.views();
     const recs = e.mgr_recs_ptr(this.ptr);
     const stride = 1 << e.mgr_rec_shift(this.ptr);
     const out = new Int32Array(this.numBlocks);
@@ -225,8 +249,8 @@ export abstract class CoreManager {
       throw new TypeError(`out must be a Uint8Array of length >= ${n}, got ${got}`);
     }
     const dst = out ?? new Uint8Array(n);
-    const e = core();
-    const v = views();
+    const e = this.ex;
+    const v = this.rt.views();
     const i32 = v.i32;
     const u8 = v.u8;
     const recs = e.mgr_recs_ptr(this.ptr);
@@ -243,8 +267,8 @@ export abstract class CoreManager {
   /** A copy of the free stack, bottom first (the last element is handed out next). */
   freeIds(): Int32Array {
     this.live();
-    const v = views();
-    const p = core().mgr_free_ptr(this.ptr) >>> 2;
+    const v = this.rt.views();
+    const p = this.ex.mgr_free_ptr(this.ptr) >>> 2;
     return v.i32.slice(p, p + this.numFreeBlocks());
   }
 
@@ -254,8 +278,8 @@ export abstract class CoreManager {
    */
   lruOrder(): Int32Array {
     this.live();
-    const e = core();
-    const v = views();
+    const e = this.ex;
+    const v = this.rt.views();
     const recs = e.mgr_recs_ptr(this.ptr);
     const shift = e.mgr_rec_shift(this.ptr);
     const ids: number[] = [];
@@ -275,7 +299,7 @@ export abstract class CoreManager {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    core().mgr_destroy(this.ptr);
+    this.ex.mgr_destroy(this.ptr);
     this.recording = false;
   }
 
@@ -288,11 +312,11 @@ export abstract class CoreManager {
 
   /** @internal Pops `n` ids into `dst[at..]`; false (nothing popped) when short. */
   allocateInto(n: number, dst: Int32Array, at: number): boolean {
-    const out = idSpace(n);
-    const code = core().mgr_allocate(this.ptr, n, out);
-    if (this.recording) views();
+    const out = this.stg.idSpace(n);
+    const code = this.ex.mgr_allocate(this.ptr, n, out);
+    if (this.recording) this.rt.views();
     if (code < 0) return false;
-    const i32 = mem.i32;
+    const i32 = this.mem.i32;
     const base = out >>> 2;
     if (n <= 8) for (let i = 0; i < n; i++) dst[at + i] = i32[base + i]!;
     else dst.set(i32.subarray(base, base + n), at);
@@ -302,15 +326,15 @@ export abstract class CoreManager {
   /** @internal Drops one reference on each of `ids[start..end)`; returns the core's code. */
   releaseFrom(ids: Int32Array, start: number, end: number): number {
     if (end <= start) return 0;
-    const p = stageIds(ids, start, end);
-    return core().mgr_release(this.ptr, p, end - start);
+    const p = this.stg.stageIds(ids, start, end);
+    return this.ex.mgr_release(this.ptr, p, end - start);
   }
 
   /** @internal Adds one reference to each of `ids[start..end)`. */
   retainFrom(ids: Int32Array, start: number, end: number): number {
     if (end <= start) return 0;
-    const p = stageIds(ids, start, end);
-    return core().mgr_retain(this.ptr, p, end - start);
+    const p = this.stg.stageIds(ids, start, end);
+    return this.ex.mgr_retain(this.ptr, p, end - start);
   }
 
   /**
@@ -336,8 +360,8 @@ export abstract class CoreManager {
       if (h < n) break;
       parent = dst[at + hits - 1]!;
     }
-    const p = stageIds(dst, at, at + hits);
-    core().mgr_touch_reversed(this.ptr, p, hits);
+    const p = this.stg.stageIds(dst, at, at + hits);
+    this.ex.mgr_touch_reversed(this.ptr, p, hits);
     return hits;
   }
 
@@ -352,17 +376,17 @@ export abstract class CoreManager {
     queried: number,
     salt: Uint8Array | null,
   ): number {
-    const e = core();
+    const e = this.ex;
     const B = this.blockSize;
-    const out = idSpace(nBlocks);
-    let tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
-    let hits = e.mgr_match(this.ptr, tok, nBlocks, parentId, first === 0 ? stageSalt(salt) : 0, out, flags, queried);
+    const out = this.stg.idSpace(nBlocks);
+    let tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
+    let hits = e.mgr_match(this.ptr, tok, nBlocks, parentId, first === 0 ? this.stageSalt(salt) : 0, out, flags, queried);
     if (hits === ERR_UNSTAMPED_PARENT) {
       const parent = this.parentFromTokens(tokens, first, salt);
-      tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
+      tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
       hits = e.mgr_match(this.ptr, tok, nBlocks, 0, parent, out, flags, queried);
     }
-    const i32 = mem.i32;
+    const i32 = this.mem.i32;
     const base = out >>> 2;
     for (let i = 0; i < hits; i++) dst[at + i] = i32[base + i]!;
     return hits;
@@ -378,18 +402,18 @@ export abstract class CoreManager {
     salt: Uint8Array | null = null,
   ): number {
     if (nBlocks <= 0) return 0;
-    const e = core();
+    const e = this.ex;
     const B = this.blockSize;
-    let idp = stageIds(ids, first, first + nBlocks);
-    let tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
-    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? stageSalt(salt) : 0);
+    let idp = this.stg.stageIds(ids, first, first + nBlocks);
+    let tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
+    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? this.stageSalt(salt) : 0);
     if (r === ERR_UNSTAMPED_PARENT) {
       const parent = this.parentFromTokens(tokens, first, salt);
-      idp = stageIds(ids, first, first + nBlocks);
-      tok = stageTokens(tokens, first * B, (first + nBlocks) * B);
+      idp = this.stg.stageIds(ids, first, first + nBlocks);
+      tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
       r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent);
     }
-    if (this.recording) views();
+    if (this.recording) this.rt.views();
     return r;
   }
 
@@ -401,56 +425,56 @@ export abstract class CoreManager {
   insertHashesFrom(ids: Int32Array, start: number, end: number, hashes: Uint8Array, hashAt: number): number {
     const n = end - start;
     if (n <= 0) return 0;
-    const hp = byteSpace(n * 16);
-    mem.u8.set(hashes.subarray(hashAt * 16, (hashAt + n) * 16), hp);
-    const idp = stageIds(ids, start, end);
-    return core().mgr_insert_hashes(this.ptr, idp, hp, n);
+    const hp = this.stg.byteSpace(n * 16);
+    this.mem.u8.set(hashes.subarray(hashAt * 16, (hashAt + n) * 16), hp);
+    const idp = this.stg.stageIds(ids, start, end);
+    return this.ex.mgr_insert_hashes(this.ptr, idp, hp, n);
   }
 
   /** @internal Prefix hits a match of blocks `0..nBlocks` of `tokens` would find; changes nothing. */
   peekMatches(tokens: ArrayLike<number>, nBlocks: number): number {
     if (nBlocks <= 0) return 0;
-    const tok = stageTokens(tokens, 0, nBlocks * this.blockSize);
-    return core().mgr_peek(this.ptr, tok, nBlocks);
+    const tok = this.stg.stageTokens(tokens, 0, nBlocks * this.blockSize);
+    return this.ex.mgr_peek(this.ptr, tok, nBlocks);
   }
 
   /** @internal Copies the hash stamped on `id` to `out[at..at+16)`; false when it has none. */
   blockHashInto(id: number, out: Uint8Array, at: number): boolean {
-    const p = byteSpace(16);
-    if (core().mgr_block_hash(this.ptr, id, p) === 0) return false;
-    out.set(mem.u8.subarray(p, p + 16), at);
+    const p = this.stg.byteSpace(16);
+    if (this.ex.mgr_block_hash(this.ptr, id, p) === 0) return false;
+    out.set(this.mem.u8.subarray(p, p + 16), at);
     return true;
   }
 
   /** @internal True when `id` is a prefix-cache entry. */
   isCachedId(id: number): boolean {
-    return core().mgr_is_cached(this.ptr, id) === 1;
+    return this.ex.mgr_is_cached(this.ptr, id) === 1;
   }
 
   /** The chain hash of block `first - 1`, computed from the tokens (in the byte area). */
   private parentFromTokens(tokens: ArrayLike<number>, first: number, salt: Uint8Array | null): number {
     const B = this.blockSize;
-    const tok = stageTokens(tokens, 0, first * B);
+    const tok = this.stg.stageTokens(tokens, 0, first * B);
     // The salt's digest (if any) sits in front of the hashes, in the same area.
-    const area = byteSpace(16 + first * 16);
+    const area = this.stg.byteSpace(16 + first * 16);
     const out = area + 16;
     let parent = 0;
     if (salt !== null) {
-      mem.u8.set(salt, area);
+      this.mem.u8.set(salt, area);
       parent = area;
     }
-    core().hash_blocks_from(tok, first * B, B, this.seedLo, this.seedHi, parent, out);
+    this.ex.hash_blocks_from(tok, first * B, B, this.seedLo, this.seedHi, parent, out);
     return out + (first - 1) * 16;
   }
-}
 
-/**
- * Puts a cache salt's 16-byte digest in the byte area; returns its pointer,
- * the parent hash of block 0 (0 without a salt: block 0 hashes its tokens alone).
- */
-function stageSalt(salt: Uint8Array | null): number {
-  if (salt === null) return 0;
-  const p = byteSpace(16);
-  mem.u8.set(salt, p);
-  return p;
+  /**
+   * Puts a cache salt's 16-byte digest in the byte area; returns its pointer,
+   * the parent hash of block 0 (0 without a salt: block 0 hashes its tokens alone).
+   */
+  private stageSalt(salt: Uint8Array | null): number {
+    if (salt === null) return 0;
+    const p = this.stg.byteSpace(16);
+    this.mem.u8.set(salt, p);
+    return p;
+  }
 }

@@ -5,6 +5,7 @@
 import { loadCore } from '../core/instance.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { CompositeBlockManager, SubManagerStats } from '../managers/composite-block-manager.js';
+import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import type { KVEvent } from '../managers/kv-events.js';
 import type { CoreManager } from '../managers/core-manager.js';
 import type { PoolManager } from '../managers/pool-manager.js';
@@ -39,10 +40,17 @@ export interface BlockManagerPoolOptions extends CompositePoolOptions, LinearSta
   singleBlockCapacity?: number;
   /** XXH3-128 seed of the block hash chain (default 1024). */
   seed?: number | bigint;
+  /**
+   * Disaggregated prefill/decode (default false): a transfer thread touches
+   * the managers too, so each rank gets a ConcurrentBlockManagerImpl (seed 5.1).
+   */
+  enableDisaggPd?: boolean;
+  /** A KV-cache store shares the managers (default false): as enableDisaggPd. */
+  enableKvcacheStore?: boolean;
 }
 
 const KEYS = [
-  'numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed',
+  'numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed', 'enableDisaggPd', 'enableKvcacheStore',
   ...COMPOSITE_OPTION_KEYS, ...LINEAR_STATE_KEYS,
 ] as const;
 
@@ -63,6 +71,8 @@ export function parsePoolOptions(o: BlockManagerPoolOptions, extraKeys: readonly
     singleBlockCapacity: checkInt('options.singleBlockCapacity', o.singleBlockCapacity ?? 202, 2),
     seed: o.seed ?? 1024,
     linearState: parseLinearStateOptions(o),
+    enableDisaggPd: checkBool('options.enableDisaggPd', o.enableDisaggPd ?? false),
+    enableKvcacheStore: checkBool('options.enableKvcacheStore', o.enableKvcacheStore ?? false),
   };
 }
 
@@ -89,7 +99,12 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const o = parsePoolOptions(options);
     checkSeed('options.seed', o.seed);
     // Each of these replaces the plain KV manager of a rank; the reference never combines them.
-    const kinds = [options.managerTypes !== undefined && 'managerTypes', o.linearState.enabled && 'enableLinearState', o.xtensor && 'enableXtensor'];
+    const kinds = [
+      options.managerTypes !== undefined && 'managerTypes',
+      o.linearState.enabled && 'enableLinearState',
+      o.xtensor && 'enableXtensor',
+      (o.enableDisaggPd || o.enableKvcacheStore) && 'enableDisaggPd/enableKvcacheStore',
+    ];
     const set = kinds.filter((k): k is string => typeof k === 'string');
     if (set.length > 1) throw new TypeError(`options: ${set.join(' and ')} cannot be combined`);
     this.composite = options.managerTypes === undefined ? null : new CompositeRanks(options);
@@ -98,12 +113,14 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     this.dpSize = o.dpSize;
     this.enablePrefixCache = o.enablePrefixCache && this.composite === null;
     this.seed = o.seed;
+    // Seed 5.1: managers other threads touch take a lock (shared-memory core).
+    const Impl = o.enableDisaggPd || o.enableKvcacheStore ? ConcurrentBlockManagerImpl : BlockManagerImpl;
     try {
       for (let r = 0; r < o.dpSize; r++) {
         this.managers.push(
           this.composite?.addRank() ??
           o.xtensor?.(r) ??
-            new BlockManagerImpl({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed }),
+            new Impl({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed }),
         );
         this.singles.push(new SingleBlockManager({ numBlocks: o.singleBlockCapacity }));
         this.swaps.push([]);
@@ -118,8 +135,9 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** Loads the Wasm core if needed, then creates the pool. */
   static async create(options: BlockManagerPoolOptions): Promise<BlockManagerPool> {
-    parsePoolOptions(options);
+    const o = parsePoolOptions(options);
     await loadCore();
+    if (o.enableDisaggPd || o.enableKvcacheStore) await ConcurrentBlockManagerImpl.ready();
     return new BlockManagerPool(options);
   }
 

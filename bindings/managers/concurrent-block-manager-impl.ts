@@ -1,0 +1,471 @@
+// ConcurrentBlockManagerImpl (seed section 9.1): BlockManagerImpl for managers
+// that several threads use at once (disaggregated prefill/decode, a KV-cache
+// store). The manager lives in the shared-memory build of the core, so the
+// main thread and its workers see one state; every operation runs under a
+// re-entrant lock kept in that memory beside the manager.
+
+import type { WasmSource } from '../core/instance.js';
+import type { CoreRuntime } from '../core/runtime.js';
+import {
+  attachSharedCore, loadSharedCore, releaseSharedThread, sharedCoreInfo, sharedRuntime, trackSharedManager,
+} from '../core/shared-instance.js';
+import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
+import type { BlockManager, BlockManagerStats } from './block-manager.js';
+import { BlockManagerImpl, parseManagerOptions, type BlockManagerOptions } from './block-manager-impl.js';
+import type { CoreManagerConfig } from './core-manager.js';
+import { LOCK_BYTES, SharedLock } from './shared-lock.js';
+import type { KVEvent } from './kv-events.js';
+
+export interface ConcurrentBlockManagerOptions extends BlockManagerOptions {
+  /**
+   * Longest wait for the lock before giving up with a LockTimeoutError, in
+   * milliseconds (default 10000): how a thread that died holding the lock is
+   * detected.
+   */
+  lockTimeoutMs?: number;
+}
+
+/**
+ * What `share()` returns: structured-clonable (postMessage it to a worker),
+ * turned back into a manager by `ConcurrentBlockManagerImpl.attach`.
+ */
+export interface SharedManagerDescriptor {
+  readonly kind: 'kvpool.ConcurrentBlockManagerImpl';
+  /** The shared linear memory every thread's core instance runs over. */
+  readonly memory: WebAssembly.Memory;
+  /** The compiled shared-memory core. */
+  readonly module: WebAssembly.Module;
+  /** Byte offset of the manager's header in `memory`. */
+  readonly ptr: number;
+  /** Byte offset of the manager's lock in `memory`. */
+  readonly lockPtr: number;
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  readonly enablePrefixCache: boolean;
+  readonly seedLo: number;
+  readonly seedHi: number;
+  readonly lockTimeoutMs: number;
+}
+
+const DEFAULT_LOCK_TIMEOUT_MS = 10_000;
+
+// Set by attach() for the constructor it calls (synchronously) next.
+let attaching: SharedManagerDescriptor | null = null;
+
+function splitOptions(options: ConcurrentBlockManagerOptions): { base: BlockManagerOptions; lockTimeoutMs: number } {
+  checkObject('options', options);
+  const { lockTimeoutMs, ...base } = options;
+  const ms = lockTimeoutMs === undefined ? DEFAULT_LOCK_TIMEOUT_MS : checkInt('options.lockTimeoutMs', lockTimeoutMs, 1);
+  parseManagerOptions(base);
+  return { base, lockTimeoutMs: ms };
+}
+
+export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements BlockManager {
+  /** This thread's id in the shared core (1, 2, ...): what the lock records as its owner. */
+  readonly threadId: number;
+  /** Longest wait for the lock, in milliseconds. */
+  readonly lockTimeoutMs: number;
+  /** @internal byte offset of the lock */
+  readonly lockPtr: number;
+  private readonly lock: SharedLock;
+  /** False for managers attached from a descriptor: they do not free the manager. */
+  private readonly creator: boolean;
+  private released = false;
+
+  /** Synchronous once the shared core is loaded (always in Node); see `create` otherwise. */
+  constructor(options: ConcurrentBlockManagerOptions) {
+    const desc = attaching; // cleared by attach() once construction is over
+    const { base, lockTimeoutMs } = desc
+      ? {
+          base: {
+            numBlocks: desc.numBlocks,
+            blockSize: desc.blockSize,
+            enablePrefixCache: desc.enablePrefixCache,
+            seed: (BigInt(desc.seedHi) << 32n) | BigInt(desc.seedLo),
+          },
+          lockTimeoutMs: desc.lockTimeoutMs,
+        }
+      : splitOptions(options);
+    super(base);
+    this.lockTimeoutMs = lockTimeoutMs;
+    this.creator = desc === null;
+    this.threadId = sharedCoreInfo().threadId;
+    let lockPtr = desc?.lockPtr ?? 0;
+    if (!desc) {
+      try {
+        lockPtr = this.rt.growing((e) => e.alloc(LOCK_BYTES));
+        if (lockPtr === 0) throw new RangeError('kvpool: Wasm memory exhausted creating a manager lock');
+      } catch (e) {
+        this.ex.mgr_destroy(this.ptr);
+        throw e;
+      }
+    }
+    this.lockPtr = lockPtr;
+    const mem = this.mem;
+    this.lock = new SharedLock(() => mem.i32, lockPtr, this.threadId, lockTimeoutMs);
+    trackSharedManager(1);
+  }
+
+  /** Loads the shared-memory core if needed (browsers: pass its URL or bytes), then creates the manager. */
+  static override async create(options: ConcurrentBlockManagerOptions, source?: WasmSource): Promise<ConcurrentBlockManagerImpl> {
+    splitOptions(options);
+    await loadSharedCore(source);
+    return new ConcurrentBlockManagerImpl(options);
+  }
+
+  /** Resolves once the shared-memory core is loaded in this thread (browsers: pass its URL or bytes). */
+  static override ready(source?: WasmSource): Promise<void> {
+    return loadSharedCore(source);
+  }
+
+  /**
+   * A manager over the state `descriptor` (from `share()`, possibly in
+   * another thread) describes. The first attach in a thread instantiates the
+   * shared core there over the descriptor's memory.
+   */
+  static attach(descriptor: SharedManagerDescriptor): ConcurrentBlockManagerImpl {
+    checkObject('descriptor', descriptor);
+    if (descriptor.kind !== 'kvpool.ConcurrentBlockManagerImpl') {
+      throw new TypeError(`descriptor must come from ConcurrentBlockManagerImpl.share(), got kind ${describe(descriptor.kind)}`);
+    }
+    if (!(descriptor.memory instanceof WebAssembly.Memory)) {
+      throw new TypeError(`descriptor.memory must be a WebAssembly.Memory, got ${describe(descriptor.memory)}`);
+    }
+    if (!(descriptor.module instanceof WebAssembly.Module)) {
+      throw new TypeError(`descriptor.module must be a WebAssembly.Module, got ${describe(descriptor.module)}`);
+    }
+    checkKeys('descriptor', descriptor, [
+      'kind', 'memory', 'module', 'ptr', 'lockPtr', 'numBlocks', 'blockSize', 'enablePrefixCache', 'seedLo', 'seedHi', 'lockTimeoutMs',
+    ]);
+    for (const k of ['ptr', 'lockPtr', 'numBlocks', 'blockSize', 'seedLo', 'seedHi', 'lockTimeoutMs'] as const) {
+      checkInt(`descriptor.${k}`, descriptor[k], 0, 0xffffffff);
+    }
+    const bytes = descriptor.memory.buffer.byteLength;
+    if (descriptor.ptr === 0 || descriptor.ptr >= bytes || descriptor.lockPtr === 0 || descriptor.lockPtr + LOCK_BYTES > bytes) {
+      throw new RangeError(`descriptor.ptr ${descriptor.ptr} / lockPtr ${descriptor.lockPtr} lie outside the shared memory (${bytes} bytes)`);
+    }
+    attachSharedCore(descriptor.memory, descriptor.module);
+    attaching = descriptor;
+    try {
+      return new ConcurrentBlockManagerImpl({ numBlocks: descriptor.numBlocks, blockSize: descriptor.blockSize });
+    } finally {
+      attaching = null;
+    }
+  }
+
+  /**
+   * Gives this thread's own regions of the shared memory back (staging
+   * areas, hashing scratch): for a worker that is done while the memory
+   * lives on. Every manager of this thread must be disposed first.
+   */
+  static releaseThread(): void {
+    releaseSharedThread();
+  }
+
+  /** A structured-clonable descriptor of this manager for `attach` in another thread. */
+  share(): SharedManagerDescriptor {
+    this.live();
+    const { memory, module } = sharedCoreInfo();
+    return {
+      kind: 'kvpool.ConcurrentBlockManagerImpl',
+      memory,
+      module,
+      ptr: this.ptr,
+      lockPtr: this.lockPtr,
+      numBlocks: this.numBlocks,
+      blockSize: this.blockSize,
+      enablePrefixCache: this.enablePrefixCache,
+      seedLo: this.seedLo,
+      seedHi: this.seedHi,
+      lockTimeoutMs: this.lockTimeoutMs,
+    };
+  }
+
+  /**
+   * Runs `fn` holding the manager's lock, so a sequence of calls (each of
+   * which takes the lock again, re-entrantly) is atomic for other threads.
+   */
+  withLock<T>(fn: () => T): T {
+    this.live();
+    this.lock.enter();
+    try {
+      return fn();
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  /** Lock levels this thread holds right now (0: not holding it). */
+  lockDepth(): number {
+    return this.lock.depth();
+  }
+
+  // ---- hooks ----
+
+  protected override coreRuntime(): CoreRuntime {
+    return sharedRuntime();
+  }
+
+  protected override createRegion(cfg: CoreManagerConfig): number {
+    return attaching ? attaching.ptr : super.createRegion(cfg);
+  }
+
+  // ---- every operation under the lock ----
+
+  /**
+   * Pops `n` ids. Short of free ids, it first evicts through `evict()` — the
+   * eviction path takes the lock again on this thread (seed 9.1: evicted
+   * entries return through the free path while the allocation holds the lock).
+   */
+  override allocate(n: number): Int32Array | null {
+    this.live();
+    checkInt('n', n);
+    this.lock.enter();
+    try {
+      this.makeRoom(n);
+      return super.allocate(n);
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  override deallocate(ids: ArrayLike<number>): void {
+    this.lock.enter();
+    try {
+      super.deallocate(ids);
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  override retain(ids: ArrayLike<number>): void {
+    this.lock.enter();
+    try {
+      super.retain(ids);
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  override allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
+    this.lock.enter();
+    try {
+      return super.allocateShared(tokens, existingShared);
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  override cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
+    this.lock.enter();
+    try {
+      return super.cache(tokens, ids, existingSharedCount);
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  override evict(n: number): number {
+    this.lock.enter();
+    try {
+      return super.evict(n);
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  override numFreeBlocks(): number {
+    this.lock.enter();
+    try {
+      return super.numFreeBlocks();
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  override numUsedBlocks(): number {
+    this.lock.enter();
+    try {
+      return super.numUsedBlocks();
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  override numBlocksInPrefixCache(): number {
+    this.lock.enter();
+    try {
+      return super.numBlocksInPrefixCache();
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  override stats(): BlockManagerStats {
+    return this.locked(() => super.stats());
+  }
+
+  override check(): void {
+    this.locked(() => super.check());
+  }
+
+  override refCount(id: number): number {
+    return this.locked(() => super.refCount(id));
+  }
+
+  override holderCounts(): Int32Array {
+    return this.locked(() => super.holderCounts());
+  }
+
+  override freeIds(): Int32Array {
+    return this.locked(() => super.freeIds());
+  }
+
+  override lruOrder(): Int32Array {
+    return this.locked(() => super.lruOrder());
+  }
+
+  /**
+   * The creating manager gives the manager's memory back (every other thread
+   * must be done with it); an attached one only stops being usable.
+   */
+  override dispose(): void {
+    if (this.released) return;
+    this.released = true;
+    trackSharedManager(-1);
+    if (!this.creator) return;
+    this.lock.enter();
+    try {
+      super.dispose();
+    } finally {
+      this.lock.exit();
+    }
+    this.ex.release(this.lockPtr);
+  }
+
+  // ---- the pool's hot paths ----
+
+  /** @internal */
+  override allocateInto(n: number, dst: Int32Array, at: number): boolean {
+    this.lock.enter();
+    try {
+      this.makeRoom(n);
+      return super.allocateInto(n, dst, at);
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  /** @internal */
+  override releaseFrom(ids: Int32Array, start: number, end: number): number {
+    this.lock.enter();
+    try {
+      return super.releaseFrom(ids, start, end);
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  /** @internal */
+  override retainFrom(ids: Int32Array, start: number, end: number): number {
+    this.lock.enter();
+    try {
+      return super.retainFrom(ids, start, end);
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  /** @internal */
+  override matchInto(
+    tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number,
+    salt: Uint8Array | null = null,
+  ): number {
+    this.lock.enter();
+    try {
+      return super.matchInto(tokens, first, nBlocks, parentId, dst, at, salt);
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  /** @internal */
+  override insertFrom(
+    tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
+    salt: Uint8Array | null = null,
+  ): number {
+    this.lock.enter();
+    try {
+      return super.insertFrom(tokens, ids, first, nBlocks, parentId, salt);
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  // Calls added with the host tier, the views and KV-cache events: the same lock.
+
+  override resetPrefixCache(): number {
+    return this.locked(() => super.resetPrefixCache());
+  }
+
+  override recordEvents(on: boolean): void {
+    this.locked(() => super.recordEvents(on));
+  }
+
+  override drainEvents(dpRank = 0, out: KVEvent[] = []): KVEvent[] {
+    return this.locked(() => super.drainEvents(dpRank, out));
+  }
+
+  override blockHash(id: number): Uint8Array | null {
+    return this.locked(() => super.blockHash(id));
+  }
+
+  override blockStates(out?: Uint8Array): Uint8Array {
+    return this.locked(() => super.blockStates(out));
+  }
+
+  override cacheByHashes(ids: ArrayLike<number>, hashes: Uint8Array): number {
+    return this.locked(() => super.cacheByHashes(ids, hashes));
+  }
+
+  /** @internal */
+  override insertHashesFrom(ids: Int32Array, start: number, end: number, hashes: Uint8Array, hashAt: number): number {
+    return this.locked(() => super.insertHashesFrom(ids, start, end, hashes, hashAt));
+  }
+
+  /** @internal */
+  override peekMatches(tokens: ArrayLike<number>, nBlocks: number): number {
+    return this.locked(() => super.peekMatches(tokens, nBlocks));
+  }
+
+  /** @internal */
+  override blockHashInto(id: number, out: Uint8Array, at: number): boolean {
+    return this.locked(() => super.blockHashInto(id, out, at));
+  }
+
+  /** @internal */
+  override isCachedId(id: number): boolean {
+    return this.locked(() => super.isCachedId(id));
+  }
+
+  protected override live(): void {
+    if (this.released) throw new Error('kvpool: this manager was disposed');
+  }
+
+  private locked<T>(fn: () => T): T {
+    this.lock.enter();
+    try {
+      return fn();
+    } finally {
+      this.lock.exit();
+    }
+  }
+
+  // The core's allocate would evict by itself; doing it through evict()
+  // first keeps the reference's shape (and the same ids and counters).
+  private makeRoom(n: number): void {
+    if (!this.enablePrefixCache) return;
+    const free = this.ex.mgr_num_free(this.ptr);
+    if (n > free) this.evict(n - free);
+  }
+}

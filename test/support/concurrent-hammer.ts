@@ -1,0 +1,131 @@
+// The operation mix one thread runs against a shared manager in the
+// concurrency tests (test/concurrent-manager.test.ts), on the main thread and
+// in workers alike. It tallies what it did so the test can add the threads'
+// tallies up against the manager's counters, and it checks that no fresh id
+// is handed out while another thread holds it exclusively.
+
+import type { ConcurrentBlockManagerImpl } from '../../bindings/managers/concurrent-block-manager-impl.js';
+
+export interface Tally {
+  allocateCalls: number;
+  idsAllocated: number;
+  allocFailures: number;
+  matchCalls: number;
+  blocksQueried: number;
+  blocksHit: number;
+  blocksInserted: number;
+  evictedExplicitly: number;
+  /** Fresh ids that another thread still held exclusively when handed out. */
+  heldTwice: number;
+}
+
+/** A small deterministic PRNG (mulberry32), so every thread's run is reproducible. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Prompts sharing prefixes across threads: 3 roots, each with 4 branches (p in 0..11, up to 4 blocks). */
+export function prompt(p: number, blocks: number, B: number): number[] {
+  const root = p % 3;
+  const branch = Math.floor(p / 3) % 4;
+  const t: number[] = [];
+  for (let i = 0; i < blocks * B; i++) t.push(i < 2 * B ? root * 1000 + i : root * 1000 + branch * 100 + i);
+  return t;
+}
+
+/**
+ * Runs `ops` operations. `owners[id]` is the thread tag exclusively holding a
+ * fresh id (0: nobody); it is cleared before the id is cached or released.
+ * Releases everything it holds at the end.
+ */
+export function hammer(m: ConcurrentBlockManagerImpl, ops: number, seed: number, owners: Int32Array, tag: number): Tally {
+  const r = rng(seed);
+  const B = m.blockSize;
+  const tally: Tally = {
+    allocateCalls: 0,
+    idsAllocated: 0,
+    allocFailures: 0,
+    matchCalls: 0,
+    blocksQueried: 0,
+    blocksHit: 0,
+    blocksInserted: 0,
+    evictedExplicitly: 0,
+    heldTwice: 0,
+  };
+  const held: number[] = []; // one entry per reference this thread owns
+  const exclusive = new Set<number>();
+
+  const claim = (ids: ArrayLike<number>) => {
+    for (let i = 0; i < ids.length; i++) {
+      if (Atomics.compareExchange(owners, ids[i]!, 0, tag) !== 0) tally.heldTwice++;
+      exclusive.add(ids[i]!);
+    }
+  };
+  const unclaim = (ids: ArrayLike<number>) => {
+    for (let i = 0; i < ids.length; i++) {
+      if (exclusive.delete(ids[i]!)) Atomics.store(owners, ids[i]!, 0);
+    }
+  };
+  const alloc = (n: number): Int32Array | null => {
+    tally.allocateCalls++;
+    const a = m.allocate(n);
+    if (a === null) tally.allocFailures++;
+    else {
+      tally.idsAllocated += n;
+      claim(a);
+    }
+    return a;
+  };
+
+  for (let op = 0; op < ops; op++) {
+    const x = r();
+    if (x < 0.25) {
+      const a = alloc(1 + Math.floor(r() * 3));
+      if (a) held.push(...a);
+    } else if (x < 0.5) {
+      if (held.length === 0) continue;
+      const k = 1 + Math.floor(r() * Math.min(4, held.length));
+      const ids = held.splice(Math.floor(r() * (held.length - k + 1)), k);
+      unclaim(ids);
+      m.deallocate(ids);
+    } else if (x < 0.7) {
+      // allocateShared on chains other threads cache too.
+      const blocks = 1 + Math.floor(r() * 4);
+      const t = prompt(Math.floor(r() * 12), blocks, B);
+      const hits = m.allocateShared(t);
+      tally.matchCalls++;
+      tally.blocksQueried += blocks;
+      tally.blocksHit += hits.length;
+      held.push(...hits);
+    } else if (x < 0.95) {
+      // A sequence: its cached prefix, fresh blocks for the rest, then cache it.
+      const blocks = 1 + Math.floor(r() * 4);
+      const t = prompt(Math.floor(r() * 12), blocks, B);
+      const shared = m.allocateShared(t);
+      tally.matchCalls++;
+      tally.blocksQueried += blocks;
+      tally.blocksHit += shared.length;
+      const fresh = blocks > shared.length ? alloc(blocks - shared.length) : new Int32Array(0);
+      if (fresh === null) {
+        m.deallocate(shared);
+        continue;
+      }
+      const table = [...shared, ...fresh];
+      unclaim(fresh); // once cached, other threads may match these ids
+      tally.blocksInserted += m.cache(t, table, shared.length);
+      held.push(...table);
+    } else {
+      tally.evictedExplicitly += m.evict(1 + Math.floor(r() * 2));
+    }
+  }
+  unclaim(held);
+  m.deallocate(held);
+  return tally;
+}
