@@ -34,6 +34,12 @@ export interface ReplayTarget<S extends ReplaySequence> {
   prefilled?(seq: S): void;
   /** Optional: figures the target adds to the result (`linearState`). */
   extraResult?(): Pick<ReplayResult, 'linearState'>;
+  /**
+   * Optional: after `deallocate(seq)`, the sequence's token buffer for a later
+   * `newSequence` (the loop never touches the sequence again). Saves
+   * allocating and collecting one buffer per request.
+   */
+  recycle?(seq: S): Int32Array | undefined;
 }
 
 /** What a replay with linear state adds to the result (see the README's "Linear state"). */

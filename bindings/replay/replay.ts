@@ -57,6 +57,9 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
   deallocate(seq: Sequence): void {
     this.pool.deallocate(seq);
   }
+  recycle(seq: Sequence): Int32Array {
+    return seq._tokens;
+  }
   blocksEvicted(): number {
     return this.pool.stats().reduce((a, s) => a + s.blocksEvicted, 0);
   }

@@ -54,6 +54,8 @@ export class ReplayStepper<S extends ReplaySequence> {
   private seconds = 0;
   private readonly evictedBefore: number;
   private finishedInStep = 0;
+  /** Token buffers of finished sequences, reused for new ones. */
+  private readonly spare: Int32Array[] = [];
 
   readonly params: ReplayParams;
 
@@ -142,6 +144,8 @@ export class ReplayStepper<S extends ReplaySequence> {
     }
     this.finishedInStep++;
     this.target.deallocate(s);
+    const buf = this.target.recycle?.(s);
+    if (buf) this.spare.push(buf);
   }
 
   private recordNew(s: S, from: number): number {
@@ -156,7 +160,10 @@ export class ReplayStepper<S extends ReplaySequence> {
     const { target, params } = this;
     const req = this.requests[r]!;
     const L = req.inputLength;
-    const s = target.newSequence(promptTokens(req, new Int32Array(L + req.outputLength + 1)), L);
+    const need = L + req.outputLength + 1;
+    let buf = this.spare.pop();
+    if (buf === undefined || buf.length < need) buf = new Int32Array(need + (need >> 2));
+    const s = target.newSequence(promptTokens(req, buf), L);
     while (this.live() >= params.maxRunning) this.finishOldest();
     let placed = false;
     while (true) {
