@@ -59,11 +59,15 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
       );
     }
     this.checkHeld(existing, 'existingShared');
-    const dst = new Int32Array(nFull - existing.length);
+    const n = nFull - existing.length;
+    if (this.matchOut.length < n) this.matchOut = new Int32Array(Math.max(n, this.matchOut.length * 2));
     const parent = existing.length > 0 ? existing[existing.length - 1]! : 0;
-    const hits = this.matchInto(toks, existing.length, nFull - existing.length, parent, dst, 0);
-    return dst.slice(0, hits);
+    const hits = this.matchInto(toks, existing.length, n, parent, this.matchOut, 0);
+    return this.matchOut.slice(0, hits);
   }
+
+  /** Hits land here first: one result array per call, sized to the hits. */
+  private matchOut = new Int32Array(64);
 
   cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
     this.live();

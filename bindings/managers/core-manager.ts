@@ -9,7 +9,7 @@ import { loadCore } from '../core/instance.js';
 import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, MATCH_COUNT, MATCH_TOUCH, REC, STAT_FIELDS } from '../core/manager-exports.js';
 
 /** Blocks staged per core call when matching (see matchInto). */
-const MATCH_WINDOW = 32;
+const MATCH_WINDOW = 8;
 import { plainRuntime, type CoreRuntime } from '../core/runtime.js';
 import type { MemViews, Staging } from '../core/staging.js';
 import { checkBool, checkInt, checkInt32Array, describe } from '../validate.js';
@@ -348,17 +348,20 @@ export abstract class CoreManager {
   ): number {
     if (nBlocks <= 0) return 0;
     // Most matches stop within a few blocks, so tokens are staged a window at
-    // a time, going on only while a whole window hit. The LRU update is
-    // deferred to one re-append over all hits, as a single walk would do.
+    // a time (8 blocks, then 4x larger each time), going on only while a whole
+    // window hit. The LRU update is deferred to one re-append over all hits,
+    // as a single walk would do.
     if (nBlocks <= MATCH_WINDOW) return this.matchWindow(tokens, first, nBlocks, parentId, dst, at, MATCH_TOUCH | MATCH_COUNT, nBlocks, salt);
     let hits = 0;
     let parent = parentId;
+    let window = MATCH_WINDOW;
     while (hits < nBlocks) {
-      const n = Math.min(MATCH_WINDOW, nBlocks - hits);
+      const n = Math.min(window, nBlocks - hits);
       const h = this.matchWindow(tokens, first + hits, n, parent, dst, at + hits, hits === 0 ? MATCH_COUNT : 0, nBlocks, salt);
       hits += h;
       if (h < n) break;
       parent = dst[at + hits - 1]!;
+      window *= 4;
     }
     const p = this.stg.stageIds(dst, at, at + hits);
     this.ex.mgr_touch_reversed(this.ptr, p, hits);
