@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { ModelBlockManagerPool } from './model/block-manager-pool.js';
+import { applySequenceOp, isSequenceOp } from './support/sequence-ops.js';
 import type { ModelSequence } from './model/sequence.js';
 
 type Op =
@@ -107,54 +108,20 @@ function run(
         const t = promptTokens(op.prompt, op.len);
         seqs.push([new Sequence(t), model.newSequence(t)]);
       } else if (seqs.length > 0) {
-        const [s, m] = pick(op.pick);
-        switch (op.kind) {
-          case 'allocate':
-            expect(pool.allocate(s)).toBe(model.allocate(m));
-            if (s.numBlocks > 0) s.kvCachedTokens = m.kvCachedTokens = Math.min(s.numTokens, s.numBlocks * blockSize);
-            break;
-          case 'decode':
-            for (let i = 0; i < op.steps && s.numBlocks > 0; i++) {
-              s.appendToken(7000 + i);
-              m.appendToken(7000 + i);
-              s.kvCachedTokens = m.kvCachedTokens = s.numTokens - 1;
-              expect(pool.allocate(s, s.numTokens)).toBe(model.allocate(m, m.numTokens));
-            }
-            break;
-          case 'tryAllocate':
-            expect(pool.tryAllocate(s)).toBe(model.tryAllocate(m));
-            break;
-          case 'allocateShared':
-            expect(pool.allocateShared(s)).toBe(model.allocateShared(m));
-            break;
-          case 'publish':
-            if (s.dpRank >= 0) {
-              pool.cache(s, s.numTokens);
-              model.cache(m, m.numTokens);
-            }
-            break;
-          case 'finish':
-            if (op.withoutCache) {
-              pool.deallocateWithoutCache(s);
-              model.deallocate(m, false);
-            } else {
-              pool.deallocate(s);
-              model.deallocate(m);
-            }
-            break;
-          case 'fork':
-            if (s.dpRank >= 0) seqs.push([s.fork({ swapLastBlock: op.swap }), model.fork(m, op.swap)]);
-            break;
-          case 'checkpoint': {
-            // The worker saved the state at a block boundary of this sequence's tokens.
-            const k = op.boundary + 1;
-            if (!linear || s.dpRank < 0 || k * blockSize > s.numTokens) break;
+        const pair = pick(op.pick);
+        const [s, m] = pair;
+        if (isSequenceOp(op)) {
+          const forked = applySequenceOp(pool, model, pair, op, blockSize);
+          if (forked) seqs.push(forked);
+        } else if (op.kind === 'checkpoint') {
+          // The worker saved the state at a block boundary of this sequence's tokens.
+          const k = op.boundary + 1;
+          if (linear && s.dpRank >= 0 && k * blockSize <= s.numTokens) {
             const c = pool.linearStateCache(s.dpRank);
             const r = c.reserveCheckpoint(s.prefixHash(k * blockSize));
             const mr = model.linear[s.dpRank]!.reserve(model.boundaryKeys(m, k)[k - 1]!, false);
             expect(r.slot).toBe(mr.slot);
             if (r.reservation) expect(c.commit(r.reservation)).toBe(model.linear[s.dpRank]!.commit(mr.slot));
-            break;
           }
         }
       }

@@ -14,6 +14,7 @@ import { Sequence } from '../bindings/pool/sequence.js';
 import { ModelBlockManagerPool } from './model/block-manager-pool.js';
 import type { ModelEvent } from './model/block-manager-impl.js';
 import type { ModelSequence } from './model/sequence.js';
+import { applySequenceOp, type SequenceOp } from './support/sequence-ops.js';
 
 const B = 4;
 const T = Array.from({ length: 5 * B }, (_, i) => 100 + i);
@@ -155,8 +156,7 @@ describe('KV-cache events', () => {
 
 type Op =
   | { kind: 'new'; prompt: number; len: number; salt: boolean }
-  | { kind: 'allocate' | 'tryAllocate' | 'publish' | 'finish' | 'fork'; pick: number }
-  | { kind: 'decode'; pick: number; steps: number }
+  | SequenceOp
   | { kind: 'reset' }
   | { kind: 'toggle' };
 
@@ -233,30 +233,8 @@ function follow(ops: Op[], numBlocks: number, blockSize: number, dpSize: number)
           }
         }
       } else if (seqs.length > 0) {
-        const [s, m] = seqs[op.pick % seqs.length]!;
-        if (op.kind === 'allocate') {
-          expect(pool.allocate(s)).toBe(model.allocate(m));
-          if (s.numBlocks > 0) s.kvCachedTokens = m.kvCachedTokens = Math.min(s.numTokens, s.numBlocks * blockSize);
-        } else if (op.kind === 'decode') {
-          for (let i = 0; i < op.steps && s.numBlocks > 0; i++) {
-            s.appendToken(7000 + i);
-            m.appendToken(7000 + i);
-            s.kvCachedTokens = m.kvCachedTokens = s.numTokens - 1;
-            expect(pool.allocate(s, s.numTokens)).toBe(model.allocate(m, m.numTokens));
-          }
-        } else if (op.kind === 'tryAllocate') {
-          expect(pool.tryAllocate(s)).toBe(model.tryAllocate(m));
-        } else if (op.kind === 'publish') {
-          if (s.dpRank >= 0) {
-            pool.cache(s, s.numTokens);
-            model.cache(m, m.numTokens);
-          }
-        } else if (op.kind === 'finish') {
-          pool.deallocate(s);
-          model.deallocate(m);
-        } else if (s.dpRank >= 0) {
-          seqs.push([s.fork(), model.fork(m)]);
-        }
+        const forked = applySequenceOp(pool, model, seqs[op.pick % seqs.length]!, op, blockSize);
+        if (forked) seqs.push(forked);
       }
       pool.check();
       const events = pool.drainEvents();

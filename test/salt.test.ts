@@ -11,6 +11,7 @@ import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { ModelBlockManagerPool } from './model/block-manager-pool.js';
 import type { ModelSequence } from './model/sequence.js';
+import { applySequenceOp, type SequenceOp } from './support/sequence-ops.js';
 
 const B = 4;
 const PROMPT = Array.from({ length: 3 * B + 1 }, (_, i) => 10 + i); // 3 full blocks + 1 token
@@ -125,12 +126,7 @@ describe('cache salt', () => {
 
 type Op =
   | { kind: 'new'; prompt: number; len: number; salt: number }
-  | { kind: 'allocate'; pick: number }
-  | { kind: 'decode'; pick: number; steps: number }
-  | { kind: 'tryAllocate'; pick: number }
-  | { kind: 'publish'; pick: number }
-  | { kind: 'finish'; pick: number }
-  | { kind: 'fork'; pick: number };
+  | Exclude<SequenceOp, { kind: 'allocateShared' }>;
 
 const SALTS = ['', 'a', 'b'];
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -160,30 +156,8 @@ function diff(ops: Op[], numBlocks: number, blockSize: number, dpSize: number): 
         continue;
       }
       if (seqs.length === 0) continue;
-      const [s, m] = seqs[op.pick % seqs.length]!;
-      if (op.kind === 'allocate') {
-        expect(pool.allocate(s)).toBe(model.allocate(m));
-        if (s.numBlocks > 0) s.kvCachedTokens = m.kvCachedTokens = Math.min(s.numTokens, s.numBlocks * blockSize);
-      } else if (op.kind === 'decode') {
-        for (let i = 0; i < op.steps && s.numBlocks > 0; i++) {
-          s.appendToken(7000 + i);
-          m.appendToken(7000 + i);
-          s.kvCachedTokens = m.kvCachedTokens = s.numTokens - 1;
-          expect(pool.allocate(s, s.numTokens)).toBe(model.allocate(m, m.numTokens));
-        }
-      } else if (op.kind === 'tryAllocate') {
-        expect(pool.tryAllocate(s)).toBe(model.tryAllocate(m));
-      } else if (op.kind === 'publish') {
-        if (s.dpRank >= 0) {
-          pool.cache(s, s.numTokens);
-          model.cache(m, m.numTokens);
-        }
-      } else if (op.kind === 'finish') {
-        pool.deallocate(s);
-        model.deallocate(m);
-      } else if (s.dpRank >= 0) {
-        seqs.push([s.fork(), model.fork(m)]);
-      }
+      const forked = applySequenceOp(pool, model, seqs[op.pick % seqs.length]!, op, blockSize);
+      if (forked) seqs.push(forked);
       pool.check();
       for (const [a, b] of seqs) expect([...a.blockTable, a.sharedBlocks]).toEqual([...b.blockTable, b.sharedBlocks]);
       for (let r = 0; r < dpSize; r++) {
