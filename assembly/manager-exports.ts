@@ -2,7 +2,7 @@
 
 import { alloc, release as releaseRegion } from "./heap";
 import {
-  Manager, CACHED, STAMPED, TOLD, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
+  Manager, CACHED, STAMPED, TOLD, POLICY_LRU, POLICY_LFU, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
 import { match, insert, touchReversed } from "./prefix";
@@ -50,6 +50,21 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
   }
   initIds(m);
   return base;
+}
+
+/**
+ * Chooses the eviction policy (POLICY_* in layout.ts) of a manager with
+ * caching on and an empty cache. Returns 0, or -1 when it cannot.
+ */
+export function mgr_set_policy(m: usize, policy: i32): i32 {
+  const mg = changetype<Manager>(m);
+  if (mg.prefixOn == 0 || mg.numCached != 0 || policy < POLICY_LRU || policy > POLICY_LFU) return -1;
+  mg.policy = policy;
+  return 0;
+}
+
+export function mgr_policy(m: usize): i32 {
+  return changetype<Manager>(m).policy;
 }
 
 export function mgr_destroy(m: usize): void {

@@ -59,11 +59,11 @@ function compare(core: BlockManagerImpl | SingleBlockManager, model: ModelBlockM
   }).toEqual(model.counters);
 }
 
-function run(ops: Op[], numBlocks: number, blockSize: number, single: boolean, Impl = BlockManagerImpl): void {
+function run(ops: Op[], numBlocks: number, blockSize: number, single: boolean, Impl = BlockManagerImpl, evictionPolicy?: 'lfu'): void {
   const core = single
     ? new SingleBlockManager({ numBlocks })
-    : new Impl({ numBlocks, blockSize });
-  const model = single ? new ModelSingleBlockManager(numBlocks) : new ModelBlockManager({ numBlocks, blockSize });
+    : new Impl({ numBlocks, blockSize, ...(evictionPolicy && { evictionPolicy }) });
+  const model = single ? new ModelSingleBlockManager(numBlocks) : new ModelBlockManager({ numBlocks, blockSize, evictionPolicy });
   model.trackPeak = true;
   const B = core.blockSize;
   // Handles the test holds: one entry per reference it owns.
@@ -165,6 +165,30 @@ describe('core vs reference model', () => {
         (ops, numBlocks, blockSize) => run(ops, numBlocks, blockSize, false, ConcurrentBlockManagerImpl),
       ),
       { numRuns: 150 },
+    );
+  });
+
+  it('BlockManagerImpl with LFU eviction agrees on random operation sequences', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 2, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        (ops, numBlocks, blockSize) => run(ops, numBlocks, blockSize, false, BlockManagerImpl, 'lfu'),
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('ConcurrentBlockManagerImpl with LFU eviction agrees on random operation sequences', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 2, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        (ops, numBlocks, blockSize) => run(ops, numBlocks, blockSize, false, ConcurrentBlockManagerImpl, 'lfu'),
+      ),
+      { numRuns: 100 },
     );
   });
 

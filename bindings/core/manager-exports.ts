@@ -4,6 +4,9 @@ export interface ManagerExports {
   /** grows: header pointer of a new manager, 0 when memory is exhausted */
   mgr_create(numBlocks: number, blockSize: number, prefixOn: number, seedLo: number, seedHi: number): number;
   mgr_destroy(m: number): void;
+  /** Eviction policy of a manager with an empty cache (0 LRU, 1 LFU); -1 when refused. */
+  mgr_set_policy(m: number, policy: number): number;
+  mgr_policy(m: number): number;
   mgr_allocate(m: number, n: number, out: number): number;
   mgr_release(m: number, ids: number, n: number): number;
   mgr_retain(m: number, ids: number, n: number): number;
@@ -34,7 +37,7 @@ export interface ManagerExports {
 }
 
 /** Byte offsets inside a per-id record (assembly/layout.ts). */
-export const REC = { ref: 0, flags: 4, stamp: 16 } as const;
+export const REC = { ref: 0, flags: 4, stamp: 16, key: 44 } as const;
 export const FLAG_CACHED = 1;
 
 /** Order of the f64 counters written by mgr_stats. */

@@ -5,6 +5,7 @@ import { checkBool, checkInt, checkInt32Array, checkKeys, checkObject, checkSeed
 import type { BlockManager } from './block-manager.js';
 import { CoreManager } from './core-manager.js';
 import { throwIdError } from './core-errors.js';
+import { EVICTION_POLICIES, parseEvictionPolicy, type EvictionPolicy } from './eviction-policy.js';
 
 export interface BlockManagerOptions {
   /** Physical blocks, padding id 0 included (>= 2). */
@@ -15,9 +16,11 @@ export interface BlockManagerOptions {
   enablePrefixCache?: boolean;
   /** XXH3-128 seed of the block hash chain (default 1024). */
   seed?: number | bigint;
+  /** Which cached block is evicted first: 'lru' (default, the reference's order) or 'lfu'. */
+  evictionPolicy?: EvictionPolicy;
 }
 
-const KEYS = ['numBlocks', 'blockSize', 'enablePrefixCache', 'seed'] as const;
+const KEYS = ['numBlocks', 'blockSize', 'enablePrefixCache', 'seed', 'evictionPolicy'] as const;
 
 /** Validated options in the form the core takes. */
 export function parseManagerOptions(opts: BlockManagerOptions, name = 'options') {
@@ -27,7 +30,9 @@ export function parseManagerOptions(opts: BlockManagerOptions, name = 'options')
   const blockSize = checkInt(`${name}.blockSize`, opts.blockSize, 1);
   const prefixOn = opts.enablePrefixCache === undefined ? true : checkBool(`${name}.enablePrefixCache`, opts.enablePrefixCache);
   const seed = checkSeed(`${name}.seed`, opts.seed ?? 1024);
-  return { numBlocks, blockSize, prefixOn, seedLo: seed.lo, seedHi: seed.hi };
+  const policy = parseEvictionPolicy(`${name}.evictionPolicy`, opts.evictionPolicy);
+  if (policy !== 0 && !prefixOn) throw new RangeError(`${name}.evictionPolicy cannot be '${opts.evictionPolicy}' without a prefix cache`);
+  return { numBlocks, blockSize, prefixOn, seedLo: seed.lo, seedHi: seed.hi, policy };
 }
 
 export class BlockManagerImpl extends CoreManager implements BlockManager {
@@ -38,6 +43,14 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     const cfg = parseManagerOptions(options);
     super(cfg);
     this.enablePrefixCache = cfg.prefixOn;
+    if (cfg.policy !== 0 && this.ex.mgr_set_policy(this.ptr, cfg.policy) !== 0) {
+      throw new RangeError(`options.evictionPolicy: this manager's cache is not empty; its policy cannot change`);
+    }
+  }
+
+  /** The eviction policy (kept in the core's header, so attached managers see their creator's). */
+  get evictionPolicy(): EvictionPolicy {
+    return EVICTION_POLICIES[this.ex.mgr_policy(this.ptr)]!;
   }
 
   /** Loads the Wasm core if needed, then creates the manager. */

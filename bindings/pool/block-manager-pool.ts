@@ -22,6 +22,7 @@ export type { PoolRankStats } from './metrics.js';
 import { checkLabels, rankStats, renderMetrics, sumStats, type PoolRankStats } from './metrics.js';
 import { saltKey } from './salt.js';
 import { Sequence, type SequenceOwner } from './sequence.js';
+import { parseEvictionPolicy, type EvictionPolicy } from '../managers/eviction-policy.js';
 import { XTENSOR_POOL_KEYS, xtensorManagerFactory, type XTensorPoolOptions } from './xtensor-options.js';
 
 export interface BlockManagerPoolOptions extends CompositePoolOptions, LinearStatePoolOptions, XTensorPoolOptions {
@@ -47,10 +48,12 @@ export interface BlockManagerPoolOptions extends CompositePoolOptions, LinearSta
   enableDisaggPd?: boolean;
   /** A KV-cache store shares the managers (default false): as enableDisaggPd. */
   enableKvcacheStore?: boolean;
+  /** Which cached block each rank evicts first: 'lru' (default, the reference's order) or 'lfu'. */
+  evictionPolicy?: EvictionPolicy;
 }
 
 const KEYS = [
-  'numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed', 'enableDisaggPd', 'enableKvcacheStore',
+  'numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed', 'enableDisaggPd', 'enableKvcacheStore', 'evictionPolicy',
   ...COMPOSITE_OPTION_KEYS, ...LINEAR_STATE_KEYS,
 ] as const;
 
@@ -62,7 +65,12 @@ export function parsePoolOptions(o: BlockManagerPoolOptions, extraKeys: readonly
   const xtensor = xtensorManagerFactory(o, numBlocks, blockSize);
   const enablePrefixCache = checkBool('options.enablePrefixCache', o.enablePrefixCache ?? xtensor === null);
   if (xtensor && enablePrefixCache) throw new RangeError('options.enablePrefixCache cannot be true with enableXtensor (XTensor blocks have no prefix cache)');
+  parseEvictionPolicy('options.evictionPolicy', o.evictionPolicy);
+  if (o.evictionPolicy !== undefined && o.evictionPolicy !== 'lru' && (!enablePrefixCache || o.managerTypes !== undefined)) {
+    throw new RangeError(`options.evictionPolicy '${o.evictionPolicy}' needs the plain prefix cache (enablePrefixCache, no managerTypes)`);
+  }
   return {
+    evictionPolicy: o.evictionPolicy,
     numBlocks,
     blockSize,
     dpSize: checkInt('options.dpSize', o.dpSize ?? 1, 1, 4096),
@@ -120,7 +128,10 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
         this.managers.push(
           this.composite?.addRank() ??
           o.xtensor?.(r) ??
-            new Impl({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed }),
+            new Impl({
+              numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed,
+              ...(o.evictionPolicy !== undefined && { evictionPolicy: o.evictionPolicy }),
+            }),
         );
         this.singles.push(new SingleBlockManager({ numBlocks: o.singleBlockCapacity }));
         this.swaps.push([]);

@@ -8,6 +8,7 @@ import { CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type 
 import { runReplay, type ReplayProgress, type ReplayResult, type ReplayTarget } from './kernel.js';
 import type { TraceRequest } from './trace.js';
 import { generateWorkload } from './workload.js';
+import { parseEvictionPolicy, type EvictionPolicy } from '../managers/eviction-policy.js';
 import { LinearStateReplayTarget } from './linear-state-target.js';
 import { replayWithHostTier, type HierarchyReplayResult } from './hierarchy-replay.js';
 
@@ -35,11 +36,13 @@ export interface ReplayOptions {
   slidingWindow?: number;
   /** With `slidingWindow`: one full sub-manager per ratio (block size B * ratio; default [1]). */
   compressRatios?: number[];
+  /** The pool's eviction policy (default 'lru'; not with slidingWindow or hostBlocks). */
+  evictionPolicy?: EvictionPolicy;
 }
 
 const KEYS = [
   'trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'onProgress',
-  'slidingWindow', 'compressRatios', 'linearStateSlots', 'hostBlocks',
+  'slidingWindow', 'compressRatios', 'linearStateSlots', 'hostBlocks', 'evictionPolicy',
 ];
 
 /** The replay loop's view of a BlockManagerPool. */
@@ -86,7 +89,19 @@ export function parseReplayOptions(o: ReplayOptions) {
     compressRatios: parseCompressRatios('options.compressRatios', o.compressRatios),
     linearStateSlots: o.linearStateSlots === undefined ? undefined : checkInt('options.linearStateSlots', o.linearStateSlots, 2),
     hostBlocks: o.hostBlocks === undefined ? undefined : checkInt('options.hostBlocks', o.hostBlocks, 2),
+    evictionPolicy: replayEvictionPolicy(o),
   };
+}
+
+/** The eviction option, checked; only the plain and linear-state replays take one other than 'lru'. */
+function replayEvictionPolicy(o: ReplayOptions): EvictionPolicy | undefined {
+  const v = o.evictionPolicy;
+  if (v === undefined) return undefined;
+  parseEvictionPolicy('options.evictionPolicy', v);
+  if (v !== 'lru' && (o.slidingWindow !== undefined || o.hostBlocks !== undefined)) {
+    throw new TypeError(`options.evictionPolicy '${v}' cannot be combined with ${o.slidingWindow !== undefined ? 'slidingWindow' : 'hostBlocks'}`);
+  }
+  return v;
 }
 
 /**
@@ -125,6 +140,7 @@ export function replaySync(
   const linear = p.linearStateSlots !== undefined;
   const pool = new BlockManagerPool({
     numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed,
+    ...(p.evictionPolicy !== undefined && { evictionPolicy: p.evictionPolicy }),
     ...(linear ? { enableLinearState: true, linearStateNumSlots: p.linearStateSlots } : {}),
   });
   try {

@@ -2,7 +2,7 @@
 // cache, in plain arrays and maps. Mirrors bindings/managers/block-manager-impl.ts.
 
 import { chainKey } from './chain-key.js';
-import { ModelPrefixCache } from './prefix-cache.js';
+import { ModelPrefixCache, type ModelEvictionPolicy } from './prefix-cache.js';
 
 /** A recorded event, by block id and key (the model's keys are not XXH3). */
 export type ModelEvent =
@@ -14,6 +14,7 @@ export interface ModelManagerOptions {
   numBlocks: number;
   blockSize: number;
   enablePrefixCache?: boolean;
+  evictionPolicy?: ModelEvictionPolicy;
 }
 
 export class ModelBlockManager {
@@ -26,7 +27,7 @@ export class ModelBlockManager {
   readonly ref: number[];
   /** The key stamped on each id by match/insert (until it is freed). */
   readonly stamp = new Map<number, string>();
-  readonly prefix = new ModelPrefixCache();
+  readonly prefix: ModelPrefixCache;
   /** Recorded events since the last drain. */
   readonly events: ModelEvent[] = [];
   recording = false;
@@ -41,6 +42,7 @@ export class ModelBlockManager {
     this.numBlocks = o.numBlocks;
     this.blockSize = o.blockSize;
     this.prefixOn = o.enablePrefixCache ?? true;
+    this.prefix = new ModelPrefixCache(o.evictionPolicy ?? 'lru');
     this.ref = new Array(o.numBlocks).fill(0);
     for (let id = o.numBlocks - 1; id >= 0; id--) this.free.push(id);
     this.free.pop(); // id 0: padding
@@ -107,17 +109,29 @@ export class ModelBlockManager {
 
   evict(k: number): number {
     let done = 0;
-    for (const [key, id] of this.prefix.entries) {
-      if (done >= k) break;
-      if (this.ref[id]! > 1) continue; // held by a sequence: skipped
-      if (this.recording && this.told.has(id)) this.events.push({ type: 'removed', blockId: id, key });
-      this.told.delete(id);
-      this.prefix.remove(key);
-      this.release1(id);
-      done++;
+    if (this.prefix.policy !== 'lru') {
+      for (; done < k; done++) {
+        const id = this.prefix.victim((v) => this.ref[v] === 1);
+        if (id === undefined) break;
+        this.evictOne(this.prefix.keyOf.get(id)!, id);
+      }
+    } else {
+      for (const [key, id] of this.prefix.entries) {
+        if (done >= k) break;
+        if (this.ref[id]! > 1) continue; // held by a sequence: skipped
+        this.evictOne(key, id);
+        done++;
+      }
     }
     this.counters.blocksEvicted += done;
     return done;
+  }
+
+  private evictOne(key: string, id: number): void {
+    if (this.recording && this.told.has(id)) this.events.push({ type: 'removed', blockId: id, key });
+    this.told.delete(id);
+    this.prefix.remove(key);
+    this.release1(id);
   }
 
   /** The key of block `b` of `tokens`, given the key of block b-1 (the salt only counts for block 0). */
