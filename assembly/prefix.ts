@@ -7,11 +7,12 @@
 // most recent and eviction takes chain tails first.
 
 import {
-  Manager, CACHED, STAMPED, POLICY_LFU, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
+  Manager, CACHED, STAMPED, POLICY_LFU, POLICY_PRIORITY, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
   ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, setErrorIndex,
 } from "./layout";
 import { addRef } from "./idpool";
 import { touch, lruRemove } from "./lru";
+import { applyBatch, resetBatch } from "./priority";
 import { tableFind, tableInsert } from "./table";
 import { chainHash } from "./chain";
 import { recordStored } from "./events";
@@ -153,6 +154,7 @@ export function insertOne(m: Manager, idAddr: usize, key: usize): i32 {
 /** Re-appends the entries an insert visited (ids[0..n), 0 = none) in reverse order. */
 export function touchVisited(m: Manager, ids: usize, n: i32): void {
   if (m.policy == POLICY_LFU) countHits(m, ids, n);
+  else if (m.policy == POLICY_PRIORITY) applyBatch(m, ids, n);
   for (let b = n - 1; b >= 0; b--) {
     const e = load<i32>(ids + (<usize>b << 2));
     if (e != 0) touch(m, e);
@@ -168,7 +170,12 @@ export function touchVisited(m: Manager, ids: usize, n: i32): void {
  */
 export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
   const bad = checkInsertIds(m, ids, nBlocks);
-  if (bad != 0) return bad;
+  if (bad != 0) {
+    // Nothing changes: the staged priorities are dropped too. (An unstamped
+    // parent keeps them: the bindings retry the same insert.)
+    if (m.policy == POLICY_PRIORITY) resetBatch(m, nBlocks < m.numBlocks ? nBlocks : m.numBlocks);
+    return bad;
+  }
   let parent = parentOf(m, parentId, parentPtr);
   if (parent == 1) return ERR_UNSTAMPED_PARENT;
   if (m.prefixOn == 0) return 0;

@@ -102,7 +102,7 @@ describe('LFU eviction', () => {
 
   it('rejects bad policies, naming the option', () => {
     expect(() => new BlockManagerImpl({ numBlocks: 4, blockSize: 1, evictionPolicy: 'mru' as never })).toThrow(
-      new TypeError(`options.evictionPolicy must be one of 'lru', 'lfu', got "mru"`),
+      new TypeError(`options.evictionPolicy must be one of 'lru', 'lfu', 'priority', got "mru"`),
     );
     expect(() => new BlockManagerImpl({ numBlocks: 4, blockSize: 1, enablePrefixCache: false, evictionPolicy: 'lfu' })).toThrow(RangeError);
     expect(() => new BlockManagerPool({ numBlocks: 4, blockSize: 1, evictionPolicy: 3 as never })).toThrow(TypeError);
@@ -119,5 +119,115 @@ describe('LFU eviction', () => {
     expect(lfu.promptBlocks).toBe(base.promptBlocks);
     expect(lfu.evictedBlocks).toBeGreaterThan(0);
     expect(pick(lfu)).not.toEqual(pick(base));
+  });
+});
+
+describe('priority eviction with retention', () => {
+  /** Caches single-block chains `t` (block size 1) with the given marks and lets them go. */
+  function put(m: BlockManagerImpl, t: number[], retention?: { start?: number; end?: number; priority: number; duration?: number }[]): number[] {
+    const ids = [...m.allocate(t.length)!];
+    m.cache(t, ids, 0, retention);
+    m.deallocate(ids);
+    return ids;
+  }
+
+  it('evicts lower priorities first, least recent within one; an ended retention falls back to 35', () => {
+    const m = new BlockManagerImpl({ numBlocks: 5, blockSize: 1, evictionPolicy: 'priority' });
+    expect(m.evictionPolicy).toBe('priority');
+    expect(put(m, [10], [{ priority: 80, duration: 10 }])).toEqual([1]);
+    expect(put(m, [20])).toEqual([2]); // 35
+    expect(put(m, [30], [{ priority: 10 }])).toEqual([3]); // 10 for ever
+    expect([...m.lruOrder()]).toEqual([3, 2, 1]);
+    m.setTime(9.5);
+    expect([...m.lruOrder()]).toEqual([3, 2, 1]);
+    m.setTime(10); // id 1's retention ends: 35, and it is older than id 2
+    expect(m.time).toBe(10);
+    expect([...m.lruOrder()]).toEqual([3, 1, 2]);
+    m.check();
+    expect(m.evict(2)).toBe(2);
+    expect([...m.freeIds()].slice(-2)).toEqual([3, 1]);
+    expect(m.isCachedId(2)).toBe(true);
+    m.check();
+    m.dispose();
+  });
+
+  it('a match keeps a block priority; a later insert that visits it sets it again', () => {
+    const m = new BlockManagerImpl({ numBlocks: 4, blockSize: 1, evictionPolicy: 'priority' });
+    put(m, [10], [{ priority: 90 }]); // id 1
+    put(m, [20]); // id 2
+    m.deallocate([...m.allocateShared([10])]); // recency only
+    expect([...m.lruOrder()]).toEqual([2, 1]);
+    const dup = [...m.allocate(1)!]; // id 3 duplicates [10]: the insert visits id 1 without marks
+    m.cache([10], dup);
+    m.deallocate(dup);
+    expect([...m.lruOrder()]).toEqual([2, 1]); // both 35, id 1 the more recent
+    put(m, [20], [{ priority: 0 }]); // visits id 2 again: 0
+    expect([...m.lruOrder()]).toEqual([2, 1]);
+    m.check();
+    m.dispose();
+  });
+
+  it('keeps a chain deepest first within a priority, and honours higher marks on the root', () => {
+    const m = new BlockManagerImpl({ numBlocks: 9, blockSize: 1, evictionPolicy: 'priority' });
+    const flat = put(m, [1, 2, 3], [{ priority: 50 }]);
+    expect([...m.lruOrder()]).toEqual([...flat].reverse());
+    const sys = put(m, [7, 8, 9, 10], [{ start: 0, end: 2, priority: 90 }]); // a "system prompt" of 2 blocks
+    expect([...m.lruOrder()]).toEqual([sys[3], sys[2], ...[...flat].reverse(), sys[1], sys[0]]);
+    m.check();
+    m.dispose();
+  });
+
+  it('marks a sequence in a pool; the pool clock ends retentions on every rank', () => {
+    for (const policy of ['lru', 'priority'] as const) {
+      const p = new BlockManagerPool({ numBlocks: 4, blockSize: 2, evictionPolicy: policy });
+      const a = new Sequence([1, 1, 2, 2]);
+      a.setRetention([{ end: 2, priority: 90, duration: 5 }]);
+      expect(p.allocate(a)).toBe(true);
+      const a0 = a.blockTable[0]!;
+      a.kvCachedTokens = 4;
+      p.deallocate(a);
+      const b = new Sequence([5, 5]);
+      expect(p.allocate(b)).toBe(true);
+      b.kvCachedTokens = 2;
+      p.deallocate(b);
+      // Two blocks must go: LRU takes a's tail and root, priority a's tail and b.
+      const c = new Sequence([7, 7, 8]);
+      expect(p.allocate(c)).toBe(true);
+      expect((p.managers[0] as BlockManagerImpl).isCachedId(a0)).toBe(policy === 'priority');
+      p.deallocate(c);
+      p.check();
+      p.setTime(5);
+      expect(p.time).toBe(5);
+      p.check();
+      p.dispose();
+    }
+  });
+
+  it('validates marks and the clock, changing nothing on a throw', () => {
+    const s = new Sequence([1, 2, 3]);
+    s.setRetention([{ priority: 20 }]);
+    expect(() => s.setRetention([{ priority: 101 }])).toThrow(new RangeError('ranges[0].priority must be in [0, 100], got 101'));
+    expect(() => s.setRetention('x' as never)).toThrow(new TypeError('ranges must be an array of ranges, got "x"'));
+    expect(() => s.setRetention([{ priority: 1, duration: -1 }])).toThrow(new RangeError('ranges[0].duration must be >= 0, got -1'));
+    expect(() => s.setRetention([{ start: 4, end: 4, priority: 1 }])).toThrow(RangeError);
+    expect(() => s.setRetention([{ priority: 1, until: 3 } as never])).toThrow(TypeError);
+    expect(s._retention).toEqual([{ start: 0, end: Infinity, priority: 20, duration: Infinity }]);
+    const m = new BlockManagerImpl({ numBlocks: 4, blockSize: 1, evictionPolicy: 'priority' });
+    m.setTime(3);
+    expect(() => m.setTime(2)).toThrow(new RangeError('t must be a finite time >= the current time 3, got 2'));
+    expect(() => m.setTime('4' as never)).toThrow(new TypeError('t must be a number, got "4"'));
+    expect(() => m.setTime(NaN)).toThrow(RangeError);
+    expect(m.time).toBe(3);
+    const ids = [...m.allocate(1)!];
+    expect(() => m.cache([5], ids, 0, [{ priority: -1 }])).toThrow(RangeError);
+    expect(m.numBlocksInPrefixCache()).toBe(0);
+    // A rejected id stages nothing: the next insert gets the default (35), above a 10.
+    expect(() => m.cache([5, 6], [ids[0]!, 3], 0, [{ priority: 0 }])).toThrow(RangeError);
+    m.cache([5], ids);
+    m.deallocate(ids);
+    const [low] = put(m, [9], [{ priority: 10 }]);
+    expect([...m.lruOrder()]).toEqual([low, ids[0]]);
+    m.check();
+    m.dispose();
   });
 });

@@ -5,10 +5,13 @@
 
 import { describe } from '../validate.js';
 
-export type EvictionPolicy = 'lru' | 'lfu';
+export type EvictionPolicy = 'lru' | 'lfu' | 'priority';
 
 /** Policy names in the order of the core's POLICY_* codes (assembly/layout.ts). */
-export const EVICTION_POLICIES: readonly EvictionPolicy[] = ['lru', 'lfu'];
+export const EVICTION_POLICIES: readonly EvictionPolicy[] = ['lru', 'lfu', 'priority'];
+
+/** The priority of unmarked blocks and of blocks whose retention ended (as TensorRT-LLM). */
+export const DEFAULT_PRIORITY = 35;
 
 /** The core code of a policy option (undefined: 'lru'); throws naming the option otherwise. */
 export function parseEvictionPolicy(name: string, v: unknown): number {

@@ -48,7 +48,10 @@ export interface BlockManagerPoolOptions extends CompositePoolOptions, LinearSta
   enableDisaggPd?: boolean;
   /** A KV-cache store shares the managers (default false): as enableDisaggPd. */
   enableKvcacheStore?: boolean;
-  /** Which cached block each rank evicts first: 'lru' (default, the reference's order) or 'lfu'. */
+  /**
+   * Which cached block each rank evicts first: 'lru' (default, the reference's
+   * order), 'lfu', or 'priority' (Sequence.setRetention marks; see setTime).
+   */
   evictionPolicy?: EvictionPolicy;
 }
 
@@ -404,8 +407,29 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const first = seq._shared;
     if (n <= first) return;
     const parent = first > 0 ? seq._table[first - 1]! : 0;
-    const r = this.managers[seq._dpRank]!.insertFrom(seq._tokens, seq._table, first, n - first, parent, seq._saltKey);
+    const mgr = this.managers[seq._dpRank]!;
+    const r = seq._retention !== null && mgr instanceof BlockManagerImpl
+      ? mgr.insertWithRetention(seq._retention, seq._tokens, seq._table, first, n - first, parent, seq._saltKey)
+      : mgr.insertFrom(seq._tokens, seq._table, first, n - first, parent, seq._saltKey);
     if (r < 0) throw new Error(`kvpool: internal error caching a sequence (core code ${r})`);
+  }
+
+  /** The clock of the 'priority' eviction policy (0 at first; see setTime). */
+  get time(): number {
+    const m = this.managers[0];
+    return m instanceof BlockManagerImpl ? m.time : 0;
+  }
+
+  /**
+   * Moves the clock of every rank to `t` (any unit, never backwards): under
+   * evictionPolicy 'priority', blocks whose retention ended by then fall back
+   * to priority 35. Retentions end at (time of caching) + duration.
+   */
+  setTime(t: number): void {
+    const now = this.time;
+    if (typeof t !== 'number') throw new TypeError(`t must be a number, got ${describe(t)}`);
+    if (!(t >= now) || t === Infinity) throw new RangeError(`t must be a finite time >= the current time ${now}, got ${t}`);
+    for (const m of this.managers) if (m instanceof BlockManagerImpl) m.setTime(t);
   }
 
   deallocate(arg: Sequence | readonly Sequence[]): void {

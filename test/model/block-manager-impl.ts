@@ -2,7 +2,7 @@
 // cache, in plain arrays and maps. Mirrors bindings/managers/block-manager-impl.ts.
 
 import { chainKey } from './chain-key.js';
-import { ModelPrefixCache, type ModelEvictionPolicy } from './prefix-cache.js';
+import { blockRetention, ModelPrefixCache, MODEL_DEFAULT_PRIORITY, type ModelEvictionPolicy, type ModelRetention } from './prefix-cache.js';
 
 /** A recorded event, by block id and key (the model's keys are not XXH3). */
 export type ModelEvent =
@@ -173,7 +173,7 @@ export class ModelBlockManager {
     return hits;
   }
 
-  cache(tokens: ArrayLike<number>, ids: number[], existing = 0, salt = ''): number {
+  cache(tokens: ArrayLike<number>, ids: number[], existing = 0, salt = '', retention: readonly ModelRetention[] = []): number {
     const n = Math.min(Math.floor(tokens.length / this.blockSize), ids.length);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id]! - this.cachedCount(id) <= 0) {
@@ -204,11 +204,22 @@ export class ModelBlockManager {
         visited.push(key);
         added++;
       } // else: the id is already cached under another key; not cached twice
+      if (this.prefix.policy === 'priority' && visited[visited.length - 1] === key) {
+        // Every block the insert visits takes this sequence's priority for it.
+        const [p, d] = blockRetention(retention, b * this.blockSize, (b + 1) * this.blockSize);
+        this.prefix.setPriority(key, p, this.prefix.now + d);
+      }
       parent = key;
     }
     this.prefix.touchReversed(visited);
     this.counters.blocksInserted += added;
     return added;
+  }
+
+  /** The priority policy's clock (never backwards). */
+  setTime(t: number): void {
+    if (t < this.prefix.now) throw new RangeError(`t ${t} is before ${this.prefix.now}`);
+    this.prefix.now = t;
   }
 
   /** Caches ids[i] under keys[i] (insert by stamped key: blocks copied in from another tier). */
@@ -234,6 +245,7 @@ export class ModelBlockManager {
         added++;
       }
     });
+    if (this.prefix.policy === 'priority') for (const k of visited) this.prefix.setPriority(k, MODEL_DEFAULT_PRIORITY, Infinity);
     this.prefix.touchReversed(visited);
     this.counters.blocksInserted += added;
     return added;
