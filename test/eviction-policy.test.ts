@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
+import { main } from '../bindings/cli.js';
 import { replaySync } from '../bindings/replay/replay.js';
 
 /** Caches `tokens` (block size 1) in fresh blocks and lets them go; returns the ids. */
@@ -229,5 +230,45 @@ describe('priority eviction with retention', () => {
     expect([...m.lruOrder()]).toEqual([low, ids[0]]);
     m.check();
     m.dispose();
+  });
+});
+
+describe('kvpool replay --eviction', () => {
+  async function run(args: string[]) {
+    const out: string[] = [];
+    const err: string[] = [];
+    const o = process.stdout.write.bind(process.stdout);
+    const e = process.stderr.write.bind(process.stderr);
+    process.stdout.write = ((x: string) => (out.push(x), true)) as typeof process.stdout.write;
+    process.stderr.write = ((x: string) => (err.push(x), true)) as typeof process.stderr.write;
+    try {
+      const code = await main(args);
+      return { code, out: out.join(''), err: err.join('') };
+    } finally {
+      process.stdout.write = o;
+      process.stderr.write = e;
+    }
+  }
+
+  it('replays with each policy, lru being the default', async () => {
+    const base = ['replay', '--json', '--requests', '200', '--num-blocks', '400'];
+    const results: Record<string, { matchedBlocks: number; idChecksum: number; promptBlocks: number }> = {};
+    for (const policy of [undefined, 'lru', 'lfu', 'priority']) {
+      const r = await run(policy ? [...base, '--eviction', policy] : base);
+      expect(r.code).toBe(0);
+      results[policy ?? 'default'] = JSON.parse(r.out);
+    }
+    const fixed = (r: { matchedBlocks: number; idChecksum: number; promptBlocks: number }) => [r.matchedBlocks, r.idChecksum, r.promptBlocks];
+    expect(fixed(results.lru!)).toEqual(fixed(results.default!)); // timings aside
+    const direct = replaySync({ workloadRequests: 200, numBlocks: 400, evictionPolicy: 'priority' });
+    expect(results.priority!.idChecksum).toBe(direct.idChecksum);
+    expect(results.priority!.idChecksum).not.toBe(results.lru!.idChecksum);
+    expect(results.lfu!.promptBlocks).toBe(results.lru!.promptBlocks);
+  });
+
+  it('rejects an unknown policy', async () => {
+    const r = await run(['replay', '--requests', '5', '--eviction', 'fifo']);
+    expect(r.code).not.toBe(0);
+    expect(r.err).toMatch(/--eviction.*fifo.*lru, lfu, priority/s);
   });
 });

@@ -36,7 +36,11 @@ export interface ReplayOptions {
   slidingWindow?: number;
   /** With `slidingWindow`: one full sub-manager per ratio (block size B * ratio; default [1]). */
   compressRatios?: number[];
-  /** The pool's eviction policy (default 'lru'; not with slidingWindow or hostBlocks). */
+  /**
+   * The pool's eviction policy (default 'lru'; not with slidingWindow or
+   * hostBlocks). 'priority' marks each request's generated tokens with
+   * priority 10 (prompt blocks keep 35).
+   */
   evictionPolicy?: EvictionPolicy;
 }
 
@@ -45,11 +49,17 @@ const KEYS = [
   'slidingWindow', 'compressRatios', 'linearStateSlots', 'hostBlocks', 'evictionPolicy',
 ];
 
+/** The priority a 'priority' replay gives blocks holding generated tokens only (below the default 35). */
+export const REPLAY_DECODE_PRIORITY = 10;
+
 /** The replay loop's view of a BlockManagerPool. */
 export class PoolReplayTarget implements ReplayTarget<Sequence> {
-  constructor(readonly pool: BlockManagerPool) {}
+  /** `decodePriority`: mark every sequence's generated tokens with this priority (the 'priority' policy's replay rule). */
+  constructor(readonly pool: BlockManagerPool, readonly decodePriority?: number) {}
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
-    return Sequence.fromBuffer(buffer, promptLength);
+    const s = Sequence.fromBuffer(buffer, promptLength);
+    if (this.decodePriority !== undefined) s.setRetention([{ start: promptLength, priority: this.decodePriority }]);
+    return s;
   }
   allocate(seq: Sequence, numTokens?: number): boolean {
     return this.pool.allocate(seq, numTokens);
@@ -144,7 +154,10 @@ export function replaySync(
     ...(linear ? { enableLinearState: true, linearStateNumSlots: p.linearStateSlots } : {}),
   });
   try {
-    const target = linear ? new LinearStateReplayTarget(new PoolReplayTarget(pool)) : new PoolReplayTarget(pool);
+    // The priority replay's rule (README "Eviction policies"): generated tokens
+    // are never part of a later prompt in a trace, so their blocks go first.
+    const plain = new PoolReplayTarget(pool, p.evictionPolicy === 'priority' ? REPLAY_DECODE_PRIORITY : undefined);
+    const target = linear ? new LinearStateReplayTarget(plain) : plain;
     return runReplay(target, trace, p, options.onProgress);
   } finally {
     pool.dispose();
