@@ -199,6 +199,11 @@ describe('priority eviction with retention', () => {
       p.check();
       p.setTime(5);
       expect(p.time).toBe(5);
+      // A beam child keeps its parent's marks.
+      const d = new Sequence([3, 3, 4]);
+      d.setRetention([{ priority: 70 }]);
+      expect(p.allocate(d)).toBe(true);
+      expect(d.fork()._retention).toEqual([{ start: 0, end: Infinity, priority: 70, duration: Infinity }]);
       p.check();
       p.dispose();
     }

@@ -279,6 +279,7 @@ export class Sequence {
     child._needSwap = swap && this._numBlocks > 0;
     child._salt = this._salt;
     child._saltKey = this._saltKey;
+    child._retention = this._retention; // parsed ranges are never mutated: sharing is safe
     owner.forkSequence(this, child);
     return child;
   }
