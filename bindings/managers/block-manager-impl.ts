@@ -47,7 +47,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     if (cfg.policy !== 0) {
       const code = this.rt.growing((e) => e.mgr_set_policy(this.ptr, cfg.policy));
       if (code !== 0) {
-        this.dispose();
+        this.ex.mgr_destroy(this.ptr); // not dispose(): a subclass is not constructed yet
         throw new RangeError(
           code === -2
             ? `kvpool: Wasm memory exhausted setting up the '${options.evictionPolicy}' eviction policy`
