@@ -4,11 +4,12 @@
 // anything other than the prefix cache holds it.
 
 import {
-  Manager, CACHED, refOf, setRef, flagsOf, setFlags, isCached,
+  Manager, CACHED, POLICY_PRIORITY, refOf, setRef, flagsOf, setFlags, isCached,
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim } from "./lru";
 import { tableRemove } from "./table";
+import { expDrop } from "./priority";
 import { recordRemoved, recordCleared } from "./events";
 
 @inline export function pushFree(m: Manager, id: i32): void {
@@ -41,6 +42,7 @@ export function evict(m: Manager, k: i32): i32 {
     if (id == 0) break;
     if (m.eventsOn != 0) recordRemoved(m, id);
     lruRemove(m, id);
+    if (m.policy == POLICY_PRIORITY) expDrop(m, id);
     tableRemove(m, id);
     setFlags(m, id, 0);
     setRef(m, id, 0);

@@ -43,6 +43,16 @@ export class Manager {
   eventsCap: i32 = 0;
   eventsLost: i32 = 0; // 1 when a record could not be stored (memory exhausted)
   events: usize = 0;
+
+  // Eviction policy (lru.ts): POLICY_LRU keeps the recency list; the others
+  // keep every entry in the side heap keyed by (REC_KEY, stamp).
+  policy: i32 = 0;
+  // POLICY_PRIORITY (priority.ts): the pool's clock, the heap of retentions by
+  // expiry, and the per-position keys the next insert gives the blocks it visits.
+  now: f64 = 0;
+  expHeap: usize = 0; // i32[numBlocks]
+  expSize: i32 = 0;
+  batch: usize = 0; // (f64 priority, f64 expiry)[numBlocks]
 }
 
 export const CACHED: u8 = 1;
@@ -77,6 +87,24 @@ export const REC_NEXT: usize = 12; // i32
 export const REC_STAMP: usize = 16; // u64: recency of a cached entry
 export const REC_HASH: usize = 24; // 16 bytes: the chain hash stamped on the block
 export const REC_HEAP_POS: usize = 40; // i32: index + 1 in the side heap, 0 when absent
+export const REC_KEY: usize = 44; // u32: policy key, lower evicted first (0 under LRU; LFU: hits; priority)
+export const REC_EXPIRY: usize = 48; // f64: when the retention of a priority ends (priority.ts)
+export const REC_EXP_POS: usize = 56; // i32: index + 1 in the expiry heap, 0 when absent
+
+/** Eviction policies (Manager.policy). */
+export const POLICY_LRU: i32 = 0;
+export const POLICY_LFU: i32 = 1;
+export const POLICY_PRIORITY: i32 = 2;
+/** The priority of a block nothing marked, and of one whose retention expired (TensorRT-LLM's). */
+export const DEFAULT_PRIORITY: u32 = 35;
+
+@inline export function keyOf(m: Manager, id: i32): u32 {
+  return load<u32>(rec(m, id) + REC_KEY);
+}
+
+@inline export function setKey(m: Manager, id: i32, v: u32): void {
+  store<u32>(rec(m, id) + REC_KEY, v);
+}
 
 @inline export function rec(m: Manager, id: i32): usize {
   return m.recs + (<usize>id << m.recShift);

@@ -17,10 +17,25 @@
 // The victims and their order are exactly the reference's; each victim is
 // O(1) from the list (O(log n) from the side heap, which only holds blocks
 // that were parked and then released).
+//
+// The other policies (Manager.policy != POLICY_LRU) do not use the list: a
+// touch puts the entry in the side heap, ordered by (REC_KEY, stamp), so each
+// victim is O(log n) and equal keys fall back to recency. Parking works the
+// same way (a held entry met at the top leaves the heap until released).
 
 import {
-  Manager, LINKED, REC_PREV, REC_NEXT, REC_HEAP_POS, rec, flagsOf, setFlags, stampOf, setStamp, refOf,
+  Manager, LINKED, REC_PREV, REC_NEXT, REC_HEAP_POS, POLICY_LRU, rec, flagsOf, setFlags, stampOf, setStamp, refOf, keyOf, setKey,
 } from "./layout";
+
+/** True when `a` goes before `b`: older under LRU, else lower key then older. */
+@inline function before(m: Manager, a: i32, b: i32): bool {
+  if (m.policy != POLICY_LRU) {
+    const ka = keyOf(m, a);
+    const kb = keyOf(m, b);
+    if (ka != kb) return ka < kb;
+  }
+  return stampOf(m, a) < stampOf(m, b);
+}
 
 @inline function prevOf(m: Manager, id: i32): i32 {
   return load<i32>(rec(m, id) + REC_PREV);
@@ -77,12 +92,12 @@ function append(m: Manager, id: i32): void {
   return load<i32>(rec(m, id) + REC_HEAP_POS) != 0;
 }
 
+// Stamps are unique, so "not before" is "after" in every comparison below.
 function siftUp(m: Manager, i: i32, id: i32): void {
-  const key = stampOf(m, id);
   while (i > 0) {
     const parent = (i - 1) >> 1;
     const p = heapAt(m, parent);
-    if (stampOf(m, p) <= key) break;
+    if (!before(m, id, p)) break;
     place(m, i, p);
     i = parent;
   }
@@ -90,23 +105,19 @@ function siftUp(m: Manager, i: i32, id: i32): void {
 }
 
 function siftDown(m: Manager, i: i32, id: i32): void {
-  const key = stampOf(m, id);
   const n = m.heapSize;
   while (true) {
     let child = 2 * i + 1;
     if (child >= n) break;
     let c = heapAt(m, child);
-    let ck = stampOf(m, c);
     if (child + 1 < n) {
       const c2 = heapAt(m, child + 1);
-      const k2 = stampOf(m, c2);
-      if (k2 < ck) {
+      if (before(m, c2, c)) {
         child++;
         c = c2;
-        ck = k2;
       }
     }
-    if (key <= ck) break;
+    if (!before(m, c, id)) break;
     place(m, i, c);
     i = child;
   }
@@ -119,7 +130,7 @@ function heapRemove(m: Manager, id: i32): void {
   store<i32>(posAddr, 0);
   const last = heapAt(m, --m.heapSize);
   if (last == id) return;
-  if (i > 0 && stampOf(m, last) < stampOf(m, heapAt(m, (i - 1) >> 1))) siftUp(m, i, last);
+  if (i > 0 && before(m, last, heapAt(m, (i - 1) >> 1))) siftUp(m, i, last);
   else siftDown(m, i, last);
 }
 
@@ -130,11 +141,23 @@ export function touch(m: Manager, id: i32): void {
   if (isLinked(m, id)) unlink(m, id);
   else if (inHeap(m, id)) heapRemove(m, id);
   setStamp(m, id, ++m.clock);
-  append(m, id);
+  if (m.policy == POLICY_LRU) append(m, id);
+  else siftUp(m, m.heapSize++, id);
+}
+
+/**
+ * Restores the side heap's order after the entry's REC_KEY changed (a no-op
+ * when the heap does not hold it).
+ */
+export function rekey(m: Manager, id: i32): void {
+  if (!inHeap(m, id)) return;
+  heapRemove(m, id);
+  siftUp(m, m.heapSize++, id);
 }
 
 /** A new entry (its stamp is set by the touch that follows in the same batch). */
 export function lruAdd(m: Manager, id: i32): void {
+  setKey(m, id, 0);
   setStamp(m, id, ++m.clock);
   append(m, id);
 }
@@ -188,11 +211,12 @@ export function lruAudit(m: Manager): i32 {
     count++;
   }
   if (m.tail != prev) return -1;
+  if (m.policy != POLICY_LRU && count != 0) return -1;
   for (let i = 0; i < m.heapSize; i++) {
     const h = heapAt(m, i);
     if (h <= 0 || h >= m.numBlocks || isLinked(m, h)) return -1;
     if (load<i32>(rec(m, h) + REC_HEAP_POS) != i + 1) return -1;
-    if (i > 0 && stampOf(m, heapAt(m, (i - 1) >> 1)) > stampOf(m, h)) return -1;
+    if (i > 0 && before(m, h, heapAt(m, (i - 1) >> 1))) return -1;
   }
   return count + m.heapSize;
 }

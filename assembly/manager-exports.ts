@@ -2,12 +2,13 @@
 
 import { alloc, release as releaseRegion } from "./heap";
 import {
-  Manager, CACHED, STAMPED, TOLD, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
+  Manager, CACHED, STAMPED, TOLD, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
 import { match, insert, touchReversed } from "./prefix";
 import { isLinked, inHeap, lruAudit } from "./lru";
 import { tableCount } from "./table";
+import { resetBatch, advanceTime, expAudit } from "./priority";
 import { setRecording, clearEvents } from "./events";
 
 const MARK: u8 = 0x80; // audit-only flag, cleared before the audit returns
@@ -52,8 +53,56 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
   return base;
 }
 
+/**
+ * Chooses the eviction policy (POLICY_* in layout.ts) of a manager with
+ * caching on and an empty cache. Returns 0, or -1 when it cannot.
+ */
+export function mgr_set_policy(m: usize, policy: i32): i32 {
+  const mg = changetype<Manager>(m);
+  if (mg.prefixOn == 0 || mg.numCached != 0 || policy < POLICY_LRU || policy > POLICY_PRIORITY) return -1;
+  if (policy == POLICY_PRIORITY && mg.batch == 0) {
+    // Grows memory: the expiry heap and the batch keys (priority.ts).
+    const n = <usize>mg.numBlocks;
+    const exp = alloc(n * 4);
+    const batch = exp != 0 ? alloc(n * 16) : 0;
+    if (batch == 0) {
+      releaseRegion(exp);
+      return -2;
+    }
+    mg.expHeap = exp;
+    mg.batch = batch;
+    resetBatch(mg, mg.numBlocks);
+  }
+  mg.policy = policy;
+  return 0;
+}
+
+/** Moves the priority policy's clock to `t`; -1 (nothing changed) when t is before the current time or NaN. */
+export function mgr_set_time(m: usize, t: f64): i32 {
+  const mg = changetype<Manager>(m);
+  if (!(t >= mg.now)) return -1;
+  if (mg.policy == POLICY_PRIORITY) advanceTime(mg, t);
+  else mg.now = t;
+  return 0;
+}
+
+export function mgr_time(m: usize): f64 {
+  return changetype<Manager>(m).now;
+}
+
+/** Where the next insert's (f64 priority, f64 expiry) per batch position are staged (0 unless POLICY_PRIORITY). */
+export function mgr_batch_ptr(m: usize): usize {
+  return changetype<Manager>(m).batch;
+}
+
+export function mgr_policy(m: usize): i32 {
+  return changetype<Manager>(m).policy;
+}
+
 export function mgr_destroy(m: usize): void {
   releaseRegion(changetype<Manager>(m).events);
+  releaseRegion(changetype<Manager>(m).expHeap);
+  releaseRegion(changetype<Manager>(m).batch);
   releaseRegion(m);
 }
 
@@ -229,6 +278,7 @@ function audit(m: Manager): i32 {
     if (evictable != m.numEvictable) return fail(-20, -1);
     const ordered = lruAudit(m);
     if (ordered < evictable) return fail(-20, -1);
+    if (m.policy == POLICY_PRIORITY && expAudit(m) != 0) return fail(-25, -1);
   }
   return 0;
 }

@@ -7,11 +7,12 @@
 // most recent and eviction takes chain tails first.
 
 import {
-  Manager, CACHED, STAMPED, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
+  Manager, CACHED, STAMPED, POLICY_LFU, POLICY_PRIORITY, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
   ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, setErrorIndex,
 } from "./layout";
 import { addRef } from "./idpool";
-import { touch } from "./lru";
+import { touch, lruRemove } from "./lru";
+import { applyBatch, resetBatch } from "./priority";
 import { tableFind, tableInsert } from "./table";
 import { chainHash } from "./chain";
 import { recordStored } from "./events";
@@ -75,8 +76,28 @@ export function match(m: Manager, tokens: usize, nBlocks: i32, parentId: i32, pa
   return hits;
 }
 
+/**
+ * LFU: one more hit on each entry of a batch ids[0..n) listed root first (0 =
+ * none), each clamped to at most the entry before it, so a chain's keys never
+ * grow towards its tail and equal keys leave the tail older (evicted first).
+ */
+function countHits(m: Manager, ids: usize, n: i32): void {
+  let cap: u32 = 0xffffffff;
+  for (let i = 0; i < n; i++) {
+    const id = load<i32>(ids + (<usize>i << 2));
+    if (id == 0) continue;
+    lruRemove(m, id); // out of the heap before its key changes (the touch puts it back)
+    let k = keyOf(m, id);
+    if (k != 0xffffffff) k++;
+    if (k > cap) k = cap;
+    setKey(m, id, k);
+    cap = k;
+  }
+}
+
 /** Re-appends ids[0..n) in reverse order: the first ends most recent. */
 export function touchReversed(m: Manager, ids: usize, n: i32): void {
+  if (m.policy == POLICY_LFU) countHits(m, ids, n);
   for (let i = n - 1; i >= 0; i--) touch(m, load<i32>(ids + (<usize>i << 2)));
 }
 
@@ -115,6 +136,7 @@ export function insertOne(m: Manager, idAddr: usize, key: usize): i32 {
   if (found == 0 && (f & CACHED) == 0) {
     copyHash(hashPtr(m, id), key);
     setFlags(m, id, CACHED | STAMPED);
+    setKey(m, id, 0);
     setRef(m, id, refOf(m, id) + 1);
     tableInsert(m, id);
     m.numCached++;
@@ -131,6 +153,8 @@ export function insertOne(m: Manager, idAddr: usize, key: usize): i32 {
 
 /** Re-appends the entries an insert visited (ids[0..n), 0 = none) in reverse order. */
 export function touchVisited(m: Manager, ids: usize, n: i32): void {
+  if (m.policy == POLICY_LFU) countHits(m, ids, n);
+  else if (m.policy == POLICY_PRIORITY) applyBatch(m, ids, n);
   for (let b = n - 1; b >= 0; b--) {
     const e = load<i32>(ids + (<usize>b << 2));
     if (e != 0) touch(m, e);
@@ -146,7 +170,12 @@ export function touchVisited(m: Manager, ids: usize, n: i32): void {
  */
 export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
   const bad = checkInsertIds(m, ids, nBlocks);
-  if (bad != 0) return bad;
+  if (bad != 0) {
+    // Nothing changes: the staged priorities are dropped too. (An unstamped
+    // parent keeps them: the bindings retry the same insert.)
+    if (m.policy == POLICY_PRIORITY) resetBatch(m, nBlocks < m.numBlocks ? nBlocks : m.numBlocks);
+    return bad;
+  }
   let parent = parentOf(m, parentId, parentPtr);
   if (parent == 1) return ERR_UNSTAMPED_PARENT;
   if (m.prefixOn == 0) return 0;

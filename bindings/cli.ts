@@ -3,7 +3,7 @@
 
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import cliProgress from 'cli-progress';
 import './wasm-node.js';
 import { readTraceFile } from './node/trace-file.js';
@@ -14,6 +14,7 @@ import type { ReplayResult } from './replay/kernel.js';
 import { formatSubManagers, ratiosOption } from './replay/composite-format.js';
 import type { HierarchyReplayResult } from './replay/hierarchy-replay.js';
 import { TraceError } from './replay/trace.js';
+import { EVICTION_POLICIES } from './managers/eviction-policy.js';
 
 function intOption(name: string, min: number) {
   return (value: string): number => {
@@ -88,6 +89,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--sliding-window <n>', 'replay on a composite pool: a sliding window of n tokens plus full sub-managers (no prefix cache)', intOption('--sliding-window', 1))
     .option('--compress-ratios <list>', 'with --sliding-window: one full sub-manager per ratio, e.g. 1,4 (default 1)', ratiosOption('--compress-ratios'))
     .option('--linear-state-slots <n>', 'replay with linear state: checkpoint slots per dp rank, padding included', intOption('--linear-state-slots', 2))
+    .addOption(new Option('--eviction <policy>', 'eviction policy of the prefix cache').choices(EVICTION_POLICIES).default('lru'))
     .option('--events <file>', 'write the KV-cache events as vLLM KVEventBatch msgpack, one batch per step')
     .option('--json', 'print the result object as JSON on stdout', false)
     .option('--no-progress', 'no progress bar')
@@ -125,6 +127,7 @@ export async function main(argv: string[]): Promise<number> {
           compressRatios: o.compressRatios,
           linearStateSlots: o.linearStateSlots,
           hostBlocks: o.hostBlocks,
+          ...(o.eviction !== 'lru' && { evictionPolicy: o.eviction }),
           onProgress: bar
             ? (done, total) => {
                 if (!started) {

@@ -9,6 +9,8 @@ export { loadCore, isCoreLoaded, type WasmSource } from './core/instance.js';
 export { xxh3_128, hashBlocks } from './hash.js';
 export type { BlockManager, BlockManagerStats } from './managers/block-manager.js';
 export { BlockManagerImpl, type BlockManagerOptions } from './managers/block-manager-impl.js';
+export { EVICTION_POLICIES, DEFAULT_PRIORITY, type EvictionPolicy } from './managers/eviction-policy.js';
+export type { RetentionRange } from './managers/retention.js';
 export {
   ConcurrentBlockManagerImpl,
   type ConcurrentBlockManagerOptions,

@@ -15,8 +15,12 @@ type Op =
   | { kind: 'release'; pick: number[] }
   | { kind: 'retain'; pick: number[] }
   | { kind: 'match'; prompt: number; len: number; existing: number }
-  | { kind: 'insert'; prompt: number; len: number; existing: number }
-  | { kind: 'evict'; n: number };
+  | { kind: 'insert'; prompt: number; len: number; existing: number; marks?: Mark[] }
+  | { kind: 'evict'; n: number }
+  | { kind: 'tick'; dt: number };
+
+/** A retention range for the priority policy (Sequence.setRetention / cache's `retention`). */
+type Mark = { start: number; end: number; priority: number; duration?: number };
 
 // Weighted so that holders come and go often enough for hits and evictions
 // to happen in most runs (releases outnumber allocations).
@@ -27,6 +31,28 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('match' as const), prompt: fc.nat({ max: 11 }), len: fc.nat({ max: 16 }), existing: fc.nat({ max: 2 }) }) },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('insert' as const), prompt: fc.nat({ max: 11 }), len: fc.nat({ max: 16 }), existing: fc.nat({ max: 2 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('evict' as const), n: fc.integer({ min: 0, max: 4 }) }) },
+);
+
+// The priority policy's operations: inserts that mark token ranges (a few
+// priorities, so ties happen) and clock ticks that end retentions.
+const markArb: fc.Arbitrary<Mark> = fc
+  .record({
+    start: fc.nat({ max: 15 }),
+    len: fc.integer({ min: 1, max: 16 }),
+    priority: fc.constantFrom(0, 10, 35, 60, 100),
+    duration: fc.option(fc.nat({ max: 4 }), { nil: undefined }),
+  })
+  .map(({ start, len, priority, duration }) => ({ start, end: start + len, priority, ...(duration !== undefined && { duration }) }));
+const priorityOpArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 16, arbitrary: opArb },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('insert' as const), prompt: fc.nat({ max: 11 }), len: fc.nat({ max: 16 }), existing: fc.nat({ max: 2 }),
+      marks: fc.array(markArb, { maxLength: 2 }),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('tick' as const), dt: fc.nat({ max: 3 }) }) },
 );
 
 /** Prompts share prefixes: a few roots, each extended by a few branch tokens. */
@@ -59,11 +85,11 @@ function compare(core: BlockManagerImpl | SingleBlockManager, model: ModelBlockM
   }).toEqual(model.counters);
 }
 
-function run(ops: Op[], numBlocks: number, blockSize: number, single: boolean, Impl = BlockManagerImpl): void {
+function run(ops: Op[], numBlocks: number, blockSize: number, single: boolean, Impl = BlockManagerImpl, evictionPolicy?: 'lfu' | 'priority'): void {
   const core = single
     ? new SingleBlockManager({ numBlocks })
-    : new Impl({ numBlocks, blockSize });
-  const model = single ? new ModelSingleBlockManager(numBlocks) : new ModelBlockManager({ numBlocks, blockSize });
+    : new Impl({ numBlocks, blockSize, ...(evictionPolicy && { evictionPolicy }) });
+  const model = single ? new ModelSingleBlockManager(numBlocks) : new ModelBlockManager({ numBlocks, blockSize, evictionPolicy });
   model.trackPeak = true;
   const B = core.blockSize;
   // Handles the test holds: one entry per reference it owns.
@@ -120,13 +146,22 @@ function run(ops: Op[], numBlocks: number, blockSize: number, single: boolean, I
           expect(freshCore === null ? null : [...freshCore]).toEqual(fresh);
           const table = [...shared, ...(fresh ?? [])];
           if (fresh) {
-            expect(core.cache(t, table, shared.length)).toBe(model.cache(t, table, shared.length));
+            const marks = op.marks ?? [];
+            const modelMarks = marks.map((m) => ({ ...m, duration: m.duration ?? Infinity }));
+            expect(core.cache(t, table, shared.length, marks)).toBe(model.cache(t, table, shared.length, '', modelMarks));
           }
           held.push(...table);
           break;
         }
         case 'evict': {
           expect(core.evict(op.n)).toBe(model.evict(op.n));
+          break;
+        }
+        case 'tick': {
+          if (single) break;
+          const c = core as BlockManagerImpl;
+          c.setTime(c.time + op.dt);
+          model.setTime(model.prefix.now + op.dt);
           break;
         }
       }
@@ -165,6 +200,54 @@ describe('core vs reference model', () => {
         (ops, numBlocks, blockSize) => run(ops, numBlocks, blockSize, false, ConcurrentBlockManagerImpl),
       ),
       { numRuns: 150 },
+    );
+  });
+
+  it('BlockManagerImpl with LFU eviction agrees on random operation sequences', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 2, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        (ops, numBlocks, blockSize) => run(ops, numBlocks, blockSize, false, BlockManagerImpl, 'lfu'),
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('ConcurrentBlockManagerImpl with LFU eviction agrees on random operation sequences', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 2, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        (ops, numBlocks, blockSize) => run(ops, numBlocks, blockSize, false, ConcurrentBlockManagerImpl, 'lfu'),
+      ),
+      { numRuns: 100 },
+    );
+  });
+
+  it('BlockManagerImpl with priority eviction agrees on random operation sequences', () => {
+    fc.assert(
+      fc.property(
+        fc.array(priorityOpArb, { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 2, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        (ops, numBlocks, blockSize) => run(ops, numBlocks, blockSize, false, BlockManagerImpl, 'priority'),
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('ConcurrentBlockManagerImpl with priority eviction agrees on random operation sequences', () => {
+    fc.assert(
+      fc.property(
+        fc.array(priorityOpArb, { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 2, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        (ops, numBlocks, blockSize) => run(ops, numBlocks, blockSize, false, ConcurrentBlockManagerImpl, 'priority'),
+      ),
+      { numRuns: 100 },
     );
   });
 

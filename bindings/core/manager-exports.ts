@@ -4,6 +4,14 @@ export interface ManagerExports {
   /** grows: header pointer of a new manager, 0 when memory is exhausted */
   mgr_create(numBlocks: number, blockSize: number, prefixOn: number, seedLo: number, seedHi: number): number;
   mgr_destroy(m: number): void;
+  /** grows: eviction policy of a manager with an empty cache (0 LRU, 1 LFU, 2 priority); -1 refused, -2 memory exhausted */
+  mgr_set_policy(m: number, policy: number): number;
+  mgr_policy(m: number): number;
+  /** Moves the priority clock forward; -1 when `t` is before the current time. */
+  mgr_set_time(m: number, t: number): number;
+  mgr_time(m: number): number;
+  /** (f64 priority, f64 expiry) per position of the next insert's batch; 0 unless the priority policy is on. */
+  mgr_batch_ptr(m: number): number;
   mgr_allocate(m: number, n: number, out: number): number;
   mgr_release(m: number, ids: number, n: number): number;
   mgr_retain(m: number, ids: number, n: number): number;
@@ -34,7 +42,7 @@ export interface ManagerExports {
 }
 
 /** Byte offsets inside a per-id record (assembly/layout.ts). */
-export const REC = { ref: 0, flags: 4, stamp: 16 } as const;
+export const REC = { ref: 0, flags: 4, stamp: 16, key: 44 } as const;
 export const FLAG_CACHED = 1;
 
 /** Order of the f64 counters written by mgr_stats. */
@@ -79,4 +87,5 @@ export const CHECK_MESSAGES: Record<number, string> = {
   [-22]: 'an entry has a recency from the future',
   [-23]: 'a manager without prefix cache has cached ids',
   [-24]: 'an id announced to event consumers is not cached',
+  [-25]: 'the retention heap of the priority policy is corrupt or holds an expired retention',
 };

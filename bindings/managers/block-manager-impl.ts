@@ -5,6 +5,8 @@ import { checkBool, checkInt, checkInt32Array, checkKeys, checkObject, checkSeed
 import type { BlockManager } from './block-manager.js';
 import { CoreManager } from './core-manager.js';
 import { throwIdError } from './core-errors.js';
+import { parseRetention, writeRetention, type Retention, type RetentionRange } from './retention.js';
+import { EVICTION_POLICIES, parseEvictionPolicy, type EvictionPolicy } from './eviction-policy.js';
 
 export interface BlockManagerOptions {
   /** Physical blocks, padding id 0 included (>= 2). */
@@ -15,9 +17,11 @@ export interface BlockManagerOptions {
   enablePrefixCache?: boolean;
   /** XXH3-128 seed of the block hash chain (default 1024). */
   seed?: number | bigint;
+  /** Which cached block is evicted first: 'lru' (default, the reference's order), 'lfu' or 'priority'. */
+  evictionPolicy?: EvictionPolicy;
 }
 
-const KEYS = ['numBlocks', 'blockSize', 'enablePrefixCache', 'seed'] as const;
+const KEYS = ['numBlocks', 'blockSize', 'enablePrefixCache', 'seed', 'evictionPolicy'] as const;
 
 /** Validated options in the form the core takes. */
 export function parseManagerOptions(opts: BlockManagerOptions, name = 'options') {
@@ -27,7 +31,9 @@ export function parseManagerOptions(opts: BlockManagerOptions, name = 'options')
   const blockSize = checkInt(`${name}.blockSize`, opts.blockSize, 1);
   const prefixOn = opts.enablePrefixCache === undefined ? true : checkBool(`${name}.enablePrefixCache`, opts.enablePrefixCache);
   const seed = checkSeed(`${name}.seed`, opts.seed ?? 1024);
-  return { numBlocks, blockSize, prefixOn, seedLo: seed.lo, seedHi: seed.hi };
+  const policy = parseEvictionPolicy(`${name}.evictionPolicy`, opts.evictionPolicy);
+  if (policy !== 0 && !prefixOn) throw new RangeError(`${name}.evictionPolicy cannot be '${opts.evictionPolicy}' without a prefix cache`);
+  return { numBlocks, blockSize, prefixOn, seedLo: seed.lo, seedHi: seed.hi, policy };
 }
 
 export class BlockManagerImpl extends CoreManager implements BlockManager {
@@ -38,6 +44,58 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     const cfg = parseManagerOptions(options);
     super(cfg);
     this.enablePrefixCache = cfg.prefixOn;
+    if (cfg.policy !== 0) {
+      const code = this.rt.growing((e) => e.mgr_set_policy(this.ptr, cfg.policy));
+      if (code !== 0) {
+        this.ex.mgr_destroy(this.ptr); // not dispose(): a subclass is not constructed yet
+        throw new RangeError(
+          code === -2
+            ? `kvpool: Wasm memory exhausted setting up the '${options.evictionPolicy}' eviction policy`
+            : `options.evictionPolicy: this manager's cache is not empty; its policy cannot change`,
+        );
+      }
+    }
+  }
+
+  /** The clock of the 'priority' policy's retentions (starts at 0; see setTime). */
+  get time(): number {
+    return this.ex.mgr_time(this.ptr);
+  }
+
+  /**
+   * Moves the clock to `t` (any unit; never backwards). Under the 'priority'
+   * policy every block whose retention ended by `t` falls back to priority 35.
+   */
+  setTime(t: number): void {
+    this.live();
+    if (typeof t !== 'number') throw new TypeError(`t must be a number, got ${describe(t)}`);
+    const now = this.time;
+    if (!(t >= now) || t === Infinity) throw new RangeError(`t must be a finite time >= the current time ${now}, got ${t}`);
+    this.ex.mgr_set_time(this.ptr, t);
+  }
+
+  /**
+   * @internal Stages the priorities the next insert gives blocks
+   * first..first+n (batch positions 0..n-1); a no-op unless the policy is 'priority'.
+   */
+  stageRetention(ranges: readonly Retention[], first: number, n: number): void {
+    const p = this.ex.mgr_batch_ptr(this.ptr);
+    if (p === 0 || ranges.length === 0) return;
+    writeRetention(ranges, first, Math.min(n, this.numBlocks), this.blockSize, this.time, this.mem.f64, p >>> 3);
+  }
+
+  /** @internal insertFrom with the blocks' priorities staged first (one step for the concurrent manager's lock). */
+  insertWithRetention(
+    ranges: readonly Retention[], tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
+    salt: Uint8Array | null,
+  ): number {
+    this.stageRetention(ranges, first, nBlocks);
+    return this.insertFrom(tokens, ids, first, nBlocks, parentId, salt);
+  }
+
+  /** The eviction policy (kept in the core's header, so attached managers see their creator's). */
+  get evictionPolicy(): EvictionPolicy {
+    return EVICTION_POLICIES[this.ex.mgr_policy(this.ptr)]!;
   }
 
   /** Loads the Wasm core if needed, then creates the manager. */
@@ -69,10 +127,16 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
   /** Hits land here first: one result array per call, sized to the hits. */
   private matchOut = new Int32Array(64);
 
-  cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
+  /**
+   * Caches the full blocks of `tokens` held in `ids` after the first
+   * `existingSharedCount`. `retention` (token ranges with priorities) has an
+   * effect under the 'priority' policy only: see RetentionRange.
+   */
+  cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0, retention?: readonly RetentionRange[]): number {
     this.live();
     const toks = checkInt32Array('tokens', tokens);
     const list = checkInt32Array('ids', ids);
+    const ranges = retention === undefined ? null : parseRetention('retention', retention);
     const B = this.blockSize;
     const maxIds = Math.ceil(toks.length / B);
     if (list.length > maxIds) {
@@ -82,6 +146,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     checkInt('existingSharedCount', existingSharedCount, 0, n);
     this.checkHeld(list, 'ids');
     const parent = existingSharedCount > 0 ? list[existingSharedCount - 1]! : 0;
+    if (ranges !== null) this.stageRetention(ranges, existingSharedCount, n - existingSharedCount);
     const r = this.insertFrom(toks, list, existingSharedCount, n - existingSharedCount, parent);
     if (r < 0) throwIdError(r, 'ids', list, existingSharedCount, this.numBlocks, this.ex);
     return r;

@@ -12,6 +12,7 @@ import {
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { BlockManager, BlockManagerStats } from './block-manager.js';
 import { BlockManagerImpl, parseManagerOptions, type BlockManagerOptions } from './block-manager-impl.js';
+import type { Retention, RetentionRange } from './retention.js';
 import type { CoreManagerConfig } from './core-manager.js';
 import { LOCK_BYTES, SharedLock } from './shared-lock.js';
 import type { KVEvent } from './kv-events.js';
@@ -256,10 +257,10 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     }
   }
 
-  override cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
+  override cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0, retention?: readonly RetentionRange[]): number {
     this.lock.enter();
     try {
-      return super.cache(tokens, ids, existingSharedCount);
+      return super.cache(tokens, ids, existingSharedCount, retention);
     } finally {
       this.lock.exit();
     }
@@ -402,7 +403,19 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     }
   }
 
-  // Calls added with the host tier, the views and KV-cache events: the same lock.
+  // Calls added with the host tier, the views, KV-cache events and eviction policies: the same lock.
+
+  override setTime(t: number): void {
+    this.locked(() => super.setTime(t));
+  }
+
+  /** @internal */
+  override insertWithRetention(
+    ranges: readonly Retention[], tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
+    salt: Uint8Array | null,
+  ): number {
+    return this.locked(() => super.insertWithRetention(ranges, tokens, ids, first, nBlocks, parentId, salt));
+  }
 
   override resetPrefixCache(): number {
     return this.locked(() => super.resetPrefixCache());

@@ -274,7 +274,9 @@ export abstract class CoreManager {
 
   /**
    * Cached ids from least to most recently used: the order eviction walks
-   * (skipping ids something else still holds). O(n log n); for audits and views.
+   * (skipping ids something else still holds). Under a non-LRU eviction
+   * policy, ordered by the policy's key first, recency among equal keys.
+   * O(n log n); for audits and views.
    */
   lruOrder(): Int32Array {
     this.live();
@@ -284,14 +286,16 @@ export abstract class CoreManager {
     const shift = e.mgr_rec_shift(this.ptr);
     const ids: number[] = [];
     const stamps: number[] = [];
+    const keys: number[] = [];
     for (let id = 1; id < this.numBlocks; id++) {
       const r = recs + id * (1 << shift);
       if ((v.u8[r + REC.flags]! & FLAG_CACHED) === 0) continue;
       ids.push(id);
       const s = (r + REC.stamp) >>> 2;
       stamps[id] = v.u32[s]! + v.u32[s + 1]! * 2 ** 32;
+      keys[id] = v.u32[(r + REC.key) >>> 2]!;
     }
-    ids.sort((a, b) => stamps[a]! - stamps[b]!);
+    ids.sort((a, b) => keys[a]! - keys[b]! || stamps[a]! - stamps[b]!);
     return Int32Array.from(ids);
   }
 

@@ -22,6 +22,7 @@ export type { PoolRankStats } from './metrics.js';
 import { checkLabels, rankStats, renderMetrics, sumStats, type PoolRankStats } from './metrics.js';
 import { saltKey } from './salt.js';
 import { Sequence, type SequenceOwner } from './sequence.js';
+import { parseEvictionPolicy, type EvictionPolicy } from '../managers/eviction-policy.js';
 import { XTENSOR_POOL_KEYS, xtensorManagerFactory, type XTensorPoolOptions } from './xtensor-options.js';
 
 export interface BlockManagerPoolOptions extends CompositePoolOptions, LinearStatePoolOptions, XTensorPoolOptions {
@@ -47,10 +48,15 @@ export interface BlockManagerPoolOptions extends CompositePoolOptions, LinearSta
   enableDisaggPd?: boolean;
   /** A KV-cache store shares the managers (default false): as enableDisaggPd. */
   enableKvcacheStore?: boolean;
+  /**
+   * Which cached block each rank evicts first: 'lru' (default, the reference's
+   * order), 'lfu', or 'priority' (Sequence.setRetention marks; see setTime).
+   */
+  evictionPolicy?: EvictionPolicy;
 }
 
 const KEYS = [
-  'numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed', 'enableDisaggPd', 'enableKvcacheStore',
+  'numBlocks', 'blockSize', 'dpSize', 'enablePrefixCache', 'singleBlockCapacity', 'seed', 'enableDisaggPd', 'enableKvcacheStore', 'evictionPolicy',
   ...COMPOSITE_OPTION_KEYS, ...LINEAR_STATE_KEYS,
 ] as const;
 
@@ -62,7 +68,12 @@ export function parsePoolOptions(o: BlockManagerPoolOptions, extraKeys: readonly
   const xtensor = xtensorManagerFactory(o, numBlocks, blockSize);
   const enablePrefixCache = checkBool('options.enablePrefixCache', o.enablePrefixCache ?? xtensor === null);
   if (xtensor && enablePrefixCache) throw new RangeError('options.enablePrefixCache cannot be true with enableXtensor (XTensor blocks have no prefix cache)');
+  parseEvictionPolicy('options.evictionPolicy', o.evictionPolicy);
+  if (o.evictionPolicy !== undefined && o.evictionPolicy !== 'lru' && (!enablePrefixCache || o.managerTypes !== undefined)) {
+    throw new RangeError(`options.evictionPolicy '${o.evictionPolicy}' needs the plain prefix cache (enablePrefixCache, no managerTypes)`);
+  }
   return {
+    evictionPolicy: o.evictionPolicy,
     numBlocks,
     blockSize,
     dpSize: checkInt('options.dpSize', o.dpSize ?? 1, 1, 4096),
@@ -120,7 +131,10 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
         this.managers.push(
           this.composite?.addRank() ??
           o.xtensor?.(r) ??
-            new Impl({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed }),
+            new Impl({
+              numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: o.enablePrefixCache, seed: o.seed,
+              ...(o.evictionPolicy !== undefined && { evictionPolicy: o.evictionPolicy }),
+            }),
         );
         this.singles.push(new SingleBlockManager({ numBlocks: o.singleBlockCapacity }));
         this.swaps.push([]);
@@ -393,8 +407,29 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const first = seq._shared;
     if (n <= first) return;
     const parent = first > 0 ? seq._table[first - 1]! : 0;
-    const r = this.managers[seq._dpRank]!.insertFrom(seq._tokens, seq._table, first, n - first, parent, seq._saltKey);
+    const mgr = this.managers[seq._dpRank]!;
+    const r = seq._retention !== null && mgr instanceof BlockManagerImpl
+      ? mgr.insertWithRetention(seq._retention, seq._tokens, seq._table, first, n - first, parent, seq._saltKey)
+      : mgr.insertFrom(seq._tokens, seq._table, first, n - first, parent, seq._saltKey);
     if (r < 0) throw new Error(`kvpool: internal error caching a sequence (core code ${r})`);
+  }
+
+  /** The clock of the 'priority' eviction policy (0 at first; see setTime). */
+  get time(): number {
+    const m = this.managers[0];
+    return m instanceof BlockManagerImpl ? m.time : 0;
+  }
+
+  /**
+   * Moves the clock of every rank to `t` (any unit, never backwards): under
+   * evictionPolicy 'priority', blocks whose retention ended by then fall back
+   * to priority 35. Retentions end at (time of caching) + duration.
+   */
+  setTime(t: number): void {
+    const now = this.time;
+    if (typeof t !== 'number') throw new TypeError(`t must be a number, got ${describe(t)}`);
+    if (!(t >= now) || t === Infinity) throw new RangeError(`t must be a finite time >= the current time ${now}, got ${t}`);
+    for (const m of this.managers) if (m instanceof BlockManagerImpl) m.setTime(t);
   }
 
   deallocate(arg: Sequence | readonly Sequence[]): void {

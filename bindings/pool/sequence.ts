@@ -3,6 +3,7 @@
 // many leading blocks came from the prefix cache, its dp rank and its
 // single id. All arrays grow by doubling; reads are views, not copies.
 
+import { parseRetention, type Retention, type RetentionRange } from '../managers/retention.js';
 import type { CompositeBlockTables } from '../managers/composite-block-tables.js';
 import { checkInt, checkInt32Array, describe } from '../validate.js';
 
@@ -51,6 +52,7 @@ export class Sequence {
   /** @internal the live slot holds this sequence's state (restored or computed) */ _linearInit = false;
   /** @internal the cache salt, null for none */ _salt: string | null = null;
   /** @internal its 16-byte digest (block 0's parent hash), set by the pool when placed */ _saltKey: Uint8Array | null = null;
+  /** @internal token ranges with eviction priorities (the 'priority' policy), null for none */ _retention: Retention[] | null = null;
   readonly numPromptTokens: number;
 
   /** A sequence whose prompt is `prompt` (int32 tokens). */
@@ -65,6 +67,16 @@ export class Sequence {
     this.numPromptTokens = n;
     this._table = new Int32Array(16);
     this._salt = salt;
+  }
+
+  /**
+   * Marks token ranges with eviction priorities (used by pools with
+   * evictionPolicy 'priority' when they cache this sequence's blocks; see
+   * RetentionRange). Replaces earlier marks; [] removes them.
+   */
+  setRetention(ranges: readonly RetentionRange[]): void {
+    const r = parseRetention('ranges', ranges);
+    this._retention = r.length > 0 ? r : null;
   }
 
   /** The cache salt ("" when none). Settable only before the first allocation. */
@@ -267,6 +279,7 @@ export class Sequence {
     child._needSwap = swap && this._numBlocks > 0;
     child._salt = this._salt;
     child._saltKey = this._saltKey;
+    child._retention = this._retention; // parsed ranges are never mutated: sharing is safe
     owner.forkSequence(this, child);
     return child;
   }

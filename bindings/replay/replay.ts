@@ -8,6 +8,7 @@ import { CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type 
 import { runReplay, type ReplayProgress, type ReplayResult, type ReplayTarget } from './kernel.js';
 import type { TraceRequest } from './trace.js';
 import { generateWorkload } from './workload.js';
+import { parseEvictionPolicy, type EvictionPolicy } from '../managers/eviction-policy.js';
 import { LinearStateReplayTarget } from './linear-state-target.js';
 import { replayWithHostTier, type HierarchyReplayResult } from './hierarchy-replay.js';
 
@@ -35,18 +36,30 @@ export interface ReplayOptions {
   slidingWindow?: number;
   /** With `slidingWindow`: one full sub-manager per ratio (block size B * ratio; default [1]). */
   compressRatios?: number[];
+  /**
+   * The pool's eviction policy (default 'lru'; not with slidingWindow or
+   * hostBlocks). 'priority' marks each request's generated tokens with
+   * priority 10 (prompt blocks keep 35).
+   */
+  evictionPolicy?: EvictionPolicy;
 }
 
 const KEYS = [
   'trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'onProgress',
-  'slidingWindow', 'compressRatios', 'linearStateSlots', 'hostBlocks',
+  'slidingWindow', 'compressRatios', 'linearStateSlots', 'hostBlocks', 'evictionPolicy',
 ];
+
+/** The priority a 'priority' replay gives blocks holding generated tokens only (below the default 35). */
+export const REPLAY_DECODE_PRIORITY = 10;
 
 /** The replay loop's view of a BlockManagerPool. */
 export class PoolReplayTarget implements ReplayTarget<Sequence> {
-  constructor(readonly pool: BlockManagerPool) {}
+  /** `decodePriority`: mark every sequence's generated tokens with this priority (the 'priority' policy's replay rule). */
+  constructor(readonly pool: BlockManagerPool, readonly decodePriority?: number) {}
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
-    return Sequence.fromBuffer(buffer, promptLength);
+    const s = Sequence.fromBuffer(buffer, promptLength);
+    if (this.decodePriority !== undefined) s.setRetention([{ start: promptLength, priority: this.decodePriority }]);
+    return s;
   }
   allocate(seq: Sequence, numTokens?: number): boolean {
     return this.pool.allocate(seq, numTokens);
@@ -89,7 +102,19 @@ export function parseReplayOptions(o: ReplayOptions) {
     compressRatios: parseCompressRatios('options.compressRatios', o.compressRatios),
     linearStateSlots: o.linearStateSlots === undefined ? undefined : checkInt('options.linearStateSlots', o.linearStateSlots, 2),
     hostBlocks: o.hostBlocks === undefined ? undefined : checkInt('options.hostBlocks', o.hostBlocks, 2),
+    evictionPolicy: replayEvictionPolicy(o),
   };
+}
+
+/** The eviction option, checked; only the plain and linear-state replays take one other than 'lru'. */
+function replayEvictionPolicy(o: ReplayOptions): EvictionPolicy | undefined {
+  const v = o.evictionPolicy;
+  if (v === undefined) return undefined;
+  parseEvictionPolicy('options.evictionPolicy', v);
+  if (v !== 'lru' && (o.slidingWindow !== undefined || o.hostBlocks !== undefined)) {
+    throw new TypeError(`options.evictionPolicy '${v}' cannot be combined with ${o.slidingWindow !== undefined ? 'slidingWindow' : 'hostBlocks'}`);
+  }
+  return v;
 }
 
 /**
@@ -128,10 +153,14 @@ export function replaySync(
   const linear = p.linearStateSlots !== undefined;
   const pool = new BlockManagerPool({
     numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed,
+    ...(p.evictionPolicy !== undefined && { evictionPolicy: p.evictionPolicy }),
     ...(linear ? { enableLinearState: true, linearStateNumSlots: p.linearStateSlots } : {}),
   });
   try {
-    const target = linear ? new LinearStateReplayTarget(new PoolReplayTarget(pool)) : new PoolReplayTarget(pool);
+    // The priority replay's rule (README "Eviction policies"): generated tokens
+    // are never part of a later prompt in a trace, so their blocks go first.
+    const plain = new PoolReplayTarget(pool, p.evictionPolicy === 'priority' ? REPLAY_DECODE_PRIORITY : undefined);
+    const target = linear ? new LinearStateReplayTarget(plain) : plain;
     return runReplay(target, trace, p, options.onProgress);
   } finally {
     pool.dispose();

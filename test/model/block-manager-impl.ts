@@ -2,7 +2,7 @@
 // cache, in plain arrays and maps. Mirrors bindings/managers/block-manager-impl.ts.
 
 import { chainKey } from './chain-key.js';
-import { ModelPrefixCache } from './prefix-cache.js';
+import { blockRetention, ModelPrefixCache, MODEL_DEFAULT_PRIORITY, type ModelEvictionPolicy, type ModelRetention } from './prefix-cache.js';
 
 /** A recorded event, by block id and key (the model's keys are not XXH3). */
 export type ModelEvent =
@@ -14,6 +14,7 @@ export interface ModelManagerOptions {
   numBlocks: number;
   blockSize: number;
   enablePrefixCache?: boolean;
+  evictionPolicy?: ModelEvictionPolicy;
 }
 
 export class ModelBlockManager {
@@ -26,7 +27,7 @@ export class ModelBlockManager {
   readonly ref: number[];
   /** The key stamped on each id by match/insert (until it is freed). */
   readonly stamp = new Map<number, string>();
-  readonly prefix = new ModelPrefixCache();
+  readonly prefix: ModelPrefixCache;
   /** Recorded events since the last drain. */
   readonly events: ModelEvent[] = [];
   recording = false;
@@ -41,6 +42,7 @@ export class ModelBlockManager {
     this.numBlocks = o.numBlocks;
     this.blockSize = o.blockSize;
     this.prefixOn = o.enablePrefixCache ?? true;
+    this.prefix = new ModelPrefixCache(o.evictionPolicy ?? 'lru');
     this.ref = new Array(o.numBlocks).fill(0);
     for (let id = o.numBlocks - 1; id >= 0; id--) this.free.push(id);
     this.free.pop(); // id 0: padding
@@ -107,17 +109,29 @@ export class ModelBlockManager {
 
   evict(k: number): number {
     let done = 0;
-    for (const [key, id] of this.prefix.entries) {
-      if (done >= k) break;
-      if (this.ref[id]! > 1) continue; // held by a sequence: skipped
-      if (this.recording && this.told.has(id)) this.events.push({ type: 'removed', blockId: id, key });
-      this.told.delete(id);
-      this.prefix.remove(key);
-      this.release1(id);
-      done++;
+    if (this.prefix.policy !== 'lru') {
+      for (; done < k; done++) {
+        const id = this.prefix.victim((v) => this.ref[v] === 1);
+        if (id === undefined) break;
+        this.evictOne(this.prefix.keyOf.get(id)!, id);
+      }
+    } else {
+      for (const [key, id] of this.prefix.entries) {
+        if (done >= k) break;
+        if (this.ref[id]! > 1) continue; // held by a sequence: skipped
+        this.evictOne(key, id);
+        done++;
+      }
     }
     this.counters.blocksEvicted += done;
     return done;
+  }
+
+  private evictOne(key: string, id: number): void {
+    if (this.recording && this.told.has(id)) this.events.push({ type: 'removed', blockId: id, key });
+    this.told.delete(id);
+    this.prefix.remove(key);
+    this.release1(id);
   }
 
   /** The key of block `b` of `tokens`, given the key of block b-1 (the salt only counts for block 0). */
@@ -159,7 +173,7 @@ export class ModelBlockManager {
     return hits;
   }
 
-  cache(tokens: ArrayLike<number>, ids: number[], existing = 0, salt = ''): number {
+  cache(tokens: ArrayLike<number>, ids: number[], existing = 0, salt = '', retention: readonly ModelRetention[] = []): number {
     const n = Math.min(Math.floor(tokens.length / this.blockSize), ids.length);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id]! - this.cachedCount(id) <= 0) {
@@ -190,11 +204,22 @@ export class ModelBlockManager {
         visited.push(key);
         added++;
       } // else: the id is already cached under another key; not cached twice
+      if (this.prefix.policy === 'priority' && visited[visited.length - 1] === key) {
+        // Every block the insert visits takes this sequence's priority for it.
+        const [p, d] = blockRetention(retention, b * this.blockSize, (b + 1) * this.blockSize);
+        this.prefix.setPriority(key, p, this.prefix.now + d);
+      }
       parent = key;
     }
     this.prefix.touchReversed(visited);
     this.counters.blocksInserted += added;
     return added;
+  }
+
+  /** The priority policy's clock (never backwards). */
+  setTime(t: number): void {
+    if (t < this.prefix.now) throw new RangeError(`t ${t} is before ${this.prefix.now}`);
+    this.prefix.now = t;
   }
 
   /** Caches ids[i] under keys[i] (insert by stamped key: blocks copied in from another tier). */
@@ -220,6 +245,7 @@ export class ModelBlockManager {
         added++;
       }
     });
+    if (this.prefix.policy === 'priority') for (const k of visited) this.prefix.setPriority(k, MODEL_DEFAULT_PRIORITY, Infinity);
     this.prefix.touchReversed(visited);
     this.counters.blocksInserted += added;
     return added;

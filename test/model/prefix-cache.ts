@@ -1,12 +1,54 @@
 // Model of the prefix cache: key -> block id, with the LRU as a Map's
 // insertion order (first = least recent). Written for clarity, not speed:
 // eviction walks the whole LRU and skips held blocks, as the reference does.
+// The other policies scan every entry for the smallest (policy key, recency).
+
+export type ModelEvictionPolicy = 'lru' | 'lfu' | 'priority';
+
+/** A token range with a priority (see bindings/managers/retention.ts), end/duration Infinity when open. */
+export interface ModelRetention {
+  start: number;
+  end: number;
+  priority: number;
+  duration: number;
+}
+
+export const MODEL_DEFAULT_PRIORITY = 35;
+
+/** The (priority, duration) of the block holding tokens [lo, hi): the highest overlapping priority, its longest duration. */
+export function blockRetention(ranges: readonly ModelRetention[], lo: number, hi: number): [number, number] {
+  const over = ranges.filter((r) => r.start < hi && r.end > lo);
+  if (over.length === 0) return [MODEL_DEFAULT_PRIORITY, Infinity];
+  const top = Math.max(...over.map((r) => r.priority));
+  return [top, Math.max(...over.filter((r) => r.priority === top).map((r) => r.duration))];
+}
 
 export class ModelPrefixCache {
   /** key -> block id, least recent first. */
   readonly entries = new Map<string, number>();
   /** block id -> its key, for cached ids. */
   readonly keyOf = new Map<number, string>();
+  /** block id -> its policy key (LFU: hits counted, see touchReversed), for cached ids. */
+  readonly policyKey = new Map<number, number>();
+  /** block id -> when its priority ends (the priority policy), for cached ids. */
+  readonly expiry = new Map<number, number>();
+  /** The priority policy's clock. */
+  now = 0;
+
+  constructor(readonly policy: ModelEvictionPolicy = 'lru') {}
+
+  /** The key eviction orders by: hits (LFU), the priority unless its retention ended (priority), 0 (LRU). */
+  key(id: number): number {
+    if (this.policy === 'priority' && this.expiry.get(id)! <= this.now) return MODEL_DEFAULT_PRIORITY;
+    return this.policyKey.get(id)!;
+  }
+
+  /** The priority policy: the entry takes `priority` until `expiry`. */
+  setPriority(key: string, priority: number, expiry: number): void {
+    const id = this.entries.get(key)!;
+    this.policyKey.set(id, priority);
+    this.expiry.set(id, expiry);
+  }
 
   has(key: string): boolean {
     return this.entries.has(key);
@@ -19,16 +61,30 @@ export class ModelPrefixCache {
   add(key: string, id: number): void {
     this.entries.set(key, id);
     this.keyOf.set(id, key);
+    this.policyKey.set(id, this.policy === 'priority' ? MODEL_DEFAULT_PRIORITY : 0);
+    this.expiry.set(id, Infinity);
   }
 
   remove(key: string): void {
     const id = this.entries.get(key)!;
     this.entries.delete(key);
     this.keyOf.delete(id);
+    this.policyKey.delete(id);
+    this.expiry.delete(id);
   }
 
   /** Moves the keys to the most recent end, the last listed first (so the first ends most recent). */
   touchReversed(keys: string[]): void {
+    if (this.policy === 'lfu') {
+      // One hit each, root first, none above the entry before it in the batch.
+      let cap = Infinity;
+      for (const k of keys) {
+        const id = this.entries.get(k)!;
+        const n = Math.min(this.policyKey.get(id)! + 1, cap);
+        this.policyKey.set(id, n);
+        cap = n;
+      }
+    }
     for (let i = keys.length - 1; i >= 0; i--) {
       const k = keys[i]!;
       const id = this.entries.get(k)!;
@@ -37,9 +93,30 @@ export class ModelPrefixCache {
     }
   }
 
-  /** Cached ids, least recent first. */
+  /** Cached ids in eviction order: least recent first, after the policy key when there is one. */
   lruOrder(): number[] {
-    return [...this.entries.values()];
+    const ids = [...this.entries.values()];
+    if (this.policy === 'lru') return ids;
+    const pos = new Map(ids.map((id, i) => [id, i]));
+    return ids.sort((a, b) => this.key(a) - this.key(b) || pos.get(a)! - pos.get(b)!);
+  }
+
+  /** The next victim: the first id in lruOrder() that `evictable` accepts (a plain scan), or undefined. */
+  victim(evictable: (id: number) => boolean): number | undefined {
+    let best: number | undefined;
+    let pos = 0;
+    let bestPos = 0;
+    for (const id of this.entries.values()) {
+      if (evictable(id)) {
+        const k = this.key(id);
+        if (best === undefined || k < this.key(best) || (k === this.key(best) && pos < bestPos)) {
+          best = id;
+          bestPos = pos;
+        }
+      }
+      pos++;
+    }
+    return best;
   }
 
   get size(): number {
