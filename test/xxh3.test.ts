@@ -10,6 +10,7 @@ import { core, mem } from '../bindings/core/instance.js';
 import { stageTokens } from '../bindings/core/staging.js';
 import { hashBlocks, xxh3_128 } from '../bindings/hash.js';
 import { external } from './support/externals.js';
+import { mulberry32 } from '../bindings/replay/prng.js';
 
 // ------------------------------------------------------------------ helpers
 
@@ -57,16 +58,10 @@ function xorshiftBytes(state: number, n: number): Uint8Array {
   return out;
 }
 
-/** Small deterministic PRNG (mulberry32) for the generated differential inputs. */
+/** Deterministic 32-bit integers (mulberry32) for the generated differential inputs. */
 function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  };
+  const next = mulberry32(seed);
+  return () => next() * 4294967296;
 }
 
 const fixture = (name: string): any => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8'));

@@ -5,6 +5,7 @@
 // conversations reuse their system prompt.
 
 import type { TraceRequest } from './trace.js';
+import { mulberry32 as prng } from './prng.js';
 
 export interface WorkloadOptions {
   /** Requests to generate (default 2000). */
@@ -15,18 +16,6 @@ export interface WorkloadOptions {
   systemPrompts?: number;
   /** Conversations in flight at once (default 48). */
   concurrentChats?: number;
-}
-
-/** mulberry32: small, fast, and the same on every platform. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 interface Chat {

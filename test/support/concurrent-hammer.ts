@@ -5,6 +5,7 @@
 // is handed out while another thread holds it exclusively.
 
 import type { ConcurrentBlockManagerImpl } from '../../bindings/managers/concurrent-block-manager-impl.js';
+import { mulberry32 as rng } from '../../bindings/replay/prng.js';
 
 export interface Tally {
   allocateCalls: number;
@@ -17,18 +18,6 @@ export interface Tally {
   evictedExplicitly: number;
   /** Fresh ids that another thread still held exclusively when handed out. */
   heldTwice: number;
-}
-
-/** A small deterministic PRNG (mulberry32), so every thread's run is reproducible. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Prompts sharing prefixes across threads: 3 roots, each with 4 branches (p in 0..11, up to 4 blocks). */
