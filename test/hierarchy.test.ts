@@ -355,3 +355,14 @@ describe('BlockManagerImpl.cacheByHashes (insert by stamped hash)', () => {
     m.dispose();
   });
 });
+
+describe('host tier and tenant salts', () => {
+  it('refuses a salted sequence (the host cache keys blocks without a salt), changing nothing', () => {
+    const p = new HierarchyBlockManagerPool({ numBlocks: 16, blockSize: 4, hostNumBlocks: 32 });
+    const s = new Sequence([1, 2, 3, 4, 5], { cacheSalt: 'tenant-a' });
+    expect(() => p.allocate(s)).toThrow(/cacheSalt is not supported with a host tier/);
+    expect(s.dpRank).toBe(-1);
+    expect(p.numFreeBlocks()).toEqual([15]);
+    p.check();
+  });
+});

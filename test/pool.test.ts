@@ -372,3 +372,18 @@ describe('bad input leaves the pool unchanged', () => {
     expect(() => p.check()).toThrow(/holders but live sequences hold it/);
   });
 });
+
+describe('rank kinds that cannot be combined', () => {
+  const composite = { managerTypes: [1, 0] as const, compressRatios: [1, 1], slidingWindowSize: 8 };
+  const xtensor = { enableXtensor: true, numLayers: 1, slotSize: 2, pageSize: 12 };
+  const cases: Array<[string, object, RegExp]> = [
+    ['composite + linear state', { ...composite, enableLinearState: true, linearStateNumSlots: 8 }, /managerTypes and enableLinearState cannot be combined/],
+    ['linear state + XTensor', { enableLinearState: true, linearStateNumSlots: 8, ...xtensor }, /enableLinearState and enableXtensor cannot be combined/],
+    ['composite + concurrent', { ...composite, enableKvcacheStore: true }, /managerTypes and enableDisaggPd\/enableKvcacheStore cannot be combined/],
+  ];
+  for (const [name, extra, msg] of cases) {
+    it(name, () => {
+      expect(() => new BlockManagerPool({ numBlocks: 16, blockSize: 4, ...extra } as never)).toThrow(msg);
+    });
+  }
+});

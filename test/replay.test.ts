@@ -147,3 +147,12 @@ describe('kvpool replay (CLI)', () => {
     expect(bad.err).toMatch(/trace line 2: "input_length" must be a non-negative integer, got "x"/);
   });
 });
+
+describe('replay modes that cannot be combined', () => {
+  it('rejects two modes at once, and events with a mode', async () => {
+    const { replayWithEvents } = await import('../bindings/replay/replay-events.js');
+    expect(() => replaySync({ workloadRequests: 5, slidingWindow: 64, linearStateSlots: 8 })).toThrow(/slidingWindow and linearStateSlots cannot be combined/);
+    expect(() => replaySync({ workloadRequests: 5, linearStateSlots: 8, hostBlocks: 64 })).toThrow(/linearStateSlots and hostBlocks cannot be combined/);
+    expect(() => replayWithEvents({ workloadRequests: 5, hostBlocks: 64 }, () => {})).toThrow(/hostBlocks cannot be combined with event recording/);
+  });
+});
