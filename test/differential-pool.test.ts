@@ -92,11 +92,12 @@ function samePools(p: BlockManagerPool, m: ModelBlockManagerPool): void {
 
 function run(
   ops: Op[], numBlocks: number, blockSize: number, dpSize: number, singles: number,
-  linear: LinearOpts | null = null, concurrent = false,
+  linear: LinearOpts | null = null, concurrent = false, evictionPolicy: 'lru' | 'lfu' | 'priority' = 'lru',
 ): void {
   const opts = {
     numBlocks, blockSize, dpSize, singleBlockCapacity: singles,
     ...(linear ? { enableLinearState: true, linearStateNumSlots: linear.numSlots, linearStateReuse: linear.reuse } : {}),
+    ...(evictionPolicy !== 'lru' ? { evictionPolicy } : {}),
   };
   const pool = new BlockManagerPool(concurrent ? { ...opts, enableKvcacheStore: true } : opts);
   const model = new ModelBlockManagerPool(opts);
@@ -166,6 +167,21 @@ describe('pool vs reference model', () => {
         (ops, numBlocks, blockSize, dpSize, singles, linear) => run(ops, numBlocks, blockSize, dpSize, singles, linear),
       ),
       { numRuns: 100 },
+    );
+  });
+
+  it('agrees with the LFU and priority eviction policies', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 50 }),
+        fc.integer({ min: 3, max: 40 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 2, max: 6 }),
+        fc.constantFrom('lfu' as const, 'priority' as const),
+        (ops, numBlocks, blockSize, dpSize, singles, policy) => run(ops, numBlocks, blockSize, dpSize, singles, null, false, policy),
+      ),
+      { numRuns: 150 },
     );
   });
 

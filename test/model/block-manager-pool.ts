@@ -6,6 +6,7 @@ import { chainKey } from './chain-key.js';
 import { ModelLinearStateCache } from './linear-state-prefix-cache.js';
 import { ModelSequence } from './sequence.js';
 import { ModelSingleBlockManager } from './single-block-manager.js';
+import type { ModelEvictionPolicy } from './prefix-cache.js';
 
 export interface ModelPoolOptions {
   numBlocks: number;
@@ -16,6 +17,7 @@ export interface ModelPoolOptions {
   enableLinearState?: boolean;
   linearStateNumSlots?: number;
   linearStateReuse?: 'furthest' | 'contiguous';
+  evictionPolicy?: ModelEvictionPolicy;
 }
 
 export class ModelBlockManagerPool {
@@ -34,7 +36,9 @@ export class ModelBlockManagerPool {
     this.dpSize = o.dpSize ?? 1;
     this.prefixOn = o.enablePrefixCache ?? true;
     for (let r = 0; r < this.dpSize; r++) {
-      this.managers.push(new ModelBlockManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: this.prefixOn }));
+      this.managers.push(
+        new ModelBlockManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: this.prefixOn, evictionPolicy: o.evictionPolicy }),
+      );
       this.singles.push(new ModelSingleBlockManager(o.singleBlockCapacity ?? 202));
       this.swaps.push([]);
       if (o.enableLinearState) this.linear.push(new ModelLinearStateCache(o.linearStateNumSlots ?? 202));
