@@ -13,6 +13,7 @@ import { generateWorkload } from '../bindings/replay/workload.js';
 import { ModelCompositePool } from './model/composite-ranks.js';
 import { TRACE_PATH as TRACE, haveTrace } from './support/externals.js';
 import { ModelCompositeReplayTarget } from './support/model-composite-replay-target.js';
+import { capture } from './support/capture.js';
 
 function withoutTimings(r: ReplayResult) {
   const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
@@ -87,21 +88,6 @@ describe('composite replay: core vs reference model', () => {
 });
 
 describe('kvpool replay --sliding-window (CLI)', () => {
-  function capture(fn: () => Promise<number>) {
-    const out: string[] = [];
-    const err: string[] = [];
-    const o = process.stdout.write.bind(process.stdout);
-    const e = process.stderr.write.bind(process.stderr);
-    process.stdout.write = ((s: string) => (out.push(s), true)) as typeof process.stdout.write;
-    process.stderr.write = ((s: string) => (err.push(s), true)) as typeof process.stderr.write;
-    return fn()
-      .then((code) => ({ code, out: out.join(''), err: err.join('') }))
-      .finally(() => {
-        process.stdout.write = o;
-        process.stderr.write = e;
-      });
-  }
-
   it('--json prints the result with one row per sub-manager', async () => {
     const r = await capture(() => main(['replay', '--json', '--requests', '40', '--num-blocks', '4096', '--sliding-window', '128', '--compress-ratios', '1,4']));
     expect(r.code).toBe(0);

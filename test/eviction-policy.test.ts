@@ -6,6 +6,7 @@ import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { main } from '../bindings/cli.js';
 import { replaySync } from '../bindings/replay/replay.js';
+import { capture } from './support/capture.js';
 
 /** Caches `tokens` (block size 1) in fresh blocks and lets them go; returns the ids. */
 function cacheAndRelease(m: BlockManagerImpl, tokens: number[]): number[] {
@@ -239,21 +240,7 @@ describe('priority eviction with retention', () => {
 });
 
 describe('kvpool replay --eviction', () => {
-  async function run(args: string[]) {
-    const out: string[] = [];
-    const err: string[] = [];
-    const o = process.stdout.write.bind(process.stdout);
-    const e = process.stderr.write.bind(process.stderr);
-    process.stdout.write = ((x: string) => (out.push(x), true)) as typeof process.stdout.write;
-    process.stderr.write = ((x: string) => (err.push(x), true)) as typeof process.stderr.write;
-    try {
-      const code = await main(args);
-      return { code, out: out.join(''), err: err.join('') };
-    } finally {
-      process.stdout.write = o;
-      process.stderr.write = e;
-    }
-  }
+  const run = (args: string[]) => capture(() => main(args));
 
   it('replays with each policy, lru being the default', async () => {
     const base = ['replay', '--json', '--requests', '200', '--num-blocks', '400'];

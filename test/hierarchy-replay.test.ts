@@ -11,6 +11,7 @@ import type { HierarchyReplayResult } from '../bindings/replay/hierarchy-replay.
 import { generateWorkload } from '../bindings/replay/workload.js';
 import { ModelHierarchyPool } from './model/hierarchy-block-manager-pool.js';
 import { ModelHierarchyReplayTarget } from './support/model-hierarchy-replay-target.js';
+import { capture } from './support/capture.js';
 
 function withoutTimings(r: ReplayResult) {
   const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
@@ -49,17 +50,10 @@ describe('replay with a host tier', () => {
   });
 
   it('kvpool replay --host-blocks reports the host tier', async () => {
-    const out: string[] = [];
-    const o = process.stdout.write.bind(process.stdout);
-    process.stdout.write = ((s: string) => (out.push(s), true)) as typeof process.stdout.write;
-    let code: number;
-    try {
-      code = await main(['replay', '--json', '--requests', '60', '--num-blocks', '600', '--host-blocks', '4000']);
-      code += await main(['replay', '--requests', '60', '--num-blocks', '600', '--host-blocks', '4000']);
-    } finally {
-      process.stdout.write = o;
-    }
-    expect(code).toBe(0);
+    const json = await capture(() => main(['replay', '--json', '--requests', '60', '--num-blocks', '600', '--host-blocks', '4000']));
+    const table = await capture(() => main(['replay', '--requests', '60', '--num-blocks', '600', '--host-blocks', '4000']));
+    expect(json.code + table.code).toBe(0);
+    const out = [json.out, table.out];
     const obj = JSON.parse(out[0]!) as HierarchyReplayResult;
     const direct = replaySync({ workloadRequests: 60, numBlocks: 600, hostBlocks: 4000 }) as HierarchyReplayResult;
     expect(obj.hostTier).toEqual(direct.hostTier);

@@ -11,6 +11,7 @@ import { main } from '../bindings/cli.js';
 import type { KVEvent } from '../bindings/managers/kv-events.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { replayWithEvents } from '../bindings/replay/replay-events.js';
+import { capture } from './support/capture.js';
 
 const OPTS = { workloadRequests: 300, numBlocks: 600, blockSize: 16, maxRunning: 8 };
 const strip = ({ seconds: _s, allocateCallsPerSecond: _a, ...rest }: ReturnType<typeof replaySync>) => rest;
@@ -66,17 +67,9 @@ describe('replay with events', () => {
   it('kvpool replay --events FILE writes msgpack batches a router follows', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kvpool-events-'));
     const file = join(dir, 'events.msgpack');
-    const out: string[] = [];
-    const write = process.stdout.write.bind(process.stdout);
-    process.stdout.write = ((s: string) => (out.push(s), true)) as typeof process.stdout.write;
-    let code: number;
-    try {
-      code = await main(['replay', '--json', '--requests', '300', '--num-blocks', '600', '--max-running', '8', '--events', file]);
-    } finally {
-      process.stdout.write = write;
-    }
-    expect(code).toBe(0);
-    const result = JSON.parse(out.join(''));
+    const r = await capture(() => main(['replay', '--json', '--requests', '300', '--num-blocks', '600', '--max-running', '8', '--events', file]));
+    expect(r.code).toBe(0);
+    const result = JSON.parse(r.out);
     const batches = [...decodeMulti(readFileSync(file), { useBigInt64: true })];
     expect(batches.length).toBeGreaterThan(10);
     const known = followWire(batches);

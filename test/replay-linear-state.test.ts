@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
+import { capture } from './support/capture.js';
 
 describe('replay with linear state', () => {
   const trace = generateWorkload({ requests: 150, seed: 3 });
@@ -41,24 +42,12 @@ describe('replay with linear state', () => {
   });
 
   it('the CLI prints the linear-state rows and validates the flag', async () => {
-    const out: string[] = [];
-    const write = process.stdout.write.bind(process.stdout);
-    process.stdout.write = ((s: string) => (out.push(s), true)) as typeof process.stdout.write;
-    try {
-      expect(await main(['replay', '--requests', '30', '--linear-state-slots', '64', '--json'])).toBe(0);
-    } finally {
-      process.stdout.write = write;
-    }
-    const r = JSON.parse(out.join(''));
+    const ok = await capture(() => main(['replay', '--requests', '30', '--linear-state-slots', '64', '--json']));
+    expect(ok.code).toBe(0);
+    const r = JSON.parse(ok.out);
     expect(Object.keys(r.linearState)).toEqual(['checkpointHits', 'checkpointsSaved', 'checkpointEvictions', 'trimmedBlocks']);
-    const err: string[] = [];
-    const ew = process.stderr.write.bind(process.stderr);
-    process.stderr.write = ((s: string) => (err.push(s), true)) as typeof process.stderr.write;
-    try {
-      expect(await main(['replay', '--linear-state-slots', '1'])).not.toBe(0);
-    } finally {
-      process.stderr.write = ew;
-    }
-    expect(err.join('')).toMatch(/--linear-state-slots must be >= 2, got 1/);
+    const bad = await capture(() => main(['replay', '--linear-state-slots', '1']));
+    expect(bad.code).not.toBe(0);
+    expect(bad.err).toMatch(/--linear-state-slots must be >= 2, got 1/);
   });
 });

@@ -16,6 +16,7 @@ import { ModelBlockManagerPool } from './model/block-manager-pool.js';
 import { ModelReplayTarget } from './support/model-replay-target.js';
 
 import { TRACE_PATH as TRACE, haveTrace } from './support/externals.js';
+import { capture } from './support/capture.js';
 
 function withoutTimings(r: ReplayResult) {
   const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
@@ -96,21 +97,6 @@ describe('replay: trace input', () => {
 });
 
 describe('kvpool replay (CLI)', () => {
-  function capture(fn: () => Promise<number>) {
-    const out: string[] = [];
-    const err: string[] = [];
-    const o = process.stdout.write.bind(process.stdout);
-    const e = process.stderr.write.bind(process.stderr);
-    process.stdout.write = ((s: string) => (out.push(s), true)) as typeof process.stdout.write;
-    process.stderr.write = ((s: string) => (err.push(s), true)) as typeof process.stderr.write;
-    return fn()
-      .then((code) => ({ code, out: out.join(''), err: err.join('') }))
-      .finally(() => {
-        process.stdout.write = o;
-        process.stderr.write = e;
-      });
-  }
-
   it('--json prints the result object alone', async () => {
     const r = await capture(() => main(['replay', '--json', '--requests', '50', '--num-blocks', '4096']));
     expect(r.code).toBe(0);
