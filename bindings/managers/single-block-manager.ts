@@ -3,9 +3,10 @@
 // prefix cache: allocateShared finds nothing and cache does nothing.
 
 import { loadCore } from '../core/instance.js';
-import { checkInt, checkInt32Array, checkKeys, checkObject } from '../validate.js';
+import { checkInt, checkKeys, checkObject } from '../validate.js';
 import type { BlockManager } from './block-manager.js';
 import { CoreManager } from './core-manager.js';
+import { noCaching, noSharedBlocks } from './no-prefix-cache.js';
 
 export interface SingleBlockManagerOptions {
   /** Physical ids, padding id 0 included (>= 2). */
@@ -30,15 +31,10 @@ export class SingleBlockManager extends CoreManager implements BlockManager {
   }
 
   allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
-    checkInt32Array('tokens', tokens);
-    checkInt32Array('existingShared', existingShared);
-    return new Int32Array(0);
+    return noSharedBlocks(tokens, existingShared);
   }
 
   cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
-    checkInt32Array('tokens', tokens);
-    checkInt32Array('ids', ids);
-    checkInt('existingSharedCount', existingSharedCount);
-    return 0;
+    return noCaching(tokens, ids, existingSharedCount);
   }
 }

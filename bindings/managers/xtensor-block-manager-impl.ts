@@ -16,6 +16,7 @@ import type { PoolManager } from './pool-manager.js';
 import type { KVEvent } from './kv-events.js';
 import { BlockState } from './block-state.js';
 import { PageAllocator, type PageEvent } from './xtensor-page-allocator.js';
+import { noCaching, noSharedBlocks } from './no-prefix-cache.js';
 
 export type { PageEvent } from './xtensor-page-allocator.js';
 
@@ -222,16 +223,11 @@ export class XTensorBlockManagerImpl implements PoolManager {
 
   /** No prefix cache: nothing is ever shared. */
   allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
-    checkInt32Array('tokens', tokens);
-    checkInt32Array('existingShared', existingShared);
-    return new Int32Array(0);
+    return noSharedBlocks(tokens, existingShared);
   }
 
   cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
-    checkInt32Array('tokens', tokens);
-    checkInt32Array('ids', ids);
-    checkInt('existingSharedCount', existingSharedCount);
-    return 0;
+    return noCaching(tokens, ids, existingSharedCount);
   }
 
   evict(n: number): number {
