@@ -140,15 +140,20 @@ function run(
   }
 }
 
+/** numBlocks, blockSize, dpSize, single ids: the pool shapes every property draws. */
+const sizes = [
+  fc.integer({ min: 3, max: 40 }),
+  fc.integer({ min: 1, max: 4 }),
+  fc.integer({ min: 1, max: 3 }),
+  fc.integer({ min: 2, max: 6 }),
+] as const;
+
 describe('pool vs reference model', () => {
   it('agrees on random scheduler operations', () => {
     fc.assert(
       fc.property(
         fc.array(opArb, { minLength: 1, maxLength: 50 }),
-        fc.integer({ min: 3, max: 40 }),
-        fc.integer({ min: 1, max: 4 }),
-        fc.integer({ min: 1, max: 3 }),
-        fc.integer({ min: 2, max: 6 }),
+        ...sizes,
         (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles),
       ),
       { numRuns: 300 },
@@ -159,10 +164,7 @@ describe('pool vs reference model', () => {
     fc.assert(
       fc.property(
         fc.array(linearOpArb, { minLength: 25, maxLength: 50 }),
-        fc.integer({ min: 3, max: 40 }),
-        fc.integer({ min: 1, max: 4 }),
-        fc.integer({ min: 1, max: 3 }),
-        fc.integer({ min: 2, max: 6 }),
+        ...sizes,
         fc.record({ numSlots: fc.integer({ min: 2, max: 16 }), reuse: fc.constantFrom('furthest' as const, 'contiguous' as const) }),
         (ops, numBlocks, blockSize, dpSize, singles, linear) => run(ops, numBlocks, blockSize, dpSize, singles, linear),
       ),
@@ -174,10 +176,7 @@ describe('pool vs reference model', () => {
     fc.assert(
       fc.property(
         fc.array(opArb, { minLength: 1, maxLength: 50 }),
-        fc.integer({ min: 3, max: 40 }),
-        fc.integer({ min: 1, max: 4 }),
-        fc.integer({ min: 1, max: 3 }),
-        fc.integer({ min: 2, max: 6 }),
+        ...sizes,
         fc.constantFrom('lfu' as const, 'priority' as const),
         (ops, numBlocks, blockSize, dpSize, singles, policy) => run(ops, numBlocks, blockSize, dpSize, singles, null, false, policy),
       ),
@@ -189,10 +188,7 @@ describe('pool vs reference model', () => {
     fc.assert(
       fc.property(
         fc.array(opArb, { minLength: 1, maxLength: 50 }),
-        fc.integer({ min: 3, max: 40 }),
-        fc.integer({ min: 1, max: 4 }),
-        fc.integer({ min: 1, max: 3 }),
-        fc.integer({ min: 2, max: 6 }),
+        ...sizes,
         (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles, null, true),
       ),
       { numRuns: 100 },

@@ -4,6 +4,7 @@
 
 import { instantiate, instantiateSync } from '@assemblyscript/loader';
 import type { CoreExports } from './exports.js';
+import { emptyViews, rebuildViews, type MemViews } from './views.js';
 
 /** Where the core's bytes come from: a URL/Response (browsers) or bytes (Node). */
 export type WasmSource =
@@ -22,22 +23,11 @@ let defaultSource: (() => WasmSource) | null = null;
 let defaultIsFallback = false;
 
 /** Views of linear memory, valid until the next growth. */
-export const mem = {
-  u8: new Uint8Array(0),
-  i32: new Int32Array(0),
-  u32: new Uint32Array(0),
-  f64: new Float64Array(0),
-  buffer: new ArrayBuffer(0) as ArrayBufferLike,
-};
+export const mem: MemViews = emptyViews();
 
 function refreshViews(): void {
   const buf = ex!.memory.buffer;
-  if (buf === mem.buffer) return;
-  mem.buffer = buf;
-  mem.u8 = new Uint8Array(buf);
-  mem.i32 = new Int32Array(buf);
-  mem.u32 = new Uint32Array(buf);
-  mem.f64 = new Float64Array(buf);
+  if (buf !== mem.buffer) rebuildViews(mem, buf);
 }
 
 /**

@@ -7,7 +7,8 @@
 
 import type { CoreExports } from './exports.js';
 import type { CoreRuntime } from './runtime.js';
-import { Staging, type MemViews } from './staging.js';
+import { Staging } from './staging.js';
+import { emptyViews, rebuildViews, type MemViews } from './views.js';
 import type { WasmSource } from './instance.js';
 
 /** Exports only the shared build has. */
@@ -42,24 +43,13 @@ let cur: SharedCore | null = null;
 let syncLoader: (() => WebAssembly.Module) | null = null;
 let compiled: WebAssembly.Module | null = null;
 
-const mem: MemViews = {
-  u8: new Uint8Array(0),
-  i32: new Int32Array(0),
-  u32: new Uint32Array(0),
-  f64: new Float64Array(0),
-  buffer: new ArrayBuffer(0) as ArrayBufferLike,
-};
+const mem: MemViews = emptyViews();
 
 // Another thread may have grown the memory since the last look: a shared
 // buffer's views keep their old length, so compare the length, not identity.
 function refreshViews(): void {
   const buf = cur!.memory.buffer;
-  if (buf.byteLength === mem.buffer.byteLength) return;
-  mem.buffer = buf;
-  mem.u8 = new Uint8Array(buf);
-  mem.i32 = new Int32Array(buf);
-  mem.u32 = new Uint32Array(buf);
-  mem.f64 = new Float64Array(buf);
+  if (buf.byteLength !== mem.buffer.byteLength) rebuildViews(mem, buf);
 }
 
 /** Registers how the Node entry compiles the shared build synchronously on first use. */

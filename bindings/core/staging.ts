@@ -6,6 +6,7 @@
 // per thread, so threads never stage into the same bytes).
 
 import type { CoreExports } from './exports.js';
+import type { MemViews } from './views.js';
 import { growing, mem } from './instance.js';
 
 /**
@@ -14,14 +15,7 @@ import { growing, mem } from './instance.js';
  */
 export const HEADROOM = 16;
 
-/** The memory views a staging set copies through (refreshed in place by its owner). */
-export interface MemViews {
-  u8: Uint8Array;
-  i32: Int32Array;
-  u32: Uint32Array;
-  f64: Float64Array;
-  buffer: ArrayBufferLike;
-}
+export type { MemViews } from './views.js';
 
 type Growing = <T>(fn: (e: CoreExports) => T) => T;
 
