@@ -19,12 +19,13 @@
 // that were parked and then released).
 //
 // The other policies (Manager.policy != POLICY_LRU) do not use the list: a
-// touch puts the entry in the side heap, ordered by (REC_KEY, stamp), so each
+// touch puts the entry in the side heap, ordered by (AUX_KEY, stamp), so each
 // victim is O(log n) and equal keys fall back to recency. Parking works the
 // same way (a held entry met at the top leaves the heap until released).
 
 import {
-  Manager, LINKED, REC_PREV, REC_NEXT, REC_HEAP_POS, POLICY_LRU, rec, flagsOf, setFlags, stampOf, setStamp, refOf, keyOf, setKey,
+  Manager, LINKED, IN_HEAP, CACHED, REC_PREV, REC_NEXT, AUX_HEAP_POS, POLICY_LRU, rec, aux, flagsOf, setFlags, stampOf, setStamp,
+  refOf, keyOf, setKey,
 } from "./layout";
 
 /** True when `a` goes before `b`: older under LRU, else lower key then older. */
@@ -85,11 +86,19 @@ function append(m: Manager, id: i32): void {
 
 @inline function place(m: Manager, i: i32, id: i32): void {
   store<i32>(m.heap + (<usize>i << 2), id);
-  store<i32>(rec(m, id) + REC_HEAP_POS, i + 1);
+  store<i32>(aux(m, id) + AUX_HEAP_POS, i + 1);
 }
 
+// The flag answers "in the heap?" from the flag bytes; the position is only
+// read when the entry is there.
 @inline export function inHeap(m: Manager, id: i32): bool {
-  return load<i32>(rec(m, id) + REC_HEAP_POS) != 0;
+  return (flagsOf(m, id) & IN_HEAP) != 0;
+}
+
+/** Puts an entry that is in neither the list nor the heap into the heap. */
+function heapPush(m: Manager, id: i32): void {
+  setFlags(m, id, flagsOf(m, id) | IN_HEAP);
+  siftUp(m, m.heapSize++, id);
 }
 
 // Stamps are unique, so "not before" is "after" in every comparison below.
@@ -125,9 +134,10 @@ function siftDown(m: Manager, i: i32, id: i32): void {
 }
 
 function heapRemove(m: Manager, id: i32): void {
-  const posAddr = rec(m, id) + REC_HEAP_POS;
+  const posAddr = aux(m, id) + AUX_HEAP_POS;
   const i = load<i32>(posAddr) - 1;
   store<i32>(posAddr, 0);
+  setFlags(m, id, flagsOf(m, id) & ~IN_HEAP);
   const last = heapAt(m, --m.heapSize);
   if (last == id) return;
   if (i > 0 && before(m, last, heapAt(m, (i - 1) >> 1))) siftUp(m, i, last);
@@ -136,35 +146,91 @@ function heapRemove(m: Manager, id: i32): void {
 
 // ---- the operations the cache uses ----
 
+// ---- recency stamps ----
+//
+// Stamps are u32 (they share a record with the links); the clock counts
+// touches. Before it would pass 2^32 - 1, every cached entry is renumbered
+// 1..k in stamp order: only the order of stamps matters (list, side heap,
+// parked entries), and a renumbering that keeps it leaves both structures
+// valid. It runs once per ~4 billion touches, in O(k log k).
+
+/** The next stamp, renumbering first when the u32 range is used up. */
+@inline function nextStamp(m: Manager): u32 {
+  if (m.clock >= <u64>0xffffffff) relabel(m);
+  return <u32>++m.clock;
+}
+
+@inline function idAt(base: usize, i: i32): i32 {
+  return load<i32>(base + (<usize>i << 2));
+}
+
+function siftIds(m: Manager, base: usize, i: i32, n: i32): void {
+  const id = idAt(base, i);
+  const s = stampOf(m, id);
+  while (true) {
+    let c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && stampOf(m, idAt(base, c + 1)) > stampOf(m, idAt(base, c))) c++;
+    const cid = idAt(base, c);
+    if (stampOf(m, cid) <= s) break;
+    store<i32>(base + (<usize>i << 2), cid);
+    i = c;
+  }
+  store<i32>(base + (<usize>i << 2), id);
+}
+
+/** Renumbers the stamps of every cached entry 1..k, keeping their order. */
+export function relabel(m: Manager): void {
+  // Scratch: the unused part of the free stack. Cached ids are not free, so
+  // freeTop + numCached <= numBlocks - 1 and they fit above the top.
+  const base = m.free + (<usize>m.freeTop << 2);
+  let k = 0;
+  for (let id = 1; id < m.numBlocks; id++) {
+    if ((flagsOf(m, id) & CACHED) == 0) continue;
+    store<i32>(base + (<usize>k << 2), id);
+    k++;
+  }
+  // Heapsort by stamp, ascending, in place.
+  for (let i = (k >> 1) - 1; i >= 0; i--) siftIds(m, base, i, k);
+  for (let end = k - 1; end > 0; end--) {
+    const top = idAt(base, 0);
+    store<i32>(base, idAt(base, end));
+    store<i32>(base + (<usize>end << 2), top);
+    siftIds(m, base, 0, end);
+  }
+  for (let i = 0; i < k; i++) setStamp(m, idAt(base, i), <u32>(i + 1));
+  m.clock = <u64>k;
+}
+
 /** Gives the entry the newest recency (a match or insert visited it). */
 export function touch(m: Manager, id: i32): void {
   if (isLinked(m, id)) unlink(m, id);
   else if (inHeap(m, id)) heapRemove(m, id);
-  setStamp(m, id, ++m.clock);
+  setStamp(m, id, nextStamp(m));
   if (m.policy == POLICY_LRU) append(m, id);
-  else siftUp(m, m.heapSize++, id);
+  else heapPush(m, id);
 }
 
 /**
- * Restores the side heap's order after the entry's REC_KEY changed (a no-op
+ * Restores the side heap's order after the entry's AUX_KEY changed (a no-op
  * when the heap does not hold it).
  */
 export function rekey(m: Manager, id: i32): void {
   if (!inHeap(m, id)) return;
   heapRemove(m, id);
-  siftUp(m, m.heapSize++, id);
+  heapPush(m, id);
 }
 
 /** A new entry (its stamp is set by the touch that follows in the same batch). */
 export function lruAdd(m: Manager, id: i32): void {
-  setKey(m, id, 0);
-  setStamp(m, id, ++m.clock);
+  if (m.policy != POLICY_LRU) setKey(m, id, 0);
+  setStamp(m, id, nextStamp(m));
   append(m, id);
 }
 
 /** The last holder besides the cache let go: a parked entry becomes findable again. */
 export function becameEvictable(m: Manager, id: i32): void {
-  if (!isLinked(m, id) && !inHeap(m, id)) siftUp(m, m.heapSize++, id);
+  if (!isLinked(m, id) && !inHeap(m, id)) heapPush(m, id);
 }
 
 /** Removes an entry being evicted (or dropped) from whichever structure holds it. */
@@ -198,7 +264,7 @@ export function nextVictim(m: Manager): i32 {
 export function lruAudit(m: Manager): i32 {
   let count = 0;
   let prev = 0;
-  let lastStamp: u64 = 0;
+  let lastStamp: u32 = 0;
   let id = m.head;
   while (id != 0) {
     if (id < 0 || id >= m.numBlocks || count > m.numBlocks) return -1;
@@ -214,8 +280,8 @@ export function lruAudit(m: Manager): i32 {
   if (m.policy != POLICY_LRU && count != 0) return -1;
   for (let i = 0; i < m.heapSize; i++) {
     const h = heapAt(m, i);
-    if (h <= 0 || h >= m.numBlocks || isLinked(m, h)) return -1;
-    if (load<i32>(rec(m, h) + REC_HEAP_POS) != i + 1) return -1;
+    if (h <= 0 || h >= m.numBlocks || isLinked(m, h) || !inHeap(m, h)) return -1;
+    if (load<i32>(aux(m, h) + AUX_HEAP_POS) != i + 1) return -1;
     if (i > 0 && before(m, h, heapAt(m, (i - 1) >> 1))) return -1;
   }
   return count + m.heapSize;

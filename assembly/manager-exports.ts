@@ -2,7 +2,7 @@
 
 import { alloc, release as releaseRegion } from "./heap";
 import {
-  Manager, CACHED, STAMPED, TOLD, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
+  Manager, AUX_SIZE, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
 import { match, insert, touchReversed } from "./prefix";
@@ -29,9 +29,9 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
   let cap: u64 = 16;
   while (cap < n64 * 2) cap <<= 1;
   const header = align16(offsetof<Manager>());
-  const shift: i32 = prefixOn != 0 ? 6 : 3;
-  let size64: u64 = <u64>header + (n64 << shift) + (n64 * 4 + 16);
-  if (prefixOn != 0) size64 += (n64 * 4 + 16) + cap * 8;
+  const shift: i32 = prefixOn != 0 ? 5 : 2;
+  let size64: u64 = <u64>header + 48 + (n64 << shift) + (n64 + 16) + (n64 * 4 + 16);
+  if (prefixOn != 0) size64 += n64 * <u64>AUX_SIZE + (n64 * 4 + 16) + cap * 8;
   if (size64 >= 0xffff0000) return 0;
   const base = alloc(<usize>size64);
   if (base == 0) return 0;
@@ -41,10 +41,13 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
   m.prefixOn = prefixOn;
   m.seed = (<u64>seedHi << 32) | <u64>seedLo;
   m.recShift = shift;
-  let p = base + header;
-  m.recs = p; p += n << shift;
+  // Records start on a cache line, so none straddles two.
+  let p = (base + header + 63) & ~(<usize>63);
+  m.recs = p; p += align16(n << shift);
+  m.flags = p; p += align16(n);
   m.free = p; p += align16(n * 4);
   if (prefixOn != 0) {
+    m.aux = p; p += align16(n * AUX_SIZE);
     m.heap = p; p += align16(n * 4);
     m.table = p;
     m.tableMask = <i32>(cap - 1);
@@ -192,7 +195,21 @@ export function mgr_rec_shift(m: usize): i32 {
   return changetype<Manager>(m).recShift;
 }
 
+/** Where the per-id flag bytes are (CACHED = 1, ... in layout.ts). */
+export function mgr_flags_ptr(m: usize): usize {
+  return changetype<Manager>(m).flags;
+}
 
+/** Where the cold per-id fields are (AUX_* in layout.ts; 0 without caching). */
+export function mgr_aux_ptr(m: usize): usize {
+  return changetype<Manager>(m).aux;
+}
+
+/** Test hook: moves the recency clock (u32 stamps) so that tests reach its wrap-around. */
+export function mgr_set_clock(m: usize, v: u32): void {
+  const mg = changetype<Manager>(m);
+  if (<u64>v > mg.clock) mg.clock = <u64>v;
+}
 
 export function mgr_free_ptr(m: usize): usize {
   return changetype<Manager>(m).free;
@@ -252,8 +269,10 @@ function audit(m: Manager): i32 {
   let used = 0;
   let cached = 0;
   let evictable = 0;
+  let inHeapFlags = 0;
   for (let id = 1; id < n; id++) {
     const f = flagsOf(m, id);
+    if ((f & IN_HEAP) != 0) inHeapFlags++;
     const r = refOf(m, id);
     if ((f & MARK) != 0) continue; // on the free stack
     if (r <= 0) return fail(-14, id);
@@ -276,6 +295,7 @@ function audit(m: Manager): i32 {
   if (m.prefixOn != 0) {
     if (tableCount(m) != cached) return fail(-18, -1);
     if (evictable != m.numEvictable) return fail(-20, -1);
+    if (inHeapFlags != m.heapSize) return fail(-21, -1);
     const ordered = lruAudit(m);
     if (ordered < evictable) return fail(-20, -1);
     if (m.policy == POLICY_PRIORITY && expAudit(m) != 0) return fail(-25, -1);

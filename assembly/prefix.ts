@@ -7,21 +7,26 @@
 // most recent and eviction takes chain tails first.
 
 import {
-  Manager, CACHED, STAMPED, POLICY_LFU, POLICY_PRIORITY, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
+  Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, keyOf, setKey, rec, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
   ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, setErrorIndex,
 } from "./layout";
 import { addRef } from "./idpool";
 import { touch, lruRemove } from "./lru";
 import { applyBatch, resetBatch } from "./priority";
-import { tableFind, tableInsert } from "./table";
+import { tableFind, tableInsert, tableHome } from "./table";
 import { chainHash } from "./chain";
 import { recordStored } from "./events";
 import { alloc } from "./heap";
 
-// Two 16-byte scratch slots: the hash being computed and the previous one
-// (the parent of the next block when the block itself is not cached). The
-// shared-memory build gives each instance (thread) its own slots.
-const scratch: usize = ASC_FEATURE_THREADS ? alloc(32) : memory.data(32, 16);
+// Scratch: two 16-byte slots (the hash being computed and the previous one),
+// a 16-byte parent carried between insert windows, then one window of hashes
+// (INSERT_WINDOW x 16 bytes). The shared-memory build gives each instance
+// (thread) its own.
+const INSERT_WINDOW: i32 = 64;
+const SCRATCH_BYTES: i32 = 48 + INSERT_WINDOW * 16;
+const scratch: usize = ASC_FEATURE_THREADS ? alloc(SCRATCH_BYTES) : memory.data(SCRATCH_BYTES, 16);
+/** Keeps the prefetch loads of insert() alive (never read). */
+let sink: u32 = 0;
 
 /** This instance's scratch region (the shared build gives it back when a thread leaves). */
 export function prefixScratch(): usize {
@@ -136,7 +141,7 @@ export function insertOne(m: Manager, idAddr: usize, key: usize): i32 {
   if (found == 0 && (f & CACHED) == 0) {
     copyHash(hashPtr(m, id), key);
     setFlags(m, id, CACHED | STAMPED);
-    setKey(m, id, 0);
+    if (m.policy != POLICY_LRU) setKey(m, id, 0); // LRU never reads keys
     setRef(m, id, refOf(m, id) + 1);
     tableInsert(m, id);
     m.numCached++;
@@ -180,15 +185,41 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
   if (parent == 1) return ERR_UNSTAMPED_PARENT;
   if (m.prefixOn == 0) return 0;
   const bytes = <usize>m.blockSize << 2;
+  const carry = scratch + 32;
+  const hashes = scratch + 48;
+  const parent0 = parent;
   let added = 0;
-  for (let b = 0; b < nBlocks; b++) {
-    const slot = scratch + ((<usize>b & 1) << 4);
-    chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, slot);
-    const idAddr = ids + (<usize>b << 2);
-    const made = insertOne(m, idAddr, slot);
-    if (made != 0 && m.eventsOn != 0) recordStored(m, load<i32>(idAddr), parent, tokens + <usize>b * bytes);
-    added += made;
-    parent = slot;
+  // Windows of blocks: hash the window, then read each block's home table
+  // slot and record with no branch on what they hold, then insert. The
+  // reads are independent, so their cache misses overlap instead of
+  // arriving one per block inside the branchy table probe (a block's table
+  // slot is random, and its record was last touched many requests ago).
+  for (let w = 0; w < nBlocks; w += INSERT_WINDOW) {
+    const end = w + INSERT_WINDOW < nBlocks ? w + INSERT_WINDOW : nBlocks;
+    for (let b = w; b < end; b++) {
+      const out = hashes + (<usize>(b - w) << 4);
+      chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, out);
+      parent = out;
+    }
+    let s: u32 = 0;
+    for (let b = w; b < end; b++) {
+      const h = hashes + (<usize>(b - w) << 4);
+      s += load<u32>(tableHome(m, h)) + load<u32>(rec(m, load<i32>(ids + (<usize>b << 2))));
+    }
+    sink += s;
+    for (let b = w; b < end; b++) {
+      const key = hashes + (<usize>(b - w) << 4);
+      const idAddr = ids + (<usize>b << 2);
+      const made = insertOne(m, idAddr, key);
+      if (made != 0 && m.eventsOn != 0) {
+        const par = b == 0 ? parent0 : b == w ? carry : key - 16;
+        recordStored(m, load<i32>(idAddr), par, tokens + <usize>b * bytes);
+      }
+      added += made;
+    }
+    // The next window's first parent; `hashes` is overwritten.
+    copyHash(carry, hashes + (<usize>(end - 1 - w) << 4));
+    parent = carry;
   }
   touchVisited(m, ids, nBlocks);
   m.blocksInserted += <u64>added;

@@ -9,11 +9,11 @@
 // it passes a retention's end the block falls back to DEFAULT_PRIORITY. A
 // second heap, by expiry, finds those blocks in O(log n) each.
 
-import { Manager, REC_EXPIRY, REC_EXP_POS, DEFAULT_PRIORITY, rec, setKey } from "./layout";
+import { Manager, AUX_EXPIRY, AUX_EXP_POS, DEFAULT_PRIORITY, aux, setKey } from "./layout";
 import { lruRemove, rekey } from "./lru";
 
 @inline function expiryOf(m: Manager, id: i32): f64 {
-  return load<f64>(rec(m, id) + REC_EXPIRY);
+  return load<f64>(aux(m, id) + AUX_EXPIRY);
 }
 
 @inline function expAt(m: Manager, i: i32): i32 {
@@ -22,11 +22,11 @@ import { lruRemove, rekey } from "./lru";
 
 @inline function expPlace(m: Manager, i: i32, id: i32): void {
   store<i32>(m.expHeap + (<usize>i << 2), id);
-  store<i32>(rec(m, id) + REC_EXP_POS, i + 1);
+  store<i32>(aux(m, id) + AUX_EXP_POS, i + 1);
 }
 
 @inline export function inExpHeap(m: Manager, id: i32): bool {
-  return load<i32>(rec(m, id) + REC_EXP_POS) != 0;
+  return load<i32>(aux(m, id) + AUX_EXP_POS) != 0;
 }
 
 function expUp(m: Manager, i: i32, id: i32): void {
@@ -58,7 +58,7 @@ function expDown(m: Manager, i: i32, id: i32): void {
 
 /** Forgets an entry's retention (it is evicted or re-keyed). */
 export function expDrop(m: Manager, id: i32): void {
-  const posAddr = rec(m, id) + REC_EXP_POS;
+  const posAddr = aux(m, id) + AUX_EXP_POS;
   const i = load<i32>(posAddr) - 1;
   if (i < 0) return;
   store<i32>(posAddr, 0);
@@ -96,7 +96,7 @@ export function applyBatch(m: Manager, ids: usize, n: i32): void {
     }
     lruRemove(m, id);
     expDrop(m, id);
-    store<f64>(rec(m, id) + REC_EXPIRY, expiry);
+    store<f64>(aux(m, id) + AUX_EXPIRY, expiry);
     if (expiry <= m.now) prio = <f64>DEFAULT_PRIORITY;
     setKey(m, id, <u32>prio);
     if (<u32>prio != DEFAULT_PRIORITY && expiry != Infinity) expUp(m, m.expSize++, id);
@@ -120,7 +120,7 @@ export function advanceTime(m: Manager, t: f64): void {
 export function expAudit(m: Manager): i32 {
   for (let i = 0; i < m.expSize; i++) {
     const id = expAt(m, i);
-    if (id <= 0 || id >= m.numBlocks || load<i32>(rec(m, id) + REC_EXP_POS) != i + 1) return -1;
+    if (id <= 0 || id >= m.numBlocks || load<i32>(aux(m, id) + AUX_EXP_POS) != i + 1) return -1;
     if (expiryOf(m, id) <= m.now) return -1;
     if (i > 0 && expiryOf(m, expAt(m, (i - 1) >> 1)) > expiryOf(m, id)) return -1;
   }

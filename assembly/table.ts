@@ -19,6 +19,11 @@ import { Manager, hashPtr } from "./layout";
   return load<i32>(slotAddr(m, i), 4);
 }
 
+/** Address of the home slot of the 16-byte hash at `key` (for prefetching reads). */
+@inline export function tableHome(m: Manager, key: usize): usize {
+  return slotAddr(m, <i32>fingerprint(load<u64>(key)) & m.tableMask);
+}
+
 /** The cached id whose chain hash is the 16 bytes at `key`, or 0. */
 export function tableFind(m: Manager, key: usize): i32 {
   const lo = load<u64>(key);

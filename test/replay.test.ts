@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
-import { runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
+import { outputToken, promptTokens, runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { parseTrace, type TraceRequest } from '../bindings/replay/trace.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
@@ -68,6 +68,24 @@ describe('replay: core vs reference model', () => {
     const trace = await readTraceFile(TRACE, 300);
     const { core, model } = both(trace, { numBlocks: 16384, publishAfterPrefill: true });
     expect(withoutTimings(core)).toEqual(withoutTimings(model));
+  });
+});
+
+describe('replay: tokens (REPLAY.md)', () => {
+  it('prompt token p is hash_ids[p / 512] * 512 + p % 512, for every length class of the last chunk', () => {
+    for (const L of [0, 1, 7, 8, 9, 511, 512, 513, 1024, 1100, 1535, 1536]) {
+      const hashIds = Int32Array.of(7, 3, 1_000_000, 0);
+      const req: TraceRequest = { timestamp: 0, inputLength: L, outputLength: 0, hashIds };
+      const t = promptTokens(req, new Int32Array(L + 5).fill(-9));
+      for (let p = 0; p < L; p++) expect(t[p], `L=${L} p=${p}`).toBe(hashIds[Math.floor(p / 512)]! * 512 + (p % 512));
+      for (let p = L; p < L + 5; p++) expect(t[p]).toBe(-9); // nothing past the prompt is written
+    }
+  });
+
+  it('output token i of request r is 2^30 + ((r * 65536 + i) mod 2^30)', () => {
+    expect(outputToken(0, 0)).toBe(1073741824);
+    expect(outputToken(3, 5)).toBe(1073741824 + 3 * 65536 + 5);
+    expect(outputToken(16384, 7)).toBe(1073741824 + 7); // 16384 * 65536 = 2^30 wraps to 0
   });
 });
 

@@ -29,6 +29,12 @@ export interface ManagerExports {
   /** Per-id records: id i at recs + (i << shift); offsets in REC below. */
   mgr_recs_ptr(m: number): number;
   mgr_rec_shift(m: number): number;
+  /** Per-id flag bytes (FLAG_CACHED, ...). */
+  mgr_flags_ptr(m: number): number;
+  /** Cold per-id fields: id i at aux + i * AUX.size; 0 without caching. */
+  mgr_aux_ptr(m: number): number;
+  /** Test hook: moves the recency clock forward (to reach the u32 stamps' renumbering). */
+  mgr_set_clock(m: number, v: number): void;
   mgr_free_ptr(m: number): number;
   mgr_error_index(): number;
   mgr_stats(m: number, out: number): void;
@@ -42,7 +48,8 @@ export interface ManagerExports {
 }
 
 /** Byte offsets inside a per-id record (assembly/layout.ts). */
-export const REC = { ref: 0, flags: 4, stamp: 16, key: 44 } as const;
+export const REC = { ref: 0, stamp: 4 } as const;
+export const AUX = { size: 24, key: 4 } as const;
 export const FLAG_CACHED = 1;
 
 /** Order of the f64 counters written by mgr_stats. */

@@ -213,6 +213,11 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** Seed 5.2: rank, single id, prefix match when empty, then the missing blocks. */
   protected allocateOne(seq: Sequence, numTokens: number): boolean {
+    // A decode step that fits the blocks held (most of them): nothing to do.
+    // Holding blocks means placed, live, with a single id; a pending swap or a
+    // composite rank takes the full path.
+    const held0 = seq._numBlocks;
+    if (held0 > 0 && numTokens <= held0 * this.blockSize && !seq._needSwap && seq._single >= 0 && this.composite === null) return true;
     const r = this.place(seq);
     const startedEmpty = seq._numBlocks === 0;
     const newSingle = seq._single < 0;

