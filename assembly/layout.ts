@@ -14,22 +14,24 @@ export class Manager {
   numEvictable: i32 = 0; // cached entries nothing else holds
   heapSize: i32 = 0; // entries in the side heap (see lru.ts)
   tableMask: i32 = 0; // table capacity - 1 (power of two)
-  head: i32 = 0; // least recent linked entry, 0 = none
-  tail: i32 = 0; // most recent linked entry, 0 = none
+  ringMask: u32 = 0; // recency ring capacity - 1 (power of two; see lru.ts)
+  ringHead: u32 = 0; // position of the oldest ring entry (positions grow, wrapping at 2^32)
+  ringTail: u32 = 0; // position the next entry is written to
   seed: u64 = 0;
   clock: u64 = 0; // LRU recency: each touch gets the next value (u32 stamps; see relabel in lru.ts)
 
-  // Per-id state. The fields every cache operation touches live in one
-  // 32-byte record per id (REC_* below), two to a cache line; the flags are a
-  // byte array (64 KiB for 65,536 ids, so it stays in the nearest cache); the
-  // fields only the side heap and the other eviction policies use are in a
-  // cold array (AUX_*). The hot set of a 65,536-block manager is then ~3 MB
-  // (records and table) instead of ~5 MB: on this machine a random read costs
-  // ~20 ns in a 2-3 MB working set and 100+ ns past ~4 MB.
-  recs: usize = 0; // record of id i at recs + (i << recShift)
-  recShift: i32 = 0; // 5 with caching on (32-byte records), 2 without (ref only)
-  flags: usize = 0; // u8[numBlocks]
-  aux: usize = 0; // AUX_SIZE bytes per id, caching on only
+  // Per-id state as separate arrays, so that each operation touches small
+  // dense arrays: for 65,536 ids, references, stamps and flags take 576 KiB
+  // together and stay in the core's own cache, while the hashes and the
+  // table (1 MiB each) are read in batches whose misses overlap (prefix.ts,
+  // idpool.ts). Random reads on this machine cost ~20 ns in a 2-3 MB working
+  // set and 100+ ns past ~4 MB.
+  refs: usize = 0; // i32[numBlocks]: every reference, the cache's included
+  flags: usize = 0; // u8[numBlocks]: CACHED | STAMPED | ...
+  stamps: usize = 0; // u32[numBlocks]: recency of a cached entry (caching on only)
+  hashes: usize = 0; // 16 bytes per id: the chain hash stamped on the block (caching on only)
+  aux: usize = 0; // AUX_SIZE bytes per id: the side heap's and policies' fields (caching on only)
+  ring: usize = 0; // (i32 id, u32 stamp)[ringMask + 1]: the recency ring (lru.ts)
   free: usize = 0; // i32[numBlocks]: free stack, top = free[freeTop - 1]
   heap: usize = 0; // i32[numBlocks]: side heap of returning entries by stamp
   table: usize = 0; // (u32 fingerprint, i32 id)[tableMask + 1]; id 0 = empty slot
@@ -52,7 +54,7 @@ export class Manager {
   events: usize = 0;
 
   // Eviction policy (lru.ts): POLICY_LRU keeps the recency list; the others
-  // keep every entry in the side heap keyed by (REC_KEY, stamp).
+  // keep every entry in the side heap keyed by (AUX_KEY, stamp).
   policy: i32 = 0;
   // POLICY_PRIORITY (priority.ts): the pool's clock, the heap of retentions by
   // expiry, and the per-position keys the next insert gives the blocks it visits.
@@ -64,12 +66,12 @@ export class Manager {
 
 export const CACHED: u8 = 1;
 export const STAMPED: u8 = 2;
-export const LINKED: u8 = 4; // in the LRU list
+export const LINKED: u8 = 4; // in the recency ring (its newest entry for the id is live)
 export const TOLD: u8 = 8; // announced in a stored event (events.ts)
-// Every record flag is defined here so that no two features share a bit
-// (0x80 is reserved for the audit's marks in manager-exports.ts).
+// Every flag is defined here so that no two features share a bit.
 export const LIVE: u8 = 16; // a linear-state slot held live by a sequence (linear-state.ts)
 export const PENDING: u8 = 32; // a linear-state slot reserved for a checkpoint (linear-state.ts)
+export const AUDIT_MARK: u8 = 0x80; // set and cleared within one audit (manager-exports.ts)
 export const IN_HEAP: u8 = 64; // in the side heap (lru.ts); its position is AUX_HEAP_POS
 
 // Error codes returned by exports (negative); the offending index is kept in
@@ -86,13 +88,6 @@ export let errorIndex: i32 = -1;
 export function setErrorIndex(i: i32): void {
   errorIndex = i;
 }
-
-// Record layout (byte offsets). Without caching only the reference count exists.
-export const REC_REF: usize = 0; // i32: every reference, the cache's included
-export const REC_STAMP: usize = 4; // u32: recency of a cached entry
-export const REC_PREV: usize = 8; // i32: LRU list links (0 = none)
-export const REC_NEXT: usize = 12; // i32
-export const REC_HASH: usize = 16; // 16 bytes: the chain hash stamped on the block
 
 // Cold per-id fields (byte offsets in an AUX_SIZE-byte slot of m.aux).
 export const AUX_SIZE: usize = 24;
@@ -120,16 +115,12 @@ export const DEFAULT_PRIORITY: u32 = 35;
   store<u32>(aux(m, id) + AUX_KEY, v);
 }
 
-@inline export function rec(m: Manager, id: i32): usize {
-  return m.recs + (<usize>id << m.recShift);
-}
-
 @inline export function refOf(m: Manager, id: i32): i32 {
-  return load<i32>(rec(m, id) + REC_REF);
+  return load<i32>(m.refs + (<usize>id << 2));
 }
 
 @inline export function setRef(m: Manager, id: i32, v: i32): void {
-  store<i32>(rec(m, id) + REC_REF, v);
+  store<i32>(m.refs + (<usize>id << 2), v);
 }
 
 @inline export function flagsOf(m: Manager, id: i32): u8 {
@@ -145,15 +136,15 @@ export const DEFAULT_PRIORITY: u32 = 35;
 }
 
 @inline export function hashPtr(m: Manager, id: i32): usize {
-  return rec(m, id) + REC_HASH;
+  return m.hashes + (<usize>id << 4);
 }
 
 @inline export function stampOf(m: Manager, id: i32): u32 {
-  return load<u32>(rec(m, id) + REC_STAMP);
+  return load<u32>(m.stamps + (<usize>id << 2));
 }
 
 @inline export function setStamp(m: Manager, id: i32, v: u32): void {
-  store<u32>(rec(m, id) + REC_STAMP, v);
+  store<u32>(m.stamps + (<usize>id << 2), v);
 }
 
 /** Copies a 16-byte hash (two loads and stores; a bulk memory.copy costs a call into the engine). */

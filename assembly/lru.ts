@@ -5,26 +5,34 @@
 // still holds -- so every call rescans all held blocks ahead of the first
 // victim. We keep the same order with a different bookkeeping:
 //
-// - The list holds entries in recency order. A touch (match, insert) gives
-//   the entry the newest stamp and appends it, so the list stays sorted.
-// - Held entries may stay in the list. When the eviction walk meets one it
-//   *parks* it: unlinks it and remembers nothing else; it costs one step,
-//   once, instead of one step per eviction call.
+// - A ring of (id, stamp) entries in recency order. A touch (match, insert)
+//   gives the entry the next stamp and appends a ring entry; the entry it had
+//   goes stale where it is (an entry is live when its id is LINKED and its
+//   stamp is still the id's stamp). Nothing is unlinked, so a touch writes no
+//   neighbour, and eviction reads ids from consecutive memory instead of
+//   chasing links through random records, one cache miss after another.
+// - Held entries may stay in the ring. When the eviction walk meets one it
+//   *parks* it: clears LINKED and moves on; it costs one step, once, instead
+//   of one step per eviction call.
 // - A parked entry whose last holder lets go goes into a small side heap
 //   keyed by its stamp (it keeps the recency it had).
-// - Eviction takes the older of the list head and the side-heap top.
+// - Eviction takes the older of the ring's oldest live entry and the
+//   side-heap top.
+// - When the ring is full, its live entries are packed together (at most
+//   numBlocks - 1 of them in a ring of >= 2 * numBlocks), O(1) per touch
+//   amortized.
 //
 // The victims and their order are exactly the reference's; each victim is
-// O(1) from the list (O(log n) from the side heap, which only holds blocks
+// O(1) from the ring (O(log n) from the side heap, which only holds blocks
 // that were parked and then released).
 //
-// The other policies (Manager.policy != POLICY_LRU) do not use the list: a
+// The other policies (Manager.policy != POLICY_LRU) do not use the ring: a
 // touch puts the entry in the side heap, ordered by (AUX_KEY, stamp), so each
 // victim is O(log n) and equal keys fall back to recency. Parking works the
 // same way (a held entry met at the top leaves the heap until released).
 
 import {
-  Manager, LINKED, IN_HEAP, CACHED, REC_PREV, REC_NEXT, AUX_HEAP_POS, POLICY_LRU, rec, aux, flagsOf, setFlags, stampOf, setStamp,
+  Manager, LINKED, IN_HEAP, CACHED, AUDIT_MARK, AUX_HEAP_POS, POLICY_LRU, aux, flagsOf, setFlags, stampOf, setStamp,
   refOf, keyOf, setKey,
 } from "./layout";
 
@@ -38,44 +46,55 @@ import {
   return stampOf(m, a) < stampOf(m, b);
 }
 
-@inline function prevOf(m: Manager, id: i32): i32 {
-  return load<i32>(rec(m, id) + REC_PREV);
-}
-
-@inline function nextOf(m: Manager, id: i32): i32 {
-  return load<i32>(rec(m, id) + REC_NEXT);
-}
-
-@inline function setPrev(m: Manager, id: i32, v: i32): void {
-  store<i32>(rec(m, id) + REC_PREV, v);
-}
-
-@inline function setNext(m: Manager, id: i32, v: i32): void {
-  store<i32>(rec(m, id) + REC_NEXT, v);
-}
-
 @inline export function isLinked(m: Manager, id: i32): bool {
   return (flagsOf(m, id) & LINKED) != 0;
 }
 
-function unlink(m: Manager, id: i32): void {
-  const p = prevOf(m, id);
-  const n = nextOf(m, id);
-  if (p != 0) setNext(m, p, n);
-  else m.head = n;
-  if (n != 0) setPrev(m, n, p);
-  else m.tail = p;
+// ---- the recency ring ----
+
+@inline function ringAt(m: Manager, pos: u32): usize {
+  return m.ring + (<usize>(pos & m.ringMask) << 3);
+}
+
+@inline function liveEntry(m: Manager, a: usize): bool {
+  const id = load<i32>(a);
+  return (flagsOf(m, id) & LINKED) != 0 && stampOf(m, id) == load<u32>(a, 4);
+}
+
+/** Packs the live entries at the start of the ring, keeping their order. */
+function compactRing(m: Manager): void {
+  let w = m.ringHead;
+  for (let r = m.ringHead; r != m.ringTail; r++) {
+    const a = ringAt(m, r);
+    if (!liveEntry(m, a)) continue;
+    if (w != r) store<u64>(ringAt(m, w), load<u64>(a));
+    w++;
+  }
+  m.ringTail = w;
+}
+
+/** The entry leaves the recency order (its ring entry goes stale). */
+@inline function unlink(m: Manager, id: i32): void {
   setFlags(m, id, flagsOf(m, id) & ~LINKED);
 }
 
+/** Appends the entry, with the stamp it has, as the most recent. */
 function append(m: Manager, id: i32): void {
-  const t = m.tail;
-  setPrev(m, id, t);
-  setNext(m, id, 0);
-  if (t != 0) setNext(m, t, id);
-  else m.head = id;
-  m.tail = id;
+  if (m.ringTail - m.ringHead > m.ringMask) compactRing(m);
+  const a = ringAt(m, m.ringTail++);
+  store<i32>(a, id);
+  store<u32>(a, stampOf(m, id), 4);
   setFlags(m, id, flagsOf(m, id) | LINKED);
+}
+
+/** The oldest live ring entry's id (stale entries before it are dropped), or 0. */
+@inline function ringFront(m: Manager): i32 {
+  while (m.ringHead != m.ringTail) {
+    const a = ringAt(m, m.ringHead);
+    if (liveEntry(m, a)) return load<i32>(a);
+    m.ringHead++;
+  }
+  return 0;
 }
 
 // ---- side heap (min by stamp) ----
@@ -181,6 +200,9 @@ function siftIds(m: Manager, base: usize, i: i32, n: i32): void {
 
 /** Renumbers the stamps of every cached entry 1..k, keeping their order. */
 export function relabel(m: Manager): void {
+  // Stale ring entries carry old stamps that renumbered ones could meet again:
+  // drop them first, and give the live ones their new stamps after.
+  if (m.ring != 0) compactRing(m);
   // Scratch: the unused part of the free stack. Cached ids are not free, so
   // freeTop + numCached <= numBlocks - 1 and they fit above the top.
   const base = m.free + (<usize>m.freeTop << 2);
@@ -200,6 +222,12 @@ export function relabel(m: Manager): void {
   }
   for (let i = 0; i < k; i++) setStamp(m, idAt(base, i), <u32>(i + 1));
   m.clock = <u64>k;
+  if (m.ring != 0) {
+    for (let r = m.ringHead; r != m.ringTail; r++) {
+      const a = ringAt(m, r);
+      store<u32>(a, stampOf(m, load<i32>(a)), 4);
+    }
+  }
 }
 
 /** Gives the entry the newest recency (a match or insert visited it). */
@@ -242,41 +270,55 @@ export function lruRemove(m: Manager, id: i32): void {
 /**
  * The least recent evictable entry, or 0 when there is none. Held entries met
  * on the way are parked (taken out of the order until they are released).
+ * The caller evicts the entry returned (lruRemove first).
  */
 export function nextVictim(m: Manager): i32 {
   while (true) {
-    const a = m.head;
+    const a = m.policy == POLICY_LRU ? ringFront(m) : 0;
     const b = m.heapSize > 0 ? heapAt(m, 0) : 0;
     if (a == 0 && b == 0) return 0;
-    const fromList = b == 0 || (a != 0 && stampOf(m, a) < stampOf(m, b));
-    const id = fromList ? a : b;
-    if (refOf(m, id) == 1) return id;
-    if (fromList) unlink(m, id);
-    else heapRemove(m, id);
+    const fromRing = b == 0 || (a != 0 && stampOf(m, a) < stampOf(m, b));
+    const id = fromRing ? a : b;
+    if (fromRing) {
+      // Either way the front entry is used up: the victim leaves the order
+      // (evict() unlinks it next) or a held entry is parked.
+      m.ringHead++;
+      if (refOf(m, id) == 1) return id;
+      unlink(m, id);
+    } else {
+      if (refOf(m, id) == 1) return id;
+      heapRemove(m, id);
+    }
   }
 }
 
 /**
- * Audit: the list is sorted by stamp with consistent links, the side heap is
- * ordered, and every evictable entry is in one of them. Returns the number of
- * entries in the list and the heap, or -1.
+ * Audit: the ring's live entries are sorted by stamp, one per LINKED id; the
+ * side heap is ordered and indexed. Returns the number of entries in the ring
+ * and the heap, or -1. Uses the audit mark on the ring's ids.
  */
 export function lruAudit(m: Manager): i32 {
   let count = 0;
-  let prev = 0;
   let lastStamp: u32 = 0;
-  let id = m.head;
-  while (id != 0) {
-    if (id < 0 || id >= m.numBlocks || count > m.numBlocks) return -1;
-    if (!isLinked(m, id) || prevOf(m, id) != prev) return -1;
-    const s = stampOf(m, id);
-    if (count > 0 && s <= lastStamp) return -1;
-    lastStamp = s;
-    prev = id;
-    id = nextOf(m, id);
-    count++;
+  if (m.ring != 0) {
+    if (m.ringTail - m.ringHead > m.ringMask + 1) return -1;
+    for (let r = m.ringHead; r != m.ringTail; r++) {
+      const a = ringAt(m, r);
+      const id = load<i32>(a);
+      if (id <= 0 || id >= m.numBlocks) return -1;
+      if (!liveEntry(m, a)) continue;
+      const f = flagsOf(m, id);
+      if ((f & AUDIT_MARK) != 0) return -1; // two live entries for one id
+      setFlags(m, id, f | AUDIT_MARK);
+      const s = load<u32>(a, 4);
+      if (count > 0 && s <= lastStamp) return -1;
+      lastStamp = s;
+      count++;
+    }
   }
-  if (m.tail != prev) return -1;
+  let linked = 0;
+  for (let id = 1; id < m.numBlocks; id++) if (isLinked(m, id)) linked++;
+  if (linked != count) return -1;
   if (m.policy != POLICY_LRU && count != 0) return -1;
   for (let i = 0; i < m.heapSize; i++) {
     const h = heapAt(m, i);

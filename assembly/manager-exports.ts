@@ -2,7 +2,7 @@
 
 import { alloc, release as releaseRegion } from "./heap";
 import {
-  Manager, AUX_SIZE, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
+  Manager, AUX_SIZE, AUDIT_MARK, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
 import { match, insert, touchReversed } from "./prefix";
@@ -11,7 +11,7 @@ import { tableCount } from "./table";
 import { resetBatch, advanceTime, expAudit } from "./priority";
 import { setRecording, clearEvents } from "./events";
 
-const MARK: u8 = 0x80; // audit-only flag, cleared before the audit returns
+const MARK = AUDIT_MARK;
 
 @inline function align16(n: usize): usize {
   return (n + 15) & ~(<usize>15);
@@ -29,9 +29,10 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
   let cap: u64 = 16;
   while (cap < n64 * 2) cap <<= 1;
   const header = align16(offsetof<Manager>());
-  const shift: i32 = prefixOn != 0 ? 5 : 2;
-  let size64: u64 = <u64>header + 48 + (n64 << shift) + (n64 + 16) + (n64 * 4 + 16);
-  if (prefixOn != 0) size64 += n64 * <u64>AUX_SIZE + (n64 * 4 + 16) + cap * 8;
+  // refs, flags and the free stack; with caching also stamps, hashes, the
+  // cold fields, the side heap, the recency ring (cap entries) and the table.
+  let size64: u64 = <u64>header + (n64 * 4 + 16) + (n64 + 16) + (n64 * 4 + 16);
+  if (prefixOn != 0) size64 += (n64 * 4 + 16) + n64 * 16 + (n64 * <u64>AUX_SIZE + 16) + (n64 * 4 + 16) + cap * 8 + cap * 8;
   if (size64 >= 0xffff0000) return 0;
   const base = alloc(<usize>size64);
   if (base == 0) return 0;
@@ -40,15 +41,17 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
   m.blockSize = blockSize;
   m.prefixOn = prefixOn;
   m.seed = (<u64>seedHi << 32) | <u64>seedLo;
-  m.recShift = shift;
-  // Records start on a cache line, so none straddles two.
-  let p = (base + header + 63) & ~(<usize>63);
-  m.recs = p; p += align16(n << shift);
+  let p = base + header;
+  m.refs = p; p += align16(n * 4);
   m.flags = p; p += align16(n);
   m.free = p; p += align16(n * 4);
   if (prefixOn != 0) {
+    m.stamps = p; p += align16(n * 4);
+    m.hashes = p; p += n * 16;
     m.aux = p; p += align16(n * AUX_SIZE);
     m.heap = p; p += align16(n * 4);
+    m.ring = p; p += <usize>cap * 8;
+    m.ringMask = <u32>(cap - 1);
     m.table = p;
     m.tableMask = <i32>(cap - 1);
   }
@@ -186,13 +189,14 @@ export function mgr_block_hash(m: usize, id: i32, out: usize): i32 {
   return 1;
 }
 
-/** Where the per-id records are, for read-only views (layout: REC_* in layout.ts). */
-export function mgr_recs_ptr(m: usize): usize {
-  return changetype<Manager>(m).recs;
+/** Where the per-id reference counts are (i32 each), for read-only views. */
+export function mgr_refs_ptr(m: usize): usize {
+  return changetype<Manager>(m).refs;
 }
 
-export function mgr_rec_shift(m: usize): i32 {
-  return changetype<Manager>(m).recShift;
+/** Where the per-id recency stamps are (u32 each; 0 without caching). */
+export function mgr_stamps_ptr(m: usize): usize {
+  return changetype<Manager>(m).stamps;
 }
 
 /** Where the per-id flag bytes are (CACHED = 1, ... in layout.ts). */

@@ -7,7 +7,7 @@
 // most recent and eviction takes chain tails first.
 
 import {
-  Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, keyOf, setKey, rec, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
+  Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
   ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, setErrorIndex,
 } from "./layout";
 import { addRef } from "./idpool";
@@ -190,10 +190,10 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
   const parent0 = parent;
   let added = 0;
   // Windows of blocks: hash the window, then read each block's home table
-  // slot and record with no branch on what they hold, then insert. The
+  // slot and hash slot with no branch on what they hold, then insert. The
   // reads are independent, so their cache misses overlap instead of
   // arriving one per block inside the branchy table probe (a block's table
-  // slot is random, and its record was last touched many requests ago).
+  // slot is random, and its hash slot was last touched many requests ago).
   for (let w = 0; w < nBlocks; w += INSERT_WINDOW) {
     const end = w + INSERT_WINDOW < nBlocks ? w + INSERT_WINDOW : nBlocks;
     for (let b = w; b < end; b++) {
@@ -204,7 +204,7 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
     let s: u32 = 0;
     for (let b = w; b < end; b++) {
       const h = hashes + (<usize>(b - w) << 4);
-      s += load<u32>(tableHome(m, h)) + load<u32>(rec(m, load<i32>(ids + (<usize>b << 2))));
+      s += load<u32>(tableHome(m, h)) + load<u32>(hashPtr(m, load<i32>(ids + (<usize>b << 2))));
     }
     sink += s;
     for (let b = w; b < end; b++) {

@@ -127,6 +127,29 @@ describe('BlockManagerImpl prefix cache', () => {
     m.check();
   });
 
+  it('keeps the LRU order through many touches of the same entries (the recency ring packs itself)', () => {
+    // 3 cached blocks in a manager of 8 ids: the ring holds 16 entries, and
+    // every hit leaves a stale one behind, so 40 rounds pack it many times.
+    const m = mgr(8);
+    const a = m.allocate(2)!;
+    const b = m.allocate(1)!;
+    m.cache(chain(2), a);
+    m.cache(chain(1, 500), b);
+    m.deallocate(a);
+    m.deallocate(b);
+    for (let round = 0; round < 40; round++) {
+      const first = round % 2 === 0 ? chain(2) : chain(1, 500);
+      m.deallocate(m.allocateShared(first));
+      m.check();
+      const expected = round % 2 === 0 ? [b[0], a[1], a[0]] : [a[1], a[0], b[0]];
+      expect([...m.lruOrder()]).toEqual(expected);
+    }
+    // Eviction follows that order: b's block is the least recent after an odd round.
+    expect([...m.allocate(5)!].slice(0, 1)).toEqual([a[1]]);
+    expect(m.stats().blocksEvicted).toBe(1);
+    m.check();
+  });
+
   it('a long match (staged in windows) leaves the same LRU order as one walk', () => {
     const m = new BlockManagerImpl({ numBlocks: 200, blockSize: 1 });
     const t = Array.from({ length: 100 }, (_, i) => i);

@@ -26,9 +26,10 @@ export interface ManagerExports {
   mgr_num_cached(m: number): number;
   mgr_ref(m: number, id: number): number;
   mgr_block_hash(m: number, id: number, out: number): number;
-  /** Per-id records: id i at recs + (i << shift); offsets in REC below. */
-  mgr_recs_ptr(m: number): number;
-  mgr_rec_shift(m: number): number;
+  /** Per-id reference counts (i32 each). */
+  mgr_refs_ptr(m: number): number;
+  /** Per-id recency stamps (u32 each; 0 without caching). */
+  mgr_stamps_ptr(m: number): number;
   /** Per-id flag bytes (FLAG_CACHED, ...). */
   mgr_flags_ptr(m: number): number;
   /** Cold per-id fields: id i at aux + i * AUX.size; 0 without caching. */
@@ -47,8 +48,7 @@ export interface ManagerExports {
   mgr_events_clear(m: number): void;
 }
 
-/** Byte offsets inside a per-id record (assembly/layout.ts). */
-export const REC = { ref: 0, stamp: 4 } as const;
+/** The cold per-id fields: stride and the policy key's offset (AUX_* in assembly/layout.ts). */
 export const AUX = { size: 24, key: 4 } as const;
 export const FLAG_CACHED = 1;
 
@@ -89,7 +89,7 @@ export const CHECK_MESSAGES: Record<number, string> = {
   [-16]: 'used count does not match the ids held outside the prefix cache',
   [-17]: 'prefix-cache size does not match the cached ids',
   [-18]: 'hash table and cached ids disagree',
-  [-20]: 'eviction order (LRU list or side heap) is corrupt, or the evictable count is wrong',
+  [-20]: 'eviction order (recency ring or side heap) is corrupt, or the evictable count is wrong',
   [-21]: 'an evictable entry is missing from the eviction order, or an uncached id is in it',
   [-22]: 'an entry has a recency from the future',
   [-23]: 'a manager without prefix cache has cached ids',

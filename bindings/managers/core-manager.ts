@@ -6,7 +6,7 @@
 
 import type { CoreExports } from '../core/exports.js';
 import { loadCore } from '../core/instance.js';
-import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, MATCH_COUNT, MATCH_TOUCH, REC, AUX, STAT_FIELDS } from '../core/manager-exports.js';
+import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, MATCH_COUNT, MATCH_TOUCH, AUX, STAT_FIELDS } from '../core/manager-exports.js';
 
 /** Blocks staged per core call when matching (see matchInto). */
 const MATCH_WINDOW = 8;
@@ -226,14 +226,10 @@ export abstract class CoreManager {
     this.live();
     const e = this.ex;
     const v = this.rt.views();
-    const recs = e.mgr_recs_ptr(this.ptr);
-    const stride = 1 << e.mgr_rec_shift(this.ptr);
+    const refs = e.mgr_refs_ptr(this.ptr) >>> 2;
     const flags = e.mgr_flags_ptr(this.ptr);
     const out = new Int32Array(this.numBlocks);
-    for (let id = 0; id < this.numBlocks; id++) {
-      const r = recs + id * stride;
-      out[id] = v.i32[(r + REC.ref) >>> 2]! - (v.u8[flags + id]! & FLAG_CACHED);
-    }
+    for (let id = 0; id < this.numBlocks; id++) out[id] = v.i32[refs + id]! - (v.u8[flags + id]! & FLAG_CACHED);
     return out;
   }
 
@@ -254,13 +250,12 @@ export abstract class CoreManager {
     const v = this.rt.views();
     const i32 = v.i32;
     const u8 = v.u8;
-    const recs = e.mgr_recs_ptr(this.ptr);
-    const stride = 1 << e.mgr_rec_shift(this.ptr);
+    const refs = e.mgr_refs_ptr(this.ptr) >>> 2;
     const flags = e.mgr_flags_ptr(this.ptr);
     dst[0] = BlockState.Padding;
-    for (let id = 1, r = recs + stride; id < n; id++, r += stride) {
+    for (let id = 1; id < n; id++) {
       const cached = u8[flags + id]! & FLAG_CACHED;
-      const holders = i32[(r + REC.ref) >>> 2]! - cached;
+      const holders = i32[refs + id]! - cached;
       dst[id] = holders > 1 ? BlockState.Shared : holders === 1 ? BlockState.Held : cached ? BlockState.Cached : BlockState.Free;
     }
     return dst;
@@ -284,8 +279,7 @@ export abstract class CoreManager {
     this.live();
     const e = this.ex;
     const v = this.rt.views();
-    const recs = e.mgr_recs_ptr(this.ptr);
-    const shift = e.mgr_rec_shift(this.ptr);
+    const stampsAt = e.mgr_stamps_ptr(this.ptr) >>> 2;
     const flags = e.mgr_flags_ptr(this.ptr);
     const aux = e.mgr_aux_ptr(this.ptr);
     const keyed = e.mgr_policy(this.ptr) !== 0; // keys are unused (stale) under LRU
@@ -295,7 +289,7 @@ export abstract class CoreManager {
     for (let id = 1; id < this.numBlocks; id++) {
       if ((v.u8[flags + id]! & FLAG_CACHED) === 0) continue;
       ids.push(id);
-      stamps[id] = v.u32[(recs + id * (1 << shift) + REC.stamp) >>> 2]!;
+      stamps[id] = v.u32[stampsAt + id]!;
       keys[id] = keyed ? v.u32[(aux + id * AUX.size + AUX.key) >>> 2]! : 0;
     }
     ids.sort((a, b) => keys[a]! - keys[b]! || stamps[a]! - stamps[b]!);

@@ -40,6 +40,12 @@ export interface ReplayTarget<S extends ReplaySequence> {
    * allocating and collecting one buffer per request.
    */
   recycle?(seq: S): Int32Array | undefined;
+  /**
+   * Optional: the sequence's block ids without making a view (ids at
+   * [0, numBlocks); valid until the sequence next changes). The loop reads
+   * the table after every allocation that added blocks.
+   */
+  blockIds?(seq: S): ArrayLike<number>;
 }
 
 /** What a replay with linear state adds to the result (see the README's "Linear state"). */

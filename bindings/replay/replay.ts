@@ -56,8 +56,12 @@ export const REPLAY_DECODE_PRIORITY = 10;
 export class PoolReplayTarget implements ReplayTarget<Sequence> {
   /** `decodePriority`: mark every sequence's generated tokens with this priority (the 'priority' policy's replay rule). */
   constructor(readonly pool: BlockManagerPool, readonly decodePriority?: number) {}
+  /** Block tables of finished sequences, reused by new ones (growing a table allocates). */
+  private readonly spareTables: Int32Array[] = [];
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
     const s = Sequence.fromBuffer(buffer, promptLength);
+    const table = this.spareTables.pop();
+    if (table !== undefined) s._table = table;
     if (this.decodePriority !== undefined) s.setRetention([{ start: promptLength, priority: this.decodePriority }]);
     return s;
   }
@@ -71,7 +75,11 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
     this.pool.deallocate(seq);
   }
   recycle(seq: Sequence): Int32Array {
+    this.spareTables.push(seq._table);
     return seq._tokens;
+  }
+  blockIds(seq: Sequence): Int32Array {
+    return seq._table;
   }
   blocksEvicted(): number {
     return this.pool.stats().reduce((a, s) => a + s.blocksEvicted, 0);

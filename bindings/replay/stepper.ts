@@ -149,10 +149,11 @@ export class ReplayStepper<S extends ReplaySequence> {
   }
 
   private recordNew(s: S, from: number): number {
-    const table = s.blockTable;
-    for (let i = from; i < table.length; i++) this.idChecksum = (Math.imul(this.idChecksum, 31) + table[i]!) >>> 0;
-    this.allocatedBlocks += table.length - from;
-    return table.length - from;
+    const table = this.target.blockIds?.(s) ?? s.blockTable;
+    const n = s.numBlocks;
+    for (let i = from; i < n; i++) this.idChecksum = (Math.imul(this.idChecksum, 31) + table[i]!) >>> 0;
+    this.allocatedBlocks += n - from;
+    return n - from;
   }
 
   /** One iteration of runReplay's request loop. */
