@@ -4,11 +4,11 @@
 // anything other than the prefix cache holds it.
 
 import {
-  Manager, CACHED, POLICY_PRIORITY, hashPtr, refOf, setRef, flagsOf, setFlags, isCached,
+  Manager, CACHED, POLICY_LRU, POLICY_PRIORITY, hashPtr, refOf, setRef, flagsOf, setFlags, isCached,
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
-import { becameEvictable, lruRemove, nextVictim } from "./lru";
-import { tableRemove, tableHome } from "./table";
+import { becameEvictable, lruRemove, nextVictim, takeFromRing } from "./lru";
+import { tableRemove, tableHomeOf } from "./table";
 import { expDrop } from "./priority";
 import { recordRemoved, recordCleared } from "./events";
 
@@ -39,24 +39,29 @@ export function initIds(m: Manager): void {
  * free stack in eviction order. Returns how many were evicted.
  */
 export function evict(m: Manager, k: i32): i32 {
-  // Three passes: take the victims out of the recency order (a pointer chase
-  // through their records), read each victim's home table slot with no branch
-  // on its content, then remove them from the table. The reads of the middle
+  // Three passes: take the victims out of the recency order (consecutive
+  // ring entries), read each victim's home table slot with no branch on its
+  // content, then remove them from the table. The reads of the middle
   // pass are independent, so their cache misses overlap; inside the probe
   // loop of tableRemove they came one per victim. Each structure still sees
   // the victims in eviction order.
   const top = m.freeTop;
-  let done = 0;
-  while (done < k) {
-    const id = nextVictim(m);
-    if (id == 0) break;
-    lruRemove(m, id);
-    pushFree(m, id);
-    done++;
-  }
   const first = m.free + (<usize>top << 2);
+  let done = 0;
+  if (m.policy == POLICY_LRU && m.heapSize == 0) {
+    done = takeFromRing(m, k, first);
+    m.freeTop += done;
+  } else {
+    while (done < k) {
+      const id = nextVictim(m);
+      if (id == 0) break;
+      lruRemove(m, id);
+      pushFree(m, id);
+      done++;
+    }
+  }
   let s: u32 = 0;
-  for (let i = 0; i < done; i++) s += load<u32>(tableHome(m, hashPtr(m, load<i32>(first + (<usize>i << 2)))));
+  for (let i = 0; i < done; i++) s += load<u32>(tableHomeOf(m, load<i32>(first + (<usize>i << 2))));
   evictSink += s;
   for (let i = 0; i < done; i++) {
     const id = load<i32>(first + (<usize>i << 2));

@@ -79,7 +79,7 @@ function compactRing(m: Manager): void {
 }
 
 /** Appends the entry, with the stamp it has, as the most recent. */
-function append(m: Manager, id: i32): void {
+@inline function append(m: Manager, id: i32): void {
   if (m.ringTail - m.ringHead > m.ringMask) compactRing(m);
   const a = ringAt(m, m.ringTail++);
   store<i32>(a, id);
@@ -239,6 +239,26 @@ export function touch(m: Manager, id: i32): void {
   else heapPush(m, id);
 }
 
+/** touch() of ids[n - 1], ..., ids[0] (0 = none): ids[0] ends the most recent. */
+export function touchAll(m: Manager, ids: usize, n: i32): void {
+  if (m.policy != POLICY_LRU) {
+    for (let b = n - 1; b >= 0; b--) {
+      const id = load<i32>(ids + (<usize>b << 2));
+      if (id != 0) touch(m, id);
+    }
+    return;
+  }
+  // The LRU case of touch() inlined: a linked entry needs no unlink (its old
+  // ring entry goes stale when the stamp changes).
+  for (let b = n - 1; b >= 0; b--) {
+    const id = load<i32>(ids + (<usize>b << 2));
+    if (id == 0) continue;
+    if ((flagsOf(m, id) & IN_HEAP) != 0) heapRemove(m, id);
+    setStamp(m, id, nextStamp(m));
+    append(m, id);
+  }
+}
+
 /**
  * Restores the side heap's order after the entry's AUX_KEY changed (a no-op
  * when the heap does not hold it).
@@ -290,6 +310,37 @@ export function nextVictim(m: Manager): i32 {
       heapRemove(m, id);
     }
   }
+}
+
+/**
+ * nextVictim + lruRemove for up to `k` victims, written to out[0..), when
+ * the policy is LRU and the side heap is empty (so every victim comes from
+ * the ring, and parking cannot fill the heap): one pass over consecutive
+ * ring entries with the fields in locals. Returns the number taken.
+ */
+export function takeFromRing(m: Manager, k: i32, out: usize): i32 {
+  const ring = m.ring;
+  const mask = m.ringMask;
+  const tail = m.ringTail;
+  const flags = m.flags;
+  const stamps = m.stamps;
+  const refs = m.refs;
+  let head = m.ringHead;
+  let n = 0;
+  while (n < k && head != tail) {
+    const a = ring + (<usize>(head & mask) << 3);
+    head++;
+    const id = load<i32>(a);
+    const fa = flags + <usize>id;
+    const f = load<u8>(fa);
+    if ((f & LINKED) == 0 || load<u32>(stamps + (<usize>id << 2)) != load<u32>(a, 4)) continue; // stale
+    store<u8>(fa, f & ~LINKED); // a victim leaves the order; a held entry is parked
+    if (load<i32>(refs + (<usize>id << 2)) != 1) continue;
+    store<i32>(out + (<usize>n << 2), id);
+    n++;
+  }
+  m.ringHead = head;
+  return n;
 }
 
 /**

@@ -32,7 +32,7 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
   // refs, flags and the free stack; with caching also stamps, hashes, the
   // cold fields, the side heap, the recency ring (cap entries) and the table.
   let size64: u64 = <u64>header + (n64 * 4 + 16) + (n64 + 16) + (n64 * 4 + 16);
-  if (prefixOn != 0) size64 += (n64 * 4 + 16) + n64 * 16 + (n64 * <u64>AUX_SIZE + 16) + (n64 * 4 + 16) + cap * 8 + cap * 8;
+  if (prefixOn != 0) size64 += 2 * (n64 * 4 + 16) + n64 * 16 + (n64 * <u64>AUX_SIZE + 16) + (n64 * 4 + 16) + cap * 8 + cap * 8;
   if (size64 >= 0xffff0000) return 0;
   const base = alloc(<usize>size64);
   if (base == 0) return 0;
@@ -47,6 +47,7 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
   m.free = p; p += align16(n * 4);
   if (prefixOn != 0) {
     m.stamps = p; p += align16(n * 4);
+    m.fps = p; p += align16(n * 4);
     m.hashes = p; p += n * 16;
     m.aux = p; p += align16(n * AUX_SIZE);
     m.heap = p; p += align16(n * 4);

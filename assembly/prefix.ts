@@ -11,9 +11,9 @@ import {
   ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, setErrorIndex,
 } from "./layout";
 import { addRef } from "./idpool";
-import { touch, lruRemove } from "./lru";
+import { touchAll, lruRemove } from "./lru";
 import { applyBatch, resetBatch } from "./priority";
-import { tableFind, tableInsert, tableHome } from "./table";
+import { tableFind, tableInsertAtMiss, tableHome } from "./table";
 import { chainHash } from "./chain";
 import { recordStored } from "./events";
 import { alloc } from "./heap";
@@ -103,7 +103,7 @@ function countHits(m: Manager, ids: usize, n: i32): void {
 /** Re-appends ids[0..n) in reverse order: the first ends most recent. */
 export function touchReversed(m: Manager, ids: usize, n: i32): void {
   if (m.policy == POLICY_LFU) countHits(m, ids, n);
-  for (let i = n - 1; i >= 0; i--) touch(m, load<i32>(ids + (<usize>i << 2)));
+  touchAll(m, ids, n);
 }
 
 /**
@@ -143,7 +143,7 @@ export function insertOne(m: Manager, idAddr: usize, key: usize): i32 {
     setFlags(m, id, CACHED | STAMPED);
     if (m.policy != POLICY_LRU) setKey(m, id, 0); // LRU never reads keys
     setRef(m, id, refOf(m, id) + 1);
-    tableInsert(m, id);
+    tableInsertAtMiss(m, id); // the probe of tableFind above ended there
     m.numCached++;
     added = 1;
     visited = id;
@@ -160,10 +160,7 @@ export function insertOne(m: Manager, idAddr: usize, key: usize): i32 {
 export function touchVisited(m: Manager, ids: usize, n: i32): void {
   if (m.policy == POLICY_LFU) countHits(m, ids, n);
   else if (m.policy == POLICY_PRIORITY) applyBatch(m, ids, n);
-  for (let b = n - 1; b >= 0; b--) {
-    const e = load<i32>(ids + (<usize>b << 2));
-    if (e != 0) touch(m, e);
-  }
+  touchAll(m, ids, n);
 }
 
 /**

@@ -15,6 +15,10 @@ import { Manager, hashPtr } from "./layout";
   return m.table + (<usize>i << 3);
 }
 
+@inline function fpAddr(m: Manager, id: i32): usize {
+  return m.fps + (<usize>id << 2);
+}
+
 @inline function idAt(m: Manager, i: i32): i32 {
   return load<i32>(slotAddr(m, i), 4);
 }
@@ -24,7 +28,18 @@ import { Manager, hashPtr } from "./layout";
   return slotAddr(m, <i32>fingerprint(load<u64>(key)) & m.tableMask);
 }
 
-/** The cached id whose chain hash is the 16 bytes at `key`, or 0. */
+/** Address of the home slot of cached `id` (for prefetching reads). */
+@inline export function tableHomeOf(m: Manager, id: i32): usize {
+  return slotAddr(m, <i32>load<u32>(fpAddr(m, id)) & m.tableMask);
+}
+
+/** Where the last tableFind that found nothing stopped: the empty slot the key would go to. */
+let missSlot: i32 = 0;
+
+/**
+ * The cached id whose chain hash is the 16 bytes at `key`, or 0 (then
+ * tableInsertAtMiss can add the key without probing again).
+ */
 export function tableFind(m: Manager, key: usize): i32 {
   const lo = load<u64>(key);
   const hi = load<u64>(key, 8);
@@ -34,7 +49,10 @@ export function tableFind(m: Manager, key: usize): i32 {
   while (true) {
     const a = slotAddr(m, i);
     const id = load<i32>(a, 4);
-    if (id == 0) return 0;
+    if (id == 0) {
+      missSlot = i;
+      return 0;
+    }
     if (load<u32>(a) == fp) {
       const h = hashPtr(m, id);
       if (load<u64>(h) == lo && load<u64>(h, 8) == hi) return id;
@@ -46,6 +64,7 @@ export function tableFind(m: Manager, key: usize): i32 {
 /** Adds `id` under the hash already stored in its record (the key must be absent). */
 export function tableInsert(m: Manager, id: i32): void {
   const fp = fingerprint(load<u64>(hashPtr(m, id)));
+  store<u32>(fpAddr(m, id), fp);
   const mask = m.tableMask;
   let i = <i32>fp & mask;
   while (idAt(m, i) != 0) i = (i + 1) & mask;
@@ -54,10 +73,22 @@ export function tableInsert(m: Manager, id: i32): void {
   store<i32>(a, id, 4);
 }
 
+/**
+ * Adds `id` under the hash in its record at the slot where the last
+ * tableFind (of that hash, with no table change since) found nothing.
+ */
+export function tableInsertAtMiss(m: Manager, id: i32): void {
+  const a = slotAddr(m, missSlot);
+  const fp = fingerprint(load<u64>(hashPtr(m, id)));
+  store<u32>(fpAddr(m, id), fp);
+  store<u32>(a, fp);
+  store<i32>(a, id, 4);
+}
+
 /** Removes `id` (which must be present). */
 export function tableRemove(m: Manager, id: i32): void {
   const mask = m.tableMask;
-  let i = <i32>fingerprint(load<u64>(hashPtr(m, id))) & mask;
+  let i = <i32>load<u32>(fpAddr(m, id)) & mask;
   while (idAt(m, i) != id) i = (i + 1) & mask;
   // Backward shift: pull later entries of the probe run into the hole when
   // their home slot does not lie cyclically in (hole, their position].
@@ -84,7 +115,8 @@ export function tableCount(m: Manager): i32 {
     const id = idAt(m, i);
     if (id == 0) continue;
     if (id < 0 || id >= m.numBlocks) return -1;
-    if (load<u32>(slotAddr(m, i)) != fingerprint(load<u64>(hashPtr(m, id)))) return -1;
+    const fp = fingerprint(load<u64>(hashPtr(m, id)));
+    if (load<u32>(slotAddr(m, i)) != fp || load<u32>(fpAddr(m, id)) != fp) return -1;
     if (tableFind(m, hashPtr(m, id)) != id) return -1;
     n++;
   }
