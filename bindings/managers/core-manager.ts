@@ -364,8 +364,10 @@ export abstract class CoreManager {
       parent = dst[at + hits - 1]!;
       window *= 4;
     }
-    const p = this.stg.stageIds(dst, at, at + hits);
-    this.ex.mgr_touch_reversed(this.ptr, p, hits);
+    if (hits > 0) {
+      const p = this.stg.stageIds(dst, at, at + hits);
+      this.ex.mgr_touch_reversed(this.ptr, p, hits);
+    }
     return hits;
   }
 

@@ -244,7 +244,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     // The block a swap would have copied is full now; growth makes it moot (seed: no swap when growing).
     seq._needSwap = false;
     seq._numBlocks = need;
-    this.live.add(seq);
+    if (startedEmpty) this.live.add(seq); // one that held blocks before the call is live already
     return true;
   }
 
