@@ -154,8 +154,8 @@ export function mgr_touch_reversed(m: usize, ids: usize, n: i32): void {
   touchReversed(changetype<Manager>(m), ids, n);
 }
 
-export function mgr_insert(m: usize, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
-  return insert(changetype<Manager>(m), tokens, ids, nBlocks, parentId, parentPtr);
+export function mgr_insert(m: usize, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize, known: i32): i32 {
+  return insert(changetype<Manager>(m), tokens, ids, nBlocks, parentId, parentPtr, known);
 }
 
 export function mgr_evict(m: usize, k: i32): i32 {

@@ -168,9 +168,11 @@ export function touchVisited(m: Manager, ids: usize, n: i32): void {
  * `ids`; every id must be held by someone other than the cache), block by
  * block as insertOne says, then re-appends the visited entries. Overwrites
  * `ids` with the entries visited. Returns the number of new entries, or a
- * negative error code.
+ * negative error code. The first `known` blocks' keys are the hashes stamped
+ * on their ids (the caller knows it stamped them from these very tokens, as
+ * a pool does for a sequence it published): they are not hashed again.
  */
-export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
+export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize, known: i32 = 0): i32 {
   const bad = checkInsertIds(m, ids, nBlocks);
   if (bad != 0) {
     // Nothing changes: the staged priorities are dropped too. (An unstamped
@@ -195,7 +197,9 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
     const end = w + INSERT_WINDOW < nBlocks ? w + INSERT_WINDOW : nBlocks;
     for (let b = w; b < end; b++) {
       const out = hashes + (<usize>(b - w) << 4);
-      chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, out);
+      const id = load<i32>(ids + (<usize>b << 2));
+      if (b < known && (flagsOf(m, id) & STAMPED) != 0) copyHash(out, hashPtr(m, id));
+      else chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, out);
       parent = out;
     }
     let s: u32 = 0;

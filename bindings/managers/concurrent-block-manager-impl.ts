@@ -393,11 +393,11 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
   /** @internal */
   override insertFrom(
     tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
-    salt: Uint8Array | null = null,
+    salt: Uint8Array | null = null, known = 0,
   ): number {
     this.lock.enter();
     try {
-      return super.insertFrom(tokens, ids, first, nBlocks, parentId, salt);
+      return super.insertFrom(tokens, ids, first, nBlocks, parentId, salt, known);
     } finally {
       this.lock.exit();
     }

@@ -401,23 +401,25 @@ export abstract class CoreManager {
   /**
    * @internal Caches blocks `first..first+nBlocks` of `tokens` held in
    * `ids[first..]`, chained on `parentId`'s hash. Returns new entries or a
-   * negative core code (bad id).
+   * negative core code (bad id). `known`: how many leading blocks carry, on
+   * their ids, the hash these tokens give (the caller stamped them), so the
+   * core takes those keys as they are.
    */
   insertFrom(
     tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
-    salt: Uint8Array | null = null,
+    salt: Uint8Array | null = null, known = 0,
   ): number {
     if (nBlocks <= 0) return 0;
     const e = this.ex;
     const B = this.blockSize;
     let idp = this.stg.stageIds(ids, first, first + nBlocks);
     let tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
-    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? this.stageSalt(salt) : 0);
+    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? this.stageSalt(salt) : 0, known);
     if (r === ERR_UNSTAMPED_PARENT) {
       const parent = this.parentFromTokens(tokens, first, salt);
       idp = this.stg.stageIds(ids, first, first + nBlocks);
       tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
-      r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent);
+      r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent, known);
     }
     if (this.recording) this.rt.views();
     return r;

@@ -18,10 +18,13 @@ export interface PoolManager extends BlockManager {
     tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number,
     salt?: Uint8Array | null,
   ): number;
-  /** @internal New prefix-cache entries (0 without a prefix cache). */
+  /**
+   * @internal New prefix-cache entries (0 without a prefix cache). `known`:
+   * leading blocks whose ids carry the hash these tokens give (not hashed again).
+   */
   insertFrom(
     tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
-    salt?: Uint8Array | null,
+    salt?: Uint8Array | null, known?: number,
   ): number;
   /** The 16-byte chain hash stamped on `id`, or null (always null without a prefix cache). */
   blockHash(id: number): Uint8Array | null;

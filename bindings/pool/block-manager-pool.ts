@@ -101,6 +101,12 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   /** Sequences holding anything from this pool (for audits). */
   protected readonly live = new Set<Sequence>();
   private readonly swaps: BlockTransferInfo[][] = [];
+  /**
+   * @internal A cache() after a publish (or a match) takes the hashes already
+   * stamped on the sequence's blocks (Sequence._hashed) instead of hashing
+   * its tokens again. The host tier rearranges tables and keeps it off.
+   */
+  protected readonly reuseStampedHashes: boolean = true;
   /** @internal composite KV managers per rank when `managerTypes` is given (seed 5.1); `managers` then holds their capacity sub-managers */
   readonly composite: CompositeRanks | null;
   /** @internal linear-state caches and hooks (null when linear state is off) */
@@ -281,6 +287,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
       if (!mgr.allocateInto(need, seq._table, seq._numBlocks)) {
         mgr.releaseFrom(seq._table, heldBefore, seq._numBlocks);
         seq._numBlocks = heldBefore;
+        if (seq._hashed > heldBefore) seq._hashed = heldBefore;
         seq._shared = sharedBefore;
         if (newSingle) this.releaseSingle(seq, r);
         if (seq._numBlocks === 0 && seq._single < 0) this.live.delete(seq);
@@ -334,6 +341,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     }
     seq._numBlocks = hits;
     seq._shared = hits;
+    seq._hashed = hits;
     seq._kvCached = hits * B;
   }
 
@@ -345,6 +353,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const src = seq._table[last]!;
     const dst = this.scratch[0]!;
     seq._table[last] = dst;
+    if (seq._hashed > last) seq._hashed = last;
     this.releaseId(mgr, src);
     if (seq._shared > last) seq._shared = last;
     seq._needSwap = false;
@@ -413,10 +422,12 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     if (n <= first) return;
     const parent = first > 0 ? seq._table[first - 1]! : 0;
     const mgr = this.managers[seq._dpRank]!;
+    const known = this.reuseStampedHashes ? Math.max(0, Math.min(seq._hashed, n) - first) : 0;
     const r = seq._retention !== null && mgr instanceof BlockManagerImpl
       ? mgr.insertWithRetention(seq._retention, seq._tokens, seq._table, first, n - first, parent, seq._saltKey)
-      : mgr.insertFrom(seq._tokens, seq._table, first, n - first, parent, seq._saltKey);
+      : mgr.insertFrom(seq._tokens, seq._table, first, n - first, parent, seq._saltKey, known);
     if (r < 0) throw new Error(`kvpool: internal error caching a sequence (core code ${r})`);
+    if (this.reuseStampedHashes && seq._hashed < n) seq._hashed = n;
   }
 
   /** The clock of the 'priority' eviction policy (0 at first; see setTime). */

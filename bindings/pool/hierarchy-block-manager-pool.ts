@@ -129,6 +129,9 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
     return s;
   }
 
+  /** Offloads rearrange device tables, so stamped hashes are not reused (see Sequence._hashed). */
+  protected override readonly reuseStampedHashes: boolean = false;
+
   protected override allocateOne(seq: Sequence, numTokens: number): boolean {
     return this.allocateTiered(seq, numTokens, Infinity);
   }

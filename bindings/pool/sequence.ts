@@ -40,6 +40,13 @@ export class Sequence {
   /** @internal */ _numTokens: number;
   /** @internal */ _table: Int32Array;
   /** @internal */ _numBlocks = 0;
+  /**
+   * @internal Blocks [0, _hashed) of the table carry, on their ids, the chain
+   * hash of this sequence's tokens (matched, or cached by this pool): a later
+   * cache() takes those keys instead of hashing the tokens again. Lowered by
+   * every change to a table entry below it.
+   */
+  _hashed = 0;
   /** @internal */ _shared = 0;
   /** @internal */ _kvCached = 0;
   /** @internal */ _dpRank = -1;
@@ -272,6 +279,7 @@ export class Sequence {
     (child as { numPromptTokens: number }).numPromptTokens = this.numPromptTokens;
     child._table = this._table.slice(0, Math.max(16, this._numBlocks));
     child._numBlocks = this._numBlocks;
+    child._hashed = this._hashed;
     child._shared = this._shared;
     child._kvCached = this._kvCached;
     child._dpRank = this._dpRank;
@@ -298,6 +306,7 @@ export class Sequence {
   /** @internal forgets every block and the computed count (the pool released them) */
   resetBlocks(): void {
     this._numBlocks = 0;
+    this._hashed = 0;
     this._shared = 0;
     this._kvCached = 0;
     this._needSwap = false;
