@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
-import { outputToken, promptTokens, runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
+import { nextOutputToken, outputToken, promptTokens, runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { parseTrace, type TraceRequest } from '../bindings/replay/trace.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
@@ -86,6 +86,14 @@ describe('replay: tokens (REPLAY.md)', () => {
     expect(outputToken(0, 0)).toBe(1073741824);
     expect(outputToken(3, 5)).toBe(1073741824 + 3 * 65536 + 5);
     expect(outputToken(16384, 7)).toBe(1073741824 + 7); // 16384 * 65536 = 2^30 wraps to 0
+  });
+
+  it('nextOutputToken steps exactly as outputToken does, across the wrap at 2^31 - 1', () => {
+    for (const r of [0, 1, 16383, 16384, 40000]) {
+      // Request 16383 wraps at i = 65536 (r * 65536 + i reaches 2^30).
+      let t = outputToken(r, 65530);
+      for (let i = 65530; i < 65545; i++, t = nextOutputToken(t)) expect(t, `r=${r} i=${i}`).toBe(outputToken(r, i));
+    }
   });
 });
 

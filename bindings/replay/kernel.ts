@@ -121,6 +121,16 @@ export function outputToken(r: number, i: number): number {
   return OUTPUT_BASE + ((r * 65536 + i) % OUTPUT_BASE);
 }
 
+/**
+ * Output token i + 1 of a request, given token i: one more, wrapping from
+ * 2^31 - 1 back to 2^30 exactly where outputToken's modulo wraps. (The
+ * modulo of a number past int32 is a floating-point fmod, ~14 ns here; the
+ * loop makes 4.8 M of them over the conversation trace.)
+ */
+export function nextOutputToken(token: number): number {
+  return token === 2 * OUTPUT_BASE - 1 ? OUTPUT_BASE : token + 1;
+}
+
 export interface ReplayProgress {
   (done: number, total: number): void;
 }

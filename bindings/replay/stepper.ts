@@ -2,7 +2,7 @@
 // drives it to the end, and views that draw the pool between requests (the
 // pool inspector) step it themselves. One loop, so both give the same result.
 
-import { outputToken, promptTokens, type ReplayParams, type ReplayResult, type ReplaySequence, type ReplayTarget } from './kernel.js';
+import { nextOutputToken, outputToken, promptTokens, type ReplayParams, type ReplayResult, type ReplaySequence, type ReplayTarget } from './kernel.js';
 import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { TraceRequest } from './trace.js';
 
@@ -187,8 +187,9 @@ export class ReplayStepper<S extends ReplaySequence> {
     target.prefilled?.(s);
     s.kvCachedTokens = L;
     let cut = false;
-    for (let i = 0; i < req.outputLength; i++) {
-      s.appendToken(outputToken(r, i));
+    let token = outputToken(r, 0);
+    for (let i = 0; i < req.outputLength; i++, token = nextOutputToken(token)) {
+      s.appendToken(token);
       s.kvCachedTokens = s.numTokens - 1;
       let ok = false;
       const before = s.numBlocks;
