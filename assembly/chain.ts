@@ -6,7 +6,7 @@
 // 16 writable bytes right before `tokens`, which are saved, overwritten with
 // the parent hash for the duration of the hash, and restored.
 
-import { hash128, resultLo, resultHi } from "./xxh3";
+import { hash128, resultLo, resultHi, chainRun } from "./xxh3";
 
 /**
  * out = XXH3-128(seed, parent[0..16) ++ bytes at tokens), or of the tokens
@@ -39,15 +39,34 @@ export function chainHash(tokens: usize, bytes: usize, parent: usize, seed: u64,
 export function hashBlocksInto(tokens: usize, numTokens: i32, blockSize: i32, parent: usize, seed: u64, out: usize): i32 {
   if (blockSize <= 0 || numTokens <= 0) return 0;
   const n = numTokens / blockSize;
-  const blockBytes = <usize>blockSize << 2;
-  let t = tokens;
-  let o = out;
-  let prev = parent;
-  for (let b = 0; b < n; b++) {
-    chainHash(t, blockBytes, prev, seed, o);
-    prev = o;
-    t += blockBytes;
-    o += 16;
-  }
+  hashChain(tokens, <usize>blockSize << 2, n, parent, seed, out);
   return n;
+}
+
+/**
+ * out[b] = chain hash of block b of `n` blocks of `bytes` bytes at `tokens`,
+ * block 0 chained on `parent` (alone when 0). `out` must not overlap the
+ * tokens or the 16 bytes before them. Blocks of 8 to 28 tokens with a parent
+ * go through chainRun (the parent kept in a register); others one by one.
+ */
+export function hashChain(tokens: usize, bytes: usize, n: i32, parent: usize, seed: u64, out: usize): void {
+  if (n <= 0) return;
+  let first = 0;
+  if (parent == 0) {
+    chainHash(tokens, bytes, 0, seed, out);
+    parent = out;
+    first = 1;
+  }
+  const t = tokens + <usize>first * bytes;
+  const o = out + (<usize>first << 4);
+  if (bytes >= 32 && bytes <= 112) {
+    chainRun(t, bytes, n - first, parent, seed, o);
+    return;
+  }
+  let prev = parent;
+  for (let b = 0; b < n - first; b++) {
+    const ob = o + (<usize>b << 4);
+    chainHash(t + <usize>b * bytes, bytes, prev, seed, ob);
+    prev = ob;
+  }
 }

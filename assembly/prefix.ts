@@ -14,7 +14,7 @@ import { addRef } from "./idpool";
 import { touchAll, lruRemove } from "./lru";
 import { applyBatch, resetBatch } from "./priority";
 import { tableFind, tableInsertAtMiss, tableHome } from "./table";
-import { chainHash } from "./chain";
+import { chainHash, hashChain } from "./chain";
 import { recordStored } from "./events";
 import { alloc } from "./heap";
 
@@ -195,13 +195,15 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
   // slot is random, and its hash slot was last touched many requests ago).
   for (let w = 0; w < nBlocks; w += INSERT_WINDOW) {
     const end = w + INSERT_WINDOW < nBlocks ? w + INSERT_WINDOW : nBlocks;
-    for (let b = w; b < end; b++) {
+    let b = w;
+    for (; b < end && b < known; b++) {
       const out = hashes + (<usize>(b - w) << 4);
       const id = load<i32>(ids + (<usize>b << 2));
-      if (b < known && (flagsOf(m, id) & STAMPED) != 0) copyHash(out, hashPtr(m, id));
+      if ((flagsOf(m, id) & STAMPED) != 0) copyHash(out, hashPtr(m, id));
       else chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, out);
       parent = out;
     }
+    if (b < end) hashChain(tokens + <usize>b * bytes, bytes, end - b, parent, m.seed, hashes + (<usize>(b - w) << 4));
     let s: u32 = 0;
     for (let b = w; b < end; b++) {
       const h = hashes + (<usize>(b - w) << 4);

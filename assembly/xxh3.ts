@@ -171,8 +171,12 @@ const MASK32: v128 = i64x2(0xffffffff, 0xffffffff);
  */
 // @ts-ignore: decorator
 @inline function mix32B(acc: v128, in1: usize, in2: usize, s: usize, seedv: v128): v128 {
-  const x = v128.load(in1);
-  const y = v128.load(in2);
+  return mix32Bv(acc, v128.load(in1), v128.load(in2), s, seedv);
+}
+
+/** mix32B over the 16 input bytes at in1 and in2 already loaded: x and y. */
+// @ts-ignore: decorator
+@inline function mix32Bv(acc: v128, x: v128, y: v128, s: usize, seedv: v128): v128 {
   const k1 = v128.xor(x, i64x2.add(v128.load(s), seedv)); // [a1, b1]: mix16B(in1) multiplies a1 * b1
   const k2 = v128.xor(y, i64x2.add(v128.load(s, 16), seedv)); // [a2, b2]
   const a = i32x4.shuffle(k1, k2, 0, 4, 1, 5); // [a1.lo, a2.lo, a1.hi, a2.hi]
@@ -211,6 +215,43 @@ function hash17to128(p: usize, len: usize, seed: u64): void {
   }
   acc = mix32B(acc, p, e - 16, s, seedv);
   finishMid(acc, len, seed);
+}
+
+/**
+ * Chained block hashes, as chainHash computes them one at a time, for blocks
+ * of `bytes` bytes with 32 <= bytes <= 112 (8 to 28 int32 tokens): block b
+ * hashes out[b - 1] ++ its bytes (block 0: the 16 bytes at `parent`). The
+ * input is 48-128 bytes, the 17-128 class, where only the last mix step
+ * reads the first 16 bytes: that step takes the parent from a register, and
+ * every earlier step of a block depends on its tokens alone, so the CPU
+ * overlaps them with the previous block's dependent tail. No bytes before
+ * `tokens` are touched.
+ */
+export function chainRun(tokens: usize, bytes: usize, n: i32, parent: usize, seed: u64, out: usize): void {
+  const s = K_SECRET;
+  const seedv = i64x2(<i64>seed, <i64>(0 - seed));
+  const len = bytes + 16;
+  const acc0 = i64x2(<i64>(<u64>len * PRIME64_1), 0);
+  let par = v128.load(parent);
+  for (let b = 0; b < n; b++) {
+    const p = tokens + <usize>b * bytes - 16; // where the parent would sit; never read
+    const e = p + len;
+    let acc = acc0;
+    if (len > 64) {
+      if (len > 96) acc = mix32B(acc, p + 48, e - 64, s + 96, seedv);
+      acc = mix32B(acc, p + 32, e - 48, s + 64, seedv);
+    }
+    acc = mix32B(acc, p + 16, e - 32, s + 32, seedv);
+    acc = mix32Bv(acc, par, v128.load(e - 16), s, seedv);
+    // finishMid, kept in locals: the result globals would put a store and a
+    // reload on the chain from one block to the next.
+    const lo = <u64>i64x2.extract_lane(acc, 0);
+    const hi = <u64>i64x2.extract_lane(acc, 1);
+    const rLo = avalanche(lo + hi);
+    const rHi = 0 - avalanche(lo * PRIME64_1 + hi * PRIME64_4 + (<u64>len - seed) * PRIME64_2);
+    par = i64x2.replace_lane(i64x2.splat(<i64>rLo), 1, <i64>rHi);
+    v128.store(out + (<usize>b << 4), par);
+  }
 }
 
 function hash129to240(p: usize, len: usize, seed: u64): void {
