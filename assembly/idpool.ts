@@ -8,7 +8,7 @@ import {
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim, takeFromRing } from "./lru";
-import { tableRemove, tableHomeOf } from "./table";
+import { tableRemove } from "./table";
 import { expDrop } from "./priority";
 import { recordRemoved, recordCleared } from "./events";
 
@@ -60,16 +60,27 @@ export function evict(m: Manager, k: i32): i32 {
       done++;
     }
   }
+  const table = m.table;
+  const mask = m.tableMask;
+  const fps = m.fps;
   let s: u32 = 0;
-  for (let i = 0; i < done; i++) s += load<u32>(tableHomeOf(m, load<i32>(first + (<usize>i << 2))));
+  for (let i = 0; i < done; i++) {
+    const fp = load<u32>(fps + (<usize>load<i32>(first + (<usize>i << 2)) << 2));
+    s += load<u32>(table + (<usize>(<i32>fp & mask) << 3));
+  }
   evictSink += s;
+  const flags = m.flags;
+  const refs = m.refs;
+  const slow = m.eventsOn != 0 || m.policy == POLICY_PRIORITY;
   for (let i = 0; i < done; i++) {
     const id = load<i32>(first + (<usize>i << 2));
-    if (m.eventsOn != 0) recordRemoved(m, id);
-    if (m.policy == POLICY_PRIORITY) expDrop(m, id);
+    if (slow) {
+      if (m.eventsOn != 0) recordRemoved(m, id);
+      if (m.policy == POLICY_PRIORITY) expDrop(m, id);
+    }
     tableRemove(m, id);
-    setFlags(m, id, 0);
-    setRef(m, id, 0);
+    store<u8>(flags + <usize>id, 0);
+    store<i32>(refs + (<usize>id << 2), 0);
   }
   m.numCached -= done;
   m.numEvictable -= done;
@@ -90,12 +101,17 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
       return -1;
     }
   }
+  const free = m.free;
+  const refs = m.refs;
+  const flags = m.flags;
+  let top = m.freeTop;
   for (let i = 0; i < n; i++) {
-    const id = popFree(m);
-    setRef(m, id, 1);
-    setFlags(m, id, 0);
+    const id = load<i32>(free + (<usize>--top << 2));
+    store<i32>(refs + (<usize>id << 2), 1);
+    store<u8>(flags + <usize>id, 0);
     store<i32>(out + (<usize>i << 2), id);
   }
+  m.freeTop = top;
   m.numUsed += n;
   if (m.numUsed > m.peakUsed) m.peakUsed = m.numUsed;
   m.blocksAllocated += <u64>n;

@@ -28,11 +28,6 @@ import { Manager, hashPtr } from "./layout";
   return slotAddr(m, <i32>fingerprint(load<u64>(key)) & m.tableMask);
 }
 
-/** Address of the home slot of cached `id` (for prefetching reads). */
-@inline export function tableHomeOf(m: Manager, id: i32): usize {
-  return slotAddr(m, <i32>load<u32>(fpAddr(m, id)) & m.tableMask);
-}
-
 /** Where the last tableFind that found nothing stopped: the empty slot the key would go to. */
 let missSlot: i32 = 0;
 
@@ -87,25 +82,28 @@ export function tableInsertAtMiss(m: Manager, id: i32): void {
 
 /** Removes `id` (which must be present). */
 export function tableRemove(m: Manager, id: i32): void {
+  // The header's fields in locals: a store to linear memory could alias them
+  // as far as the compilers know, so they would be reloaded on every step.
+  const table = m.table;
   const mask = m.tableMask;
-  let i = <i32>load<u32>(fpAddr(m, id)) & mask;
-  while (idAt(m, i) != id) i = (i + 1) & mask;
+  let i = <i32>load<u32>(m.fps + (<usize>id << 2)) & mask;
+  while (load<i32>(table + (<usize>i << 3), 4) != id) i = (i + 1) & mask;
   // Backward shift: pull later entries of the probe run into the hole when
   // their home slot does not lie cyclically in (hole, their position].
   let j = i;
   while (true) {
     j = (j + 1) & mask;
-    const aj = slotAddr(m, j);
-    const e = load<i32>(aj, 4);
-    if (e == 0) break;
-    const home = <i32>load<u32>(aj) & mask;
+    const aj = table + (<usize>j << 3);
+    const entry = load<u64>(aj);
+    if (<i32>(entry >> 32) == 0) break;
+    const home = <i32>(<u32>entry) & mask;
     const stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
     if (!stays) {
-      store<u64>(slotAddr(m, i), load<u64>(aj));
+      store<u64>(table + (<usize>i << 3), entry);
       i = j;
     }
   }
-  store<u64>(slotAddr(m, i), 0);
+  store<u64>(table + (<usize>i << 3), 0);
 }
 
 /** Audit: number of entries, or -1 if some entry is wrong or unreachable from its home slot. */
