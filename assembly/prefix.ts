@@ -132,7 +132,7 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32): i32 {
  * not cached. Overwrites *idAddr with the entry visited (0 for none) and
  * returns 1 when a new entry was made.
  */
-export function insertOne(m: Manager, idAddr: usize, key: usize): i32 {
+@inline export function insertOne(m: Manager, idAddr: usize, key: usize): i32 {
   const id = load<i32>(idAddr);
   const f = flagsOf(m, id);
   const found = tableFind(m, key);
