@@ -14,6 +14,9 @@ export function describe(v: unknown): string {
 
 /** An integer in [min, max]. */
 export function checkInt(name: string, v: unknown, min = 0, max = INT32_MAX): number {
+  // Fast path for the common case (an int32 in range): `v | 0` is v itself
+  // exactly for int32 numbers; everything else takes the checks below.
+  if (typeof v === 'number' && (v | 0) === v && v >= min && v <= max) return v;
   if (typeof v !== 'number') throw new TypeError(`${name} must be a number, got ${describe(v)}`);
   if (!Number.isInteger(v)) throw new RangeError(`${name} must be an integer, got ${describe(v)}`);
   if (v < min || v > max) {
