@@ -1,5 +1,6 @@
 // BlockManagerImpl (seed section 4): free stack + prefix cache + padding id 0.
 
+import { copyInt32 } from '../core/views.js';
 import { loadCore } from '../core/instance.js';
 import { checkBool, checkInt, checkInt32Array, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
 import type { BlockManager } from './block-manager.js';
@@ -121,7 +122,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     if (this.matchOut.length < n) this.matchOut = new Int32Array(Math.max(n, this.matchOut.length * 2));
     const parent = existing.length > 0 ? existing[existing.length - 1]! : 0;
     const hits = this.matchInto(toks, existing.length, n, parent, this.matchOut, 0);
-    return this.matchOut.slice(0, hits);
+    return copyInt32(this.matchOut, 0, hits);
   }
 
   /** Hits land here first: one result array per call, sized to the hits. */

@@ -12,6 +12,7 @@ import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, MATCH_COUNT, MATCH_T
 const MATCH_WINDOW = 8;
 import { plainRuntime, type CoreRuntime } from '../core/runtime.js';
 import type { MemViews, Staging } from '../core/staging.js';
+import { copyInt32 } from '../core/views.js';
 import { checkBool, checkInt, checkInt32Array, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import { BlockState } from './block-state.js';
@@ -87,7 +88,7 @@ export abstract class CoreManager {
     const code = this.ex.mgr_allocate(this.ptr, n, out);
     if (this.recording) this.rt.views();
     if (code < 0) return null;
-    return this.mem.i32.slice(out >>> 2, (out >>> 2) + n);
+    return copyInt32(this.mem.i32, out >>> 2, n);
   }
 
   deallocate(ids: ArrayLike<number>): void {
