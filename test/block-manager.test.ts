@@ -150,6 +150,19 @@ describe('BlockManagerImpl prefix cache', () => {
     m.check();
   });
 
+  it('an insert told that unstamped blocks are known hashes them from the tokens instead', () => {
+    // insertFrom's `known` (internal): the pool passes the blocks it stamped;
+    // given blocks that carry no hash, the core refuses and the binding retries.
+    const m = mgr(10);
+    const t = chain(3);
+    const ids = m.allocate(3)!;
+    expect(m.insertFrom(t, ids, 0, 3, 0, null, 2)).toBe(3);
+    m.check();
+    m.deallocate(ids);
+    expect([...m.allocateShared(t)]).toEqual([...ids]);
+    m.check();
+  });
+
   it('a long match (staged in windows) leaves the same LRU order as one walk', () => {
     const m = new BlockManagerImpl({ numBlocks: 200, blockSize: 1 });
     const t = Array.from({ length: 100 }, (_, i) => i);
