@@ -151,7 +151,9 @@ export class ReplayStepper<S extends ReplaySequence> {
   private recordNew(s: S, from: number): number {
     const table = this.target.blockIds?.(s) ?? s.blockTable;
     const n = s.numBlocks;
-    for (let i = from; i < n; i++) this.idChecksum = (Math.imul(this.idChecksum, 31) + table[i]!) >>> 0;
+    let h = this.idChecksum; // a local: 8.8 M ids over the trace
+    for (let i = from; i < n; i++) h = (Math.imul(h, 31) + table[i]!) >>> 0;
+    this.idChecksum = h;
     this.allocatedBlocks += n - from;
     return n - from;
   }
