@@ -1,7 +1,7 @@
 // ConcurrentBlockManagerImpl in a real browser: a cross-origin isolated page
 // (COOP/COEP headers) and a module Web Worker share one manager. Runs the
-// compiled bindings (tsc into a temporary directory) in headless Chromium;
-// skipped with a message when no Chromium is installed.
+// compiled bindings (tsc into a temporary directory) in headless Chromium
+// (test/support/browser.ts: skipped with a message without it, required in CI).
 
 import { spawn, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -10,8 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].find((p) => existsSync(p));
-if (!CHROMIUM) console.warn('[kvpool tests] no Chromium found; skipping the browser test of shared managers');
+import { CHROMIUM_ARGS, CHROMIUM_PATH, haveChromium } from './support/browser.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -19,7 +18,7 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>kvpool shared</title>
 <script type="module" src="/page.js"></script>`;
 
 describe('ConcurrentBlockManagerImpl in a browser', () => {
-  it.skipIf(!CHROMIUM)('a page and a Web Worker share a manager; the page\'s main thread spins for the lock', async () => {
+  it.skipIf(!haveChromium)('a page and a Web Worker share a manager; the page\'s main thread spins for the lock', async () => {
     const dist = mkdtempSync(join(tmpdir(), 'kvpool-dist-'));
     const profile = mkdtempSync(join(tmpdir(), 'kvpool-chromium-'));
     execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', dist, '--declaration', 'false', '--sourceMap', 'false']);
@@ -71,9 +70,7 @@ describe('ConcurrentBlockManagerImpl in a browser', () => {
     });
     await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
     const port = (server.address() as { port: number }).port;
-    const browser = spawn(CHROMIUM!, [
-      '--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run', `--user-data-dir=${profile}`, `http://127.0.0.1:${port}/`,
-    ], { stdio: 'ignore' });
+    const browser = spawn(CHROMIUM_PATH, [...CHROMIUM_ARGS, `--user-data-dir=${profile}`, `http://127.0.0.1:${port}/`], { stdio: 'ignore' });
     try {
       const r = await Promise.race([
         result,

@@ -17,7 +17,8 @@ export const haveChromium = external(
   `${CHROMIUM_PATH} not found (Debian: apt-get install -y chromium; or set KVPOOL_CHROMIUM)`,
 );
 
-const ARGS = [
+/** The flags every browser test launches Chromium with (no network chatter, no GPU). */
+export const CHROMIUM_ARGS = [
   '--headless',
   '--no-sandbox',
   '--disable-gpu',
@@ -40,7 +41,7 @@ export async function launchChromium(): Promise<Browser> {
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM_PATH,
     headless: true,
-    args: ARGS,
+    args: CHROMIUM_ARGS,
     viewport: { width: 1400, height: 1000 },
   });
   return {
