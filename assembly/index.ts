@@ -4,3 +4,4 @@ export * from "./hash-exports";
 export * from "./manager-exports";
 export * from "./linear-state-exports";
 export * from "./tier-exports";
+export * from "./replay-exports";

@@ -7,8 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli.js';
+import { core, isCoreLoaded } from '../bindings/core/instance.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
-import { nextOutputToken, outputToken, promptTokens, runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
+import { nextOutputToken, outputToken, promptTokens, promptTokensJs, runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { parseTrace, type TraceRequest } from '../bindings/replay/trace.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
@@ -73,12 +74,16 @@ describe('replay: core vs reference model', () => {
 
 describe('replay: tokens (REPLAY.md)', () => {
   it('prompt token p is hash_ids[p / 512] * 512 + p % 512, for every length class of the last chunk', () => {
-    for (const L of [0, 1, 7, 8, 9, 511, 512, 513, 1024, 1100, 1535, 1536]) {
+    for (const L of [0, 1, 7, 8, 9, 511, 512, 513, 514, 515, 516, 1024, 1100, 1535, 1536]) {
       const hashIds = Int32Array.of(7, 3, 1_000_000, 0);
       const req: TraceRequest = { timestamp: 0, inputLength: L, outputLength: 0, hashIds };
-      const t = promptTokens(req, new Int32Array(L + 5).fill(-9));
-      for (let p = 0; p < L; p++) expect(t[p], `L=${L} p=${p}`).toBe(hashIds[Math.floor(p / 512)]! * 512 + (p % 512));
-      for (let p = L; p < L + 5; p++) expect(t[p]).toBe(-9); // nothing past the prompt is written
+      // The core's SIMD fill and the plain JS one.
+      expect(isCoreLoaded() || core() !== null).toBe(true); // load the core if no test did yet
+      for (const fill of [promptTokens, promptTokensJs]) {
+        const t = fill(req, new Int32Array(L + 5).fill(-9));
+        for (let p = 0; p < L; p++) expect(t[p], `${fill.name} L=${L} p=${p}`).toBe(hashIds[Math.floor(p / 512)]! * 512 + (p % 512));
+        for (let p = L; p < L + 5; p++) expect(t[p]).toBe(-9); // nothing past the prompt is written
+      }
     }
   });
 
