@@ -249,14 +249,39 @@ export function touchAll(m: Manager, ids: usize, n: i32): void {
     return;
   }
   // The LRU case of touch() inlined: a linked entry needs no unlink (its old
-  // ring entry goes stale when the stamp changes).
+  // ring entry goes stale when the stamp changes). Room for n stamps and n
+  // ring entries is made first, so the loop keeps the ring's tail and the
+  // clock in locals and checks neither.
+  if (<u64>m.clock + <u64>n >= <u64>0xffffffff) relabel(m);
+  if (m.ringTail - m.ringHead + <u32>n > m.ringMask + 1) compactRing(m);
+  if (m.ringTail - m.ringHead + <u32>n > m.ringMask + 1 || <u64>m.clock + <u64>n >= <u64>0xffffffff) {
+    // Only a batch listing entries many times over gets here.
+    for (let b = n - 1; b >= 0; b--) {
+      const id = load<i32>(ids + (<usize>b << 2));
+      if (id != 0) touch(m, id);
+    }
+    return;
+  }
+  const ring = m.ring;
+  const mask = m.ringMask;
+  const flags = m.flags;
+  const stamps = m.stamps;
+  let tail = m.ringTail;
+  let clock = <u32>m.clock;
   for (let b = n - 1; b >= 0; b--) {
     const id = load<i32>(ids + (<usize>b << 2));
     if (id == 0) continue;
-    if ((flagsOf(m, id) & IN_HEAP) != 0) heapRemove(m, id);
-    setStamp(m, id, nextStamp(m));
-    append(m, id);
+    if ((load<u8>(flags + <usize>id) & IN_HEAP) != 0) heapRemove(m, id);
+    clock++;
+    store<u32>(stamps + (<usize>id << 2), clock);
+    const a = ring + (<usize>(tail & mask) << 3);
+    store<i32>(a, id);
+    store<u32>(a, clock, 4);
+    tail++;
+    store<u8>(flags + <usize>id, load<u8>(flags + <usize>id) | LINKED);
   }
+  m.ringTail = tail;
+  m.clock = <u64>clock;
 }
 
 /**

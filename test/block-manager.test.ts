@@ -150,6 +150,22 @@ describe('BlockManagerImpl prefix cache', () => {
     m.check();
   });
 
+  it('an insert batch longer than the recency ring still makes its entry the most recent', () => {
+    // 3 ids: a ring of 16 entries. One held id listed for 20 blocks: the first
+    // block caches it, the others find it cached under another key.
+    const m = new BlockManagerImpl({ numBlocks: 3, blockSize: B });
+    const [a] = m.allocate(1)!;
+    m.cache(chain(1, 500), [a!]);
+    m.deallocate([a!]);
+    const [b] = m.allocate(1)!;
+    expect(m.cache(chain(20), new Array(20).fill(b))).toBe(1);
+    m.check();
+    m.deallocate([b!]);
+    expect([...m.lruOrder()]).toEqual([a, b]); // b touched after a
+    expect([...m.allocateShared(chain(20))]).toEqual([b]);
+    m.check();
+  });
+
   it('an insert told that unstamped blocks are known hashes them from the tokens instead', () => {
     // insertFrom's `known` (internal): the pool passes the blocks it stamped;
     // given blocks that carry no hash, the core refuses and the binding retries.
