@@ -135,6 +135,11 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
 @inline export function dropRef(m: Manager, id: i32): void {
   const r = refOf(m, id) - 1;
   setRef(m, id, r);
+  afterDrop(m, id, r);
+}
+
+/** What a dropped reference leaves `id` with `r` references does. */
+@inline function afterDrop(m: Manager, id: i32, r: i32): void {
   if (r == 0) {
     m.numUsed--;
     setFlags(m, id, 0);
@@ -157,6 +162,47 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
  * left. Returns 0, or an error code with `errorIndex` set.
  */
 export function release(m: Manager, ids: usize, n: i32): i32 {
+  // The common case, distinct ids (a sequence's table): one pass validates,
+  // takes each reference and marks the id by storing its new count as ~count
+  // (negative); one pass unmarks and applies the effects in list order. An id
+  // met marked is listed twice: the marks are undone and the general path
+  // below runs.
+  let i = 0;
+  let code = 0;
+  for (; i < n; i++) {
+    const id = load<i32>(ids + (<usize>i << 2));
+    code = rangeError(m, id);
+    if (code != 0) break;
+    const r = refOf(m, id);
+    if (r < 0) break;
+    if (r - <i32>(flagsOf(m, id) & CACHED) <= 0) {
+      code = r == 0 ? ERR_FREE : ERR_NOT_HELD;
+      break;
+    }
+    setRef(m, id, ~(r - 1));
+  }
+  if (i == n) {
+    for (let j = 0; j < n; j++) {
+      const id = load<i32>(ids + (<usize>j << 2));
+      const r = ~refOf(m, id);
+      setRef(m, id, r);
+      afterDrop(m, id, r);
+    }
+    return 0;
+  }
+  for (let j = 0; j < i; j++) {
+    const id = load<i32>(ids + (<usize>j << 2));
+    setRef(m, id, ~refOf(m, id) + 1);
+  }
+  if (code != 0) {
+    setErrorIndex(i);
+    return code;
+  }
+  return releaseListedTwice(m, ids, n);
+}
+
+/** release() of a list that names some id more than once. */
+function releaseListedTwice(m: Manager, ids: usize, n: i32): i32 {
   // Validation: take the references tentatively, then put them all back.
   let bad = -1;
   let code = 0;
