@@ -344,6 +344,22 @@ describe('bad input leaves the manager unchanged', () => {
     expect(m.numFreeBlocks()).toBe(6);
   });
 
+  it('a release naming an id twice is checked as a whole too', () => {
+    const m = mgr();
+    const ids = m.allocate(2)!;
+    m.retain([ids[0]!]);
+    // ids[0] has two holders: listed twice it is fine, a third time it is not.
+    expect(() => m.deallocate([ids[0]!, ids[1]!, ids[0]!, ids[0]!])).toThrow(/ids\[3\] = \d+ has no holder left/);
+    expect([...ids].map((id) => m.refCount(id))).toEqual([2, 1]);
+    expect(() => m.deallocate([ids[0]!, ids[0]!, 9])).toThrow(/ids\[2\] = 9 has no holder left/);
+    expect([...ids].map((id) => m.refCount(id))).toEqual([2, 1]);
+    m.check();
+    m.deallocate([ids[0]!, ids[1]!, ids[0]!]);
+    expect(m.numFreeBlocks()).toBe(9);
+    expect([...m.freeIds()].slice(-2)).toEqual([ids[1], ids[0]]); // freed as their last holders let go, in list order
+    m.check();
+  });
+
   it('rejects cached-only ids as having no holder', () => {
     const m = mgr();
     const ids = m.allocate(1)!;
