@@ -21,15 +21,15 @@ export class Manager {
   clock: u64 = 0; // LRU recency: each touch gets the next value (u32 stamps; see relabel in lru.ts)
 
   // Per-id state as separate arrays, so that each operation touches small
-  // dense arrays: for 65,536 ids, references, stamps, fingerprints and flags
-  // take 832 KiB together and stay in the core's own cache, while the hashes and the
-  // table (1 MiB each) are read in batches whose misses overlap (prefix.ts,
-  // idpool.ts). Random reads on this machine cost ~20 ns in a 2-3 MB working
+  // dense arrays: for 65,536 ids, references, stamps, fingerprints and
+  // flags take 832 KiB together and stay in the core's own cache, while the
+  // hashes and the table (1 MiB each) are read in batches whose misses
+  // overlap (prefix.ts, idpool.ts). Random reads on this machine cost ~20 ns in a 2-3 MB working
   // set and 100+ ns past ~4 MB.
   refs: usize = 0; // i32[numBlocks]: every reference, the cache's included
   flags: usize = 0; // u8[numBlocks]: CACHED | STAMPED | ...
   stamps: usize = 0; // u32[numBlocks]: recency of a cached entry (caching on only)
-  fps: usize = 0; // u32[numBlocks]: table fingerprint of a cached entry, so eviction finds its slot without the hash
+  fps: usize = 0; // u32[numBlocks]: a cached entry's table fingerprint (eviction finds its slot without the hash)
   hashes: usize = 0; // 16 bytes per id: the chain hash stamped on the block (caching on only)
   aux: usize = 0; // AUX_SIZE bytes per id: the side heap's and policies' fields (caching on only)
   ring: usize = 0; // (i32 id, u32 stamp)[ringMask + 1]: the recency ring (lru.ts)
@@ -54,7 +54,7 @@ export class Manager {
   eventsLost: i32 = 0; // 1 when a record could not be stored (memory exhausted)
   events: usize = 0;
 
-  // Eviction policy (lru.ts): POLICY_LRU keeps the recency list; the others
+  // Eviction policy (lru.ts): POLICY_LRU keeps the recency ring; the others
   // keep every entry in the side heap keyed by (AUX_KEY, stamp).
   policy: i32 = 0;
   // POLICY_PRIORITY (priority.ts): the pool's clock, the heap of retentions by
