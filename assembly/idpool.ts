@@ -4,7 +4,7 @@
 // anything other than the prefix cache holds it.
 
 import {
-  Manager, CACHED, POLICY_LRU, POLICY_PRIORITY, hashPtr, refOf, setRef, flagsOf, setFlags, isCached,
+  Manager, CACHED, POLICY_LRU, POLICY_PRIORITY, refOf, setRef, flagsOf, setFlags, isCached,
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim, takeFromRing } from "./lru";
@@ -156,6 +156,12 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
   return 0;
 }
 
+/** Why an in-range id with `r` references and flags `f` cannot lose a holder (0 when it can). */
+@inline function holderError(r: i32, f: u8): i32 {
+  if (r - <i32>(f & CACHED) > 0) return 0;
+  return r == 0 ? ERR_FREE : ERR_NOT_HELD;
+}
+
 /**
  * Drops one reference per listed id, in list order. Validates the whole list
  * first (duplicates included) and changes nothing when some id has no holder
@@ -175,10 +181,8 @@ export function release(m: Manager, ids: usize, n: i32): i32 {
     if (code != 0) break;
     const r = refOf(m, id);
     if (r < 0) break;
-    if (r - <i32>(flagsOf(m, id) & CACHED) <= 0) {
-      code = r == 0 ? ERR_FREE : ERR_NOT_HELD;
-      break;
-    }
+    code = holderError(r, flagsOf(m, id));
+    if (code != 0) break;
     setRef(m, id, ~(r - 1));
   }
   if (i == n) {
@@ -209,7 +213,7 @@ function releaseListedTwice(m: Manager, ids: usize, n: i32): i32 {
   for (let i = 0; i < n; i++) {
     const id = load<i32>(ids + (<usize>i << 2));
     code = rangeError(m, id);
-    if (code == 0 && holders(m, id) <= 0) code = refOf(m, id) == 0 ? ERR_FREE : ERR_NOT_HELD;
+    if (code == 0) code = holderError(refOf(m, id), flagsOf(m, id));
     if (code != 0) {
       bad = i;
       break;

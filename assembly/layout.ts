@@ -24,8 +24,8 @@ export class Manager {
   // dense arrays: for 65,536 ids, references, stamps, fingerprints and
   // flags take 832 KiB together and stay in the core's own cache, while the
   // hashes and the table (1 MiB each) are read in batches whose misses
-  // overlap (prefix.ts, idpool.ts). Random reads on this machine cost ~20 ns in a 2-3 MB working
-  // set and 100+ ns past ~4 MB.
+  // overlap (prefix.ts, idpool.ts). Random reads on this machine cost ~20 ns
+  // in a 2-3 MB working set and 100+ ns past ~4 MB.
   refs: usize = 0; // i32[numBlocks]: every reference, the cache's included
   flags: usize = 0; // u8[numBlocks]: CACHED | STAMPED | ...
   stamps: usize = 0; // u32[numBlocks]: recency of a cached entry (caching on only)

@@ -114,7 +114,7 @@ function compactRing(m: Manager): void {
   return (flagsOf(m, id) & IN_HEAP) != 0;
 }
 
-/** Puts an entry that is in neither the list nor the heap into the heap. */
+/** Puts an entry that is in neither the ring nor the heap into the heap. */
 function heapPush(m: Manager, id: i32): void {
   setFlags(m, id, flagsOf(m, id) | IN_HEAP);
   siftUp(m, m.heapSize++, id);
@@ -163,13 +163,11 @@ function heapRemove(m: Manager, id: i32): void {
   else siftDown(m, i, last);
 }
 
-// ---- the operations the cache uses ----
-
 // ---- recency stamps ----
 //
-// Stamps are u32 (they share a record with the links); the clock counts
+// Stamps are u32 (they sit in ring entries next to the ids); the clock counts
 // touches. Before it would pass 2^32 - 1, every cached entry is renumbered
-// 1..k in stamp order: only the order of stamps matters (list, side heap,
+// 1..k in stamp order: only the order of stamps matters (ring, side heap,
 // parked entries), and a renumbering that keeps it leaves both structures
 // valid. It runs once per ~4 billion touches, in O(k log k).
 
@@ -202,7 +200,7 @@ function siftIds(m: Manager, base: usize, i: i32, n: i32): void {
 export function relabel(m: Manager): void {
   // Stale ring entries carry old stamps that renumbered ones could meet again:
   // drop them first, and give the live ones their new stamps after.
-  if (m.ring != 0) compactRing(m);
+  compactRing(m);
   // Scratch: the unused part of the free stack. Cached ids are not free, so
   // freeTop + numCached <= numBlocks - 1 and they fit above the top.
   const base = m.free + (<usize>m.freeTop << 2);
@@ -222,13 +220,13 @@ export function relabel(m: Manager): void {
   }
   for (let i = 0; i < k; i++) setStamp(m, idAt(base, i), <u32>(i + 1));
   m.clock = <u64>k;
-  if (m.ring != 0) {
-    for (let r = m.ringHead; r != m.ringTail; r++) {
-      const a = ringAt(m, r);
-      store<u32>(a, stampOf(m, load<i32>(a)), 4);
-    }
+  for (let r = m.ringHead; r != m.ringTail; r++) {
+    const a = ringAt(m, r);
+    store<u32>(a, stampOf(m, load<i32>(a)), 4);
   }
 }
+
+// ---- the operations the cache uses ----
 
 /** Gives the entry the newest recency (a match or insert visited it). */
 export function touch(m: Manager, id: i32): void {
@@ -241,27 +239,31 @@ export function touch(m: Manager, id: i32): void {
 
 /** touch() of ids[n - 1], ..., ids[0] (0 = none): ids[0] ends the most recent. */
 export function touchAll(m: Manager, ids: usize, n: i32): void {
-  if (m.policy != POLICY_LRU) {
-    for (let b = n - 1; b >= 0; b--) {
-      const id = load<i32>(ids + (<usize>b << 2));
-      if (id != 0) touch(m, id);
-    }
+  if (m.policy == POLICY_LRU && roomFor(m, n)) {
+    touchAllLru(m, ids, n);
     return;
   }
-  // The LRU case of touch() inlined: a linked entry needs no unlink (its old
-  // ring entry goes stale when the stamp changes). Room for n stamps and n
-  // ring entries is made first, so the loop keeps the ring's tail and the
-  // clock in locals and checks neither.
+  // Other policies, and a batch longer than the ring's room (one listing
+  // entries many times over): one touch at a time.
+  for (let b = n - 1; b >= 0; b--) {
+    const id = load<i32>(ids + (<usize>b << 2));
+    if (id != 0) touch(m, id);
+  }
+}
+
+/** Makes room for `n` more stamps and ring entries (renumbering, packing); false when the ring cannot hold them. */
+function roomFor(m: Manager, n: i32): bool {
   if (<u64>m.clock + <u64>n >= <u64>0xffffffff) relabel(m);
   if (m.ringTail - m.ringHead + <u32>n > m.ringMask + 1) compactRing(m);
-  if (m.ringTail - m.ringHead + <u32>n > m.ringMask + 1 || <u64>m.clock + <u64>n >= <u64>0xffffffff) {
-    // Only a batch listing entries many times over gets here.
-    for (let b = n - 1; b >= 0; b--) {
-      const id = load<i32>(ids + (<usize>b << 2));
-      if (id != 0) touch(m, id);
-    }
-    return;
-  }
+  return m.ringTail - m.ringHead + <u32>n <= m.ringMask + 1 && <u64>m.clock + <u64>n < <u64>0xffffffff;
+}
+
+/**
+ * touchAll under LRU with room made: the LRU case of touch() inlined, the
+ * ring's tail and the clock in locals. A linked entry needs no unlink (its
+ * old ring entry goes stale when the stamp changes).
+ */
+function touchAllLru(m: Manager, ids: usize, n: i32): void {
   const ring = m.ring;
   const mask = m.ringMask;
   const flags = m.flags;

@@ -11,8 +11,6 @@ import { tableCount } from "./table";
 import { resetBatch, advanceTime, expAudit } from "./priority";
 import { setRecording, clearEvents } from "./events";
 
-const MARK = AUDIT_MARK;
-
 @inline function align16(n: usize): usize {
   return (n + 15) & ~(<usize>15);
 }
@@ -250,7 +248,7 @@ export function mgr_check(m: usize): i32 {
   const mg = changetype<Manager>(m);
   const code = audit(mg);
   // Clear audit marks whatever the outcome.
-  for (let id = 0; id < mg.numBlocks; id++) setFlags(mg, id, flagsOf(mg, id) & ~MARK);
+  for (let id = 0; id < mg.numBlocks; id++) setFlags(mg, id, flagsOf(mg, id) & ~AUDIT_MARK);
   return code;
 }
 
@@ -262,14 +260,14 @@ function fail(code: i32, id: i32): i32 {
 function audit(m: Manager): i32 {
   const n = m.numBlocks;
   if (m.freeTop < 0 || m.freeTop > n - 1) return fail(-10, -1);
-  if (refOf(m, 0) != 1 || (flagsOf(m, 0) & ~MARK) != 0) return fail(-15, 0);
+  if (refOf(m, 0) != 1 || (flagsOf(m, 0) & ~AUDIT_MARK) != 0) return fail(-15, 0);
   for (let i = 0; i < m.freeTop; i++) {
     const id = load<i32>(m.free + (<usize>i << 2));
     if (id <= 0 || id >= n) return fail(-11, id);
     const f = flagsOf(m, id);
-    if ((f & MARK) != 0) return fail(-12, id);
+    if ((f & AUDIT_MARK) != 0) return fail(-12, id);
     if (refOf(m, id) != 0 || (f & CACHED) != 0) return fail(-13, id);
-    setFlags(m, id, f | MARK);
+    setFlags(m, id, f | AUDIT_MARK);
   }
   let used = 0;
   let cached = 0;
@@ -279,7 +277,7 @@ function audit(m: Manager): i32 {
     const f = flagsOf(m, id);
     if ((f & IN_HEAP) != 0) inHeapFlags++;
     const r = refOf(m, id);
-    if ((f & MARK) != 0) continue; // on the free stack
+    if ((f & AUDIT_MARK) != 0) continue; // on the free stack
     if (r <= 0) return fail(-14, id);
     const c = <i32>(f & CACHED);
     if ((f & TOLD) != 0 && c == 0) return fail(-24, id);

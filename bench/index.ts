@@ -50,10 +50,10 @@ function microTasks(name: 'core' | 'model', make: () => Manager, bench: Bench): 
   // Each side gets the array type it works with natively: Int32Array for the
   // core (what a runtime passes), plain arrays for the model.
   const arr = (a: number[]): Ids => (name === 'core' ? Int32Array.from(a) : a);
-  const alloc = (n: number): Ids => (m.allocate(n) ?? []) as Ids;
-  const dealloc = (x: Ids) => (m as BlockManagerImpl).deallocate(x);
-  const cacheOf = (t: Ids, x: Ids) => (m as BlockManagerImpl).cache(t, x);
-  const shared = (t: Ids) => (m as BlockManagerImpl).allocateShared(t) as Ids;
+  const alloc = (n: number, on = m): Ids => (on.allocate(n) ?? []) as Ids;
+  const dealloc = (x: Ids, on = m) => (on as BlockManagerImpl).deallocate(x);
+  const cacheOf = (t: Ids, x: Ids, on = m) => (on as BlockManagerImpl).cache(t, x);
+  const shared = (t: Ids) => (mm as BlockManagerImpl).allocateShared(t) as Ids;
   let salt = 1_000_000;
   const add = (what: string, fn: () => void, r: number, hooks?: Parameters<Bench['add']>[2]) => {
     reps.set(`${name}: ${what}`, r);
@@ -66,19 +66,18 @@ function microTasks(name: 'core' | 'model', make: () => Manager, bench: Bench): 
     for (let i = 0; i < REPS; i++) dealloc(alloc(64));
   }, REPS);
   // A cached 64-block chain to match.
-  const mShared = (t: Ids) => (mm as BlockManagerImpl).allocateShared(t) as Ids;
   const hot = arr(chain(64, 0));
-  const held = (mm.allocate(64) ?? []) as Ids;
-  (mm as BlockManagerImpl).cache(hot, held);
-  (mm as BlockManagerImpl).deallocate(held);
+  const held = alloc(64, mm);
+  cacheOf(hot, held, mm);
+  dealloc(held, mm);
   add('match 64-block chain, full hit', () => {
-    const hits = mShared(hot);
+    const hits = shared(hot);
     if (hits.length !== 64) throw new Error(`${name}: the full-hit chain matched ${hits.length} blocks, not 64`);
-    (mm as BlockManagerImpl).deallocate(hits);
+    dealloc(hits, mm);
   }, 1);
   const cold = arr(chain(64, 50_000_000));
   add('match 64-block chain, miss at once', () => {
-    for (let i = 0; i < 16; i++) mShared(cold);
+    for (let i = 0; i < 16; i++) shared(cold);
   }, 16);
   let t: Ids = [];
   let own: Ids = [];

@@ -168,7 +168,7 @@ describe('BlockManagerImpl prefix cache', () => {
 
   it('an insert told that unstamped blocks are known hashes them from the tokens instead', () => {
     // insertFrom's `known` (internal): the pool passes the blocks it stamped;
-    // given blocks that carry no hash, the core refuses and the binding retries.
+    // a block given as known that carries no hash is hashed from the tokens.
     const m = mgr(10);
     const t = chain(3);
     const ids = m.allocate(3)!;
