@@ -4,15 +4,11 @@
 import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { SingleBlockManager } from '../bindings/managers/single-block-manager.js';
+import { blockTokens } from './support/block-tokens.js';
 
 const B = 4;
 /** Tokens of `n` full blocks, block j filled with `base + j`. */
-function chain(n: number, base = 100, extra = 0): number[] {
-  const t: number[] = [];
-  for (let j = 0; j < n; j++) for (let k = 0; k < B; k++) t.push(base + j);
-  for (let k = 0; k < extra; k++) t.push(-1 - k);
-  return t;
-}
+const chain = (n: number, base = 100, extra = 0): number[] => blockTokens(B, n, base, extra);
 
 function mgr(numBlocks = 10, enablePrefixCache = true) {
   return new BlockManagerImpl({ numBlocks, blockSize: B, enablePrefixCache });

@@ -7,14 +7,10 @@ import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { HierarchyBlockManagerPool, type OffloadPlan } from '../bindings/pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
+import { blockTokens } from './support/block-tokens.js';
 
 const B = 4;
-function prompt(blocks: number, base = 100, extra = 0): number[] {
-  const t: number[] = [];
-  for (let j = 0; j < blocks; j++) for (let k = 0; k < B; k++) t.push(base + j);
-  for (let k = 0; k < extra; k++) t.push(-1 - k);
-  return t;
-}
+const prompt = (blocks: number, base = 100, extra = 0): number[] => blockTokens(B, blocks, base, extra);
 function pool(numBlocks = 8, hostNumBlocks = 16, more = {}) {
   return new HierarchyBlockManagerPool({ numBlocks, blockSize: B, hostNumBlocks, ...more });
 }

@@ -4,14 +4,10 @@ import { describe, expect, it } from 'vitest';
 import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerPool, type BlockManagerPoolOptions } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
+import { blockTokens } from './support/block-tokens.js';
 
 const B = 4;
-function prompt(blocks: number, extra = 0, base = 100): number[] {
-  const t: number[] = [];
-  for (let j = 0; j < blocks; j++) for (let k = 0; k < B; k++) t.push(base + j);
-  for (let k = 0; k < extra; k++) t.push(-1 - k);
-  return t;
-}
+const prompt = (blocks: number, extra = 0, base = 100): number[] => blockTokens(B, blocks, base, extra);
 function pool(more: Partial<BlockManagerPoolOptions> = {}) {
   return new BlockManagerPool({ numBlocks: 16, blockSize: B, enableLinearState: true, linearStateNumSlots: 8, ...more });
 }

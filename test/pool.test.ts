@@ -3,14 +3,10 @@
 import { describe, expect, it } from 'vitest';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
+import { blockTokens } from './support/block-tokens.js';
 
 const B = 4;
-function prompt(blocks: number, base = 100, extra = 0): number[] {
-  const t: number[] = [];
-  for (let j = 0; j < blocks; j++) for (let k = 0; k < B; k++) t.push(base + j);
-  for (let k = 0; k < extra; k++) t.push(-1 - k);
-  return t;
-}
+const prompt = (blocks: number, base = 100, extra = 0): number[] => blockTokens(B, blocks, base, extra);
 function pool(numBlocks = 16, more: Partial<ConstructorParameters<typeof BlockManagerPool>[0]> = {}) {
   return new BlockManagerPool({ numBlocks, blockSize: B, ...more });
 }
