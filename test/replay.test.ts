@@ -87,6 +87,20 @@ describe('replay: tokens (REPLAY.md)', () => {
     }
   });
 
+  it('promptTokens rejects a request short of hash ids, a bad length or a short buffer, writing nothing', () => {
+    core();
+    for (const fill of [promptTokens, promptTokensJs]) {
+      const t = new Int32Array(2000).fill(-9);
+      const req = (inputLength: number, ids: number[]): TraceRequest => ({ inputLength, outputLength: 0, hashIds: Int32Array.from(ids) });
+      expect(() => fill(req(1025, [1, 2]), t)).toThrow(new RangeError('req.hashIds has 2 ids but inputLength 1025 needs 3'));
+      expect(() => fill(req(-1, []), t)).toThrow(/req.inputLength must be >= 0, got -1/);
+      expect(() => fill(req(1.5, [1]), t)).toThrow(/req.inputLength must be an integer, got 1.5/);
+      expect(() => fill(req(600, [1, 2]), new Int32Array(599))).toThrow(/t must be an Int32Array of length >= inputLength 600, got length 599/);
+      expect(() => fill(req(600, [1, 2]), [] as unknown as Int32Array)).toThrow(/t must be an Int32Array .* got an array of length 0/);
+      expect(t.every((x) => x === -9)).toBe(true);
+    }
+  });
+
   it('output token i of request r is 2^30 + ((r * 65536 + i) mod 2^30)', () => {
     expect(outputToken(0, 0)).toBe(1073741824);
     expect(outputToken(3, 5)).toBe(1073741824 + 3 * 65536 + 5);

@@ -4,6 +4,7 @@
 
 import { core, isCoreLoaded, mem } from '../core/instance.js';
 import { plainStaging } from '../core/staging.js';
+import { checkInt, describe } from '../validate.js';
 import { ReplayStepper } from './stepper.js';
 import type { TraceRequest } from './trace.js';
 
@@ -92,9 +93,10 @@ const OUTPUT_BASE = 1073741824;
 
 /** Prompt tokens of a request, hash_ids[p / 512] * 512 + p % 512, written to `t[0, L)`. */
 export function promptTokens(req: TraceRequest, t: Int32Array = new Int32Array(req.inputLength)): Int32Array {
+  checkPromptArgs(req, t);
   // With the core loaded (always, in a replay) it writes them with SIMD and
   // they are copied out in one go: 145 M tokens over the conversation trace.
-  if (!isCoreLoaded() || req.inputLength < 512) return promptTokensJs(req, t);
+  if (!isCoreLoaded() || req.inputLength < 512) return fillPromptJs(req, t);
   const L = req.inputLength;
   const ids = plainStaging.stageIds(req.hashIds, 0, Math.ceil(L / PROMPT_CHUNK));
   const out = plainStaging.byteSpace(L * 4);
@@ -103,8 +105,23 @@ export function promptTokens(req: TraceRequest, t: Int32Array = new Int32Array(r
   return t;
 }
 
+/** What both fills need: a request with an id per 512-token chunk, and room for its prompt. */
+function checkPromptArgs(req: TraceRequest, t: Int32Array): void {
+  const L = checkInt('req.inputLength', req.inputLength);
+  const need = Math.ceil(L / PROMPT_CHUNK);
+  if (req.hashIds.length < need) throw new RangeError(`req.hashIds has ${req.hashIds.length} ids but inputLength ${L} needs ${need}`);
+  if (!(t instanceof Int32Array) || t.length < L) {
+    throw new RangeError(`t must be an Int32Array of length >= inputLength ${L}, got ${t instanceof Int32Array ? `length ${t.length}` : describe(t)}`);
+  }
+}
+
 /** promptTokens in plain JS (before the core is loaded; the reference in tests). */
 export function promptTokensJs(req: TraceRequest, t: Int32Array = new Int32Array(req.inputLength)): Int32Array {
+  checkPromptArgs(req, t);
+  return fillPromptJs(req, t);
+}
+
+function fillPromptJs(req: TraceRequest, t: Int32Array): Int32Array {
   const L = req.inputLength;
   const ids = req.hashIds;
   // Unrolled by 8 (512 is a multiple): ~2.4x faster than one token per
