@@ -8,7 +8,7 @@
 import { existsSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import '../bindings/wasm-node.js';
-import { core } from '../bindings/core/instance.js';
+import { plainCore } from '../bindings/core/plain-core.js';
 import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
@@ -194,7 +194,7 @@ async function micro(): Promise<void> {
 }
 
 function memoryPerBlock(): void {
-  const e = core();
+  const e = plainCore().ex;
   const before = e.heapTop();
   const m = new BlockManagerImpl({ numBlocks: N, blockSize: B });
   const kv = (e.heapTop() - before) / N;
@@ -240,7 +240,7 @@ async function replays(): Promise<void> {
       console.log(`|  | model / core | ${(model.seconds / runs[1]!).toFixed(1)}x |  |  |  |`);
     }
   }
-  console.log(`Wasm linear memory: ${(core().memory.buffer.byteLength / 2 ** 20).toFixed(1)} MB`);
+  console.log(`Wasm linear memory: ${(plainCore().memory.buffer.byteLength / 2 ** 20).toFixed(1)} MB`);
 }
 
 await micro();

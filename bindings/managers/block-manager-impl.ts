@@ -1,7 +1,7 @@
 // BlockManagerImpl (seed section 4): free stack + prefix cache + padding id 0.
 
 import { copyInt32 } from '../core/views.js';
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { checkBool, checkInt, checkInt32Array, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
 import type { BlockManager } from './block-manager.js';
 import { CoreManager } from './core-manager.js';
@@ -169,7 +169,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     this.checkHeld(list, 'ids');
     const arr = list instanceof Int32Array ? list : Int32Array.from(list);
     const r = this.insertHashesFrom(arr, 0, arr.length, hashes, 0);
-    if (r < 0) throwIdError(r, 'ids', list, 0, this.numBlocks);
+    if (r < 0) throwIdError(r, 'ids', list, 0, this.numBlocks, this.ex);
     return r;
   }
 

@@ -8,7 +8,7 @@
 // the window blocks that slid out (B.2) given back. Sub-managers never cache,
 // so "enough free ids" is exact and a failed round changes nothing at all.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import { BlockManagerImpl } from './block-manager-impl.js';

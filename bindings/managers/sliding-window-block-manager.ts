@@ -4,7 +4,7 @@
 // has `kvCachedTokens` computed tokens, its leading blocks that only hold
 // tokens older than the last W - 1 are given back.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { checkInt, checkInt32Array, checkKeys, checkObject, describe } from '../validate.js';
 import { BlockManagerImpl } from './block-manager-impl.js';
 import { RELEASED } from './composite-block-tables.js';
@@ -130,7 +130,7 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
       if (table[i] === RELEASED) throw new RangeError(`table[${i}] = -1 follows a held block: placeholders must lead the table`);
     }
     const code = this.releaseFrom(table, first, upto);
-    if (code < 0) throwIdError(code, 'table', table, first, this.numBlocks);
+    if (code < 0) throwIdError(code, 'table', table, first, this.numBlocks, this.ex);
     table.fill(RELEASED, first, upto);
     return upto - first;
   }

@@ -2,7 +2,7 @@
 // sequences on dp ranks, gives each a single id, reuses prefix-cache blocks
 // and grows, caches and releases their block tables.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { CompositeBlockManager, SubManagerStats } from '../managers/composite-block-manager.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';

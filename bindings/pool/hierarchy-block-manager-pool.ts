@@ -10,7 +10,7 @@
 // `completeOffload`, which caches the host block under the device block's
 // hash. Load plans own nothing: their blocks are the sequence's.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import { checkBool, checkInt, checkObject, describe } from '../validate.js';

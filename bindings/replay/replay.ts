@@ -1,6 +1,6 @@
 // `replay()`: the replay kernel on a BlockManagerPool, for programs and the CLI.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { BlockManagerPool } from '../pool/block-manager-pool.js';
 import { Sequence } from '../pool/sequence.js';
 import { checkBool, checkInt, checkKeys, checkObject } from '../validate.js';
