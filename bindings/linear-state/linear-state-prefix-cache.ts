@@ -141,6 +141,7 @@ export class LinearStatePrefixCache {
 
   /** @internal header pointer in the core */
   get ptr(): number {
+    this.slots.live();
     return this.slots.ptr;
   }
 
@@ -162,6 +163,7 @@ export class LinearStatePrefixCache {
    * least recent unpinned checkpoint; null when every slot is live, pending or pinned.
    */
   acquireLiveSlot(): number | null {
+    this.slots.live();
     const s = this.core().ls_acquire_live(this.ptr);
     if (s === 0) return null;
     this.liveSet.add(s);
@@ -170,6 +172,7 @@ export class LinearStatePrefixCache {
 
   /** Gives a live slot back (it is free at once). */
   releaseLiveSlot(slot: number): void {
+    this.slots.live();
     this.checkSlot('slot', slot, SLOT_LIVE);
     this.core().ls_release_live(this.ptr, slot);
     this.liveSet.delete(slot);
@@ -179,6 +182,7 @@ export class LinearStatePrefixCache {
 
   /** Pins the checkpoint of `hash` (and makes it the most recent); null on a miss. Release it with `unpin`. */
   match(hash: Uint8Array): LinearStatePin | null {
+    this.slots.live();
     checkHash('hash', hash);
     const s = this.core().ls_match(this.ptr, this.stageHash(hash));
     if (s === 0) return null;
@@ -197,6 +201,7 @@ export class LinearStatePrefixCache {
 
   /** Whether `hash` has a committed checkpoint (no LRU change; pending ones are invisible). */
   contains(hash: Uint8Array): boolean {
+    this.slots.live();
     checkHash('hash', hash);
     return this.core().ls_contains(this.ptr, this.stageHash(hash)) !== 0;
   }
@@ -207,6 +212,7 @@ export class LinearStatePrefixCache {
    * unpinned checkpoint), or slot -1 when none can be freed.
    */
   reserveCheckpoint(hash: Uint8Array): LinearStateReserveResult {
+    this.slots.live();
     checkHash('hash', hash);
     const r = this.reserveRaw(hash, false);
     return typeof r === 'number' ? { slot: r, reservation: null } : { slot: r.slot, reservation: r };
@@ -218,6 +224,7 @@ export class LinearStatePrefixCache {
    * existing checkpoint wins and the reserved slot is freed. Returns the committed slot.
    */
   commit(reservation: LinearStateReservation): number {
+    this.slots.live();
     this.takeReservation(reservation);
     const s = this.core().ls_commit(this.ptr, reservation.slot);
     if (s < 0) throw new Error(`kvpool: internal error committing slot ${reservation.slot} (core code ${s})`);
@@ -226,6 +233,7 @@ export class LinearStatePrefixCache {
 
   /** Drops a reservation: its slot is free again. */
   abort(reservation: LinearStateReservation): void {
+    this.slots.live();
     this.takeReservation(reservation);
     const code = this.core().ls_abort(this.ptr, reservation.slot);
     if (code < 0) throw new Error(`kvpool: internal error aborting slot ${reservation.slot} (core code ${code})`);
@@ -325,6 +333,7 @@ export class LinearStatePrefixCache {
    * batch's pins are released. Returns how many promotions were applied.
    */
   commitReservations(result: ResolvedLinearStateOps): number {
+    this.slots.live();
     this.takeBatch(result);
     for (const r of result.reservations) this.commit(r);
     let applied = 0;
@@ -347,6 +356,7 @@ export class LinearStatePrefixCache {
 
   /** Settles a batch whose states were not copied: reservations aborted, replacements given back, pins released. */
   abortCacheOps(result: ResolvedLinearStateOps): void {
+    this.slots.live();
     this.takeBatch(result);
     for (const r of result.reservations) this.abort(r);
     for (const p of result.promotions) this.releaseLiveSlot(p.replacement);
@@ -357,21 +367,25 @@ export class LinearStatePrefixCache {
 
   /** The state of one slot (the padding slot 0 reports 'live': it is never handed out). */
   slotState(slot: number): LinearSlotState {
+    this.slots.live();
     checkInt('slot', slot, 0, this.numSlots - 1);
     if (slot === 0) return 'live';
     return STATE_NAMES[this.core().ls_state(this.ptr, slot)]!;
   }
 
   numFreeSlots(): number {
+    this.slots.live();
     return this.slots.numFreeBlocks();
   }
 
   numCheckpoints(): number {
+    this.slots.live();
     return this.slots.numBlocksInPrefixCache();
   }
 
   /** Committed checkpoints from least to most recently used (eviction order, pinned ones skipped). */
   lruOrder(): Int32Array {
+    this.slots.live();
     return this.slots.lruOrder();
   }
 
@@ -401,6 +415,7 @@ export class LinearStatePrefixCache {
   }
 
   stats(): LinearStateStats {
+    this.slots.live();
     const s = this.slots.stats();
     let pinned = 0;
     const seen = new Set<number>();
@@ -424,6 +439,7 @@ export class LinearStatePrefixCache {
    * the core's states and reference counts. Throws on any inconsistency.
    */
   check(): void {
+    this.slots.live();
     this.slots.check();
     const e = this.core();
     const rt = this.slots.rt;

@@ -205,6 +205,7 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
 
   /** Lock levels this thread holds right now (0: not holding it). */
   lockDepth(): number {
+    this.live();
     return this.lock.depth();
   }
 
@@ -466,6 +467,10 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
   /** @internal */
   override isCachedId(id: number): boolean {
     return this.locked(() => super.isCachedId(id));
+  }
+
+  override get isDisposed(): boolean {
+    return this.released;
   }
 
   override live(): void {

@@ -153,6 +153,7 @@ export abstract class CoreManager {
 
   /** True while events are recorded. */
   get recordingEvents(): boolean {
+    this.live();
     return this.recording;
   }
 
@@ -332,6 +333,7 @@ export abstract class CoreManager {
 
   /** @internal Throws unless `other` lives in the same core instance (a call that hands the core both headers). */
   sameCore(other: CoreManager, name: string): void {
+    this.live();
     other.live();
     if (other.rt !== this.rt) throw new TypeError(`kvpool: ${name} belongs to another core instance than this ${this.constructor.name}`);
   }

@@ -31,10 +31,12 @@ export class SingleBlockManager extends CoreManager implements BlockManager {
   }
 
   allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
+    this.live();
     return noSharedBlocks(tokens, existingShared);
   }
 
   cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
+    this.live();
     return noCaching(tokens, ids, existingSharedCount);
   }
 }

@@ -92,6 +92,7 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
 
   /** No prefix cache: nothing matches. */
   override allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
+    this.live();
     checkInt32Array('tokens', tokens);
     checkInt32Array('existingShared', existingShared);
     return new Int32Array(0);
@@ -99,6 +100,7 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
 
   /** No prefix cache: nothing is cached. */
   override cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
+    this.live();
     checkInt32Array('tokens', tokens);
     checkInt32Array('ids', ids);
     checkInt('existingSharedCount', existingSharedCount);
@@ -107,6 +109,7 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
 
   /** Leading blocks of a table of `length` blocks that slid out at `kvCachedTokens` (B.2). */
   outOfWindow(kvCachedTokens: number, length: number): number {
+    this.live();
     checkInt('kvCachedTokens', kvCachedTokens);
     checkInt('length', length);
     return outOfWindowBlocks(kvCachedTokens, this.slidingWindowSize, this.blockSize, length);
