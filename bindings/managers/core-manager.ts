@@ -165,7 +165,7 @@ export abstract class CoreManager {
     const len = e.mgr_events_len(this.ptr);
     if (len < 0) {
       e.mgr_events_clear(this.ptr);
-      throw new RangeError('kvpool: Wasm memory exhausted while recording KV-cache events; events were lost');
+      throw new RangeError('kvpool: KV-cache events were lost: Wasm memory ran out, or more than 1 GiB of records waited to be drained');
     }
     if (len > 0) {
       decodeEvents(this.rt.views(), e.mgr_events_ptr(this.ptr) >>> 0, len, dpRank, out);
