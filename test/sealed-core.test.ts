@@ -303,6 +303,32 @@ describe('one ABI', () => {
   });
 });
 
+describe('descriptors are validated against the shared memory', () => {
+  it("a forged descriptor (another manager's header, a stale generation, an odd address, an extra lock pointer) is refused", () => {
+    const a = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    const b = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    const da = a.share();
+    const refused = /does not name a live manager of this shared memory/;
+    expect(() => ConcurrentBlockManagerImpl.attach({ ...da, ptr: b.ptr })).toThrow(refused);
+    expect(() => ConcurrentBlockManagerImpl.attach({ ...da, gen: da.gen + 1 })).toThrow(refused);
+    expect(() => ConcurrentBlockManagerImpl.attach({ ...da, ptr: da.ptr + 16 })).toThrow(refused);
+    expect(() => ConcurrentBlockManagerImpl.attach({ ...da, lockPtr: da.ptr } as never)).toThrow(/unknown option "lockPtr"/);
+    // The real thing attaches, and sees a's shape from the memory, not from the descriptor.
+    const view = ConcurrentBlockManagerImpl.attach(da);
+    expect([view.numBlocks, view.blockSize]).toEqual([8, 2]);
+    view.dispose();
+    a.dispose();
+    // Once disposed, its descriptor is refused, even when a new manager took its header slot.
+    const c = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    expect(c.ptr).toBe(da.ptr);
+    expect(() => ConcurrentBlockManagerImpl.attach(da)).toThrow(refused);
+    b.check();
+    c.check();
+    b.dispose();
+    c.dispose();
+  });
+});
+
 describe('events of a concurrent manager', () => {
   type Op = ['allocate', number] | ['cache', number[], number] | ['release', number] | ['evict', number];
   const OPS: Op[] = [
