@@ -5,8 +5,11 @@
 // the boundary once per call.
 
 import {
-  AUX_KEY, AUX_SIZE, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, STAT_COUNT,
+  AUX_KEY, AUX_SIZE, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, STAT_COUNT,
 } from '../core/abi.js';
+
+/** Bytes of the largest linear memory. */
+const MAX_MEMORY_BYTES = MAX_PAGES * 65536;
 import { CHECK_MESSAGES, STAT_FIELDS } from '../core/abi-names.js';
 import type { CoreInstance } from '../core/core-instance.js';
 import type { CoreExports } from '../core/exports.js';
@@ -532,6 +535,23 @@ export abstract class CoreManager {
    */
   private stageSalt(salt: Uint8Array | null): number {
     return salt === null ? 0 : this.stg.stageBytes(salt);
+  }
+}
+
+/**
+ * Throws, before anything is made, when managers of these sizes cannot all
+ * fit the 4 GiB of a 32-bit core beside what it holds already (a pool of
+ * many ranks would otherwise grow the memory, which never shrinks, and fail
+ * on its last rank).
+ */
+export function checkFits(rt: CoreInstance, what: string, managers: readonly { numBlocks: number; prefixOn: boolean }[]): void {
+  let need = 0;
+  for (const m of managers) need += rt.ex.mgr_region_bytes(m.numBlocks, m.prefixOn ? 1 : 0);
+  const inUse = (rt.ex.heapTop() >>> 0) - rt.ex.heapFreeBytes();
+  if (need + inUse > MAX_MEMORY_BYTES) {
+    throw new RangeError(
+      `kvpool: ${what} needs ${fmtBytes(need)} of Wasm memory; a 32-bit core holds at most 4 GiB, ${fmtBytes(inUse)} of it in use`,
+    );
   }
 }
 

@@ -2,12 +2,12 @@
 // sequences on dp ranks, gives each a single id, reuses prefix-cache blocks
 // and grows, caches and releases their block tables.
 
-import { loadCore } from '../core/plain-core.js';
+import { loadCore, plainCore } from '../core/plain-core.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { CompositeBlockManager, SubManagerStats } from '../managers/composite-block-manager.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import type { KVEvent } from '../managers/kv-events.js';
-import type { CoreManager } from '../managers/core-manager.js';
+import { checkFits } from '../managers/core-manager.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
@@ -143,6 +143,10 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     this.seed = o.seed;
     // Seed 5.1: managers other threads touch take a lock (shared-memory core).
     const Impl = o.enableDisaggPd || o.enableKvcacheStore ? ConcurrentBlockManagerImpl : BlockManagerImpl;
+    if (Impl === BlockManagerImpl && this.composite === null && !o.xtensor) {
+      const rank = [{ numBlocks: o.numBlocks, prefixOn: o.enablePrefixCache }, { numBlocks: o.singleBlockCapacity, prefixOn: false }];
+      checkFits(plainCore(), `a pool of ${o.dpSize} rank(s) of ${o.numBlocks} blocks`, Array.from({ length: o.dpSize }, () => rank).flat());
+    }
     try {
       for (let r = 0; r < o.dpSize; r++) {
         this.managers.push(
