@@ -53,7 +53,7 @@ function tableCap(numBlocks: i32): u64 {
  * before creating any of them. An f64: sums of many stay exact.
  */
 export function mgr_region_bytes(numBlocks: i32, prefixOn: i32): f64 {
-  if (numBlocks < 2) return 0;
+  if (numBlocks < 1) return 0;
   return <f64>(arrayBytes(numBlocks, prefixOn) + <u64>SLOT_SIZE + 16);
 }
 
@@ -67,7 +67,7 @@ export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo
 
 /** mgr_create for a manager of kind `magic` (a linear-state cache is one too). */
 export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo: u32, seedHi: u32, magic: u32): usize {
-  if (numBlocks < 2 || blockSize < 1) return 0;
+  if (numBlocks < 1 || blockSize < 1) return 0;
   const bytes = arrayBytes(numBlocks, prefixOn);
   if (bytes > <u64>MAX_REGION_BYTES) return 0;
   const slot = slotNew();
@@ -332,7 +332,7 @@ function fail(code: i32, id: i32): i32 {
 
 function audit(m: Manager): i32 {
   const n = m.numBlocks;
-  if ((m.magic != <u32>MAGIC_MANAGER && m.magic != <u32>MAGIC_LINEAR_STATE) || m.gen == 0 || n < 2 || m.arrays == 0) return fail(CHECK_HEADER, -1);
+  if ((m.magic != <u32>MAGIC_MANAGER && m.magic != <u32>MAGIC_LINEAR_STATE) || m.gen == 0 || n < 1 || m.arrays == 0) return fail(CHECK_HEADER, -1);
   if (m.freeTop < 0 || m.freeTop > n - 1) return fail(CHECK_FREE_SIZE, -1);
   if (refOf(m, 0) != 1 || (flagsOf(m, 0) & ~AUDIT_MARK) != 0) return fail(CHECK_PADDING, 0);
   for (let i = 0; i < m.freeTop; i++) {

@@ -45,13 +45,14 @@ export type { PoolManager } from './managers/pool-manager.js';
 export type { XTensorPoolOptions } from './pool/xtensor-options.js';
 export { Sequence, type ForkOptions, type SequenceOptions } from './pool/sequence.js';
 export type { KVCacheManager, BlockTransferInfo } from './pool/kv-cache-manager.js';
-export { BlockManagerPool, type BlockManagerPoolOptions, type PoolRankStats } from './pool/block-manager-pool.js';
+export { BlockManagerPool, type BlockManagerPoolOptions, type PoolRankStats, type RankBlocks } from './pool/block-manager-pool.js';
 export {
   LinearStatePrefixCache, type LinearStatePrefixCacheOptions, type LinearStatePin, type LinearStateReservation,
   type LinearStateReserveResult, type LinearStateCacheOp, type LinearStatePromotion, type ResolvedLinearStateOps,
   type LinearStateStats, type LinearSlotState,
 } from './linear-state/linear-state-prefix-cache.js';
-export type { LinearStateReuse, LinearStatePoolOptions } from './linear-state/pool-linear-state.js';
+export type { LinearStateReuse } from './ranks/linear-state-add-on.js';
+export type { LinearStatePoolOptions, CompositePoolOptions } from './pool/pool-options.js';
 export {
   HierarchyBlockManagerPool,
   type HierarchyBlockManagerPoolOptions,

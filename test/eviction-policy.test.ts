@@ -204,7 +204,7 @@ describe('priority eviction with retention', () => {
       const d = new Sequence([3, 3, 4]);
       d.setRetention([{ priority: 70 }]);
       expect(p.allocate(d)).toBe(true);
-      expect(d.fork()._retention).toEqual([{ start: 0, end: Infinity, priority: 70, duration: Infinity }]);
+      expect(d.fork().state.retention).toEqual([{ start: 0, end: Infinity, priority: 70, duration: Infinity }]);
       p.check();
       p.dispose();
     }
@@ -218,7 +218,7 @@ describe('priority eviction with retention', () => {
     expect(() => s.setRetention([{ priority: 1, duration: -1 }])).toThrow(new RangeError('ranges[0].duration must be >= 0, got -1'));
     expect(() => s.setRetention([{ start: 4, end: 4, priority: 1 }])).toThrow(RangeError);
     expect(() => s.setRetention([{ priority: 1, until: 3 } as never])).toThrow(TypeError);
-    expect(s._retention).toEqual([{ start: 0, end: Infinity, priority: 20, duration: Infinity }]);
+    expect(s.state.retention).toEqual([{ start: 0, end: Infinity, priority: 20, duration: Infinity }]);
     const m = new BlockManagerImpl({ numBlocks: 4, blockSize: 1, evictionPolicy: 'priority' });
     m.setTime(3);
     expect(() => m.setTime(2)).toThrow(new RangeError('t must be a finite time >= the current time 3, got 2'));

@@ -133,12 +133,8 @@ describe('HierarchyBlockManagerPool offload', () => {
     p.check();
   });
 
-  it('offloads nothing without a prefix cache', () => {
-    const p = pool(8, 16, { enablePrefixCache: false });
-    runAndFinish(p, prompt(3, 100, 1));
-    expect(p.takeTransfers()[0]!.offload).toBeNull();
-    expect(p.hostNumFreeBlocks()).toEqual([15]);
-    p.check();
+  it('is refused without a prefix cache: the host tier keeps prefix-cache blocks', () => {
+    expect(() => pool(8, 16, { enablePrefixCache: false })).toThrow(/a host tier keeps prefix-cache blocks, and this pool has no prefix cache \(enablePrefixCache is false\)/);
   });
 });
 
@@ -353,12 +349,32 @@ describe('BlockManagerImpl.cacheByHashes (insert by stamped hash)', () => {
 });
 
 describe('host tier and tenant salts', () => {
-  it('refuses a salted sequence (the host cache keys blocks without a salt), changing nothing', () => {
-    const p = new HierarchyBlockManagerPool({ numBlocks: 16, blockSize: 4, hostNumBlocks: 32 });
-    const s = new Sequence([1, 2, 3, 4, 5], { cacheSalt: 'tenant-a' });
-    expect(() => p.allocate(s)).toThrow(/cacheSalt is not supported with a host tier/);
-    expect(s.dpRank).toBe(-1);
-    expect(p.numFreeBlocks()).toEqual([15]);
+  it("keys host blocks with the tenant's salt: one tenant's offloaded prefix is another's miss", () => {
+    const p = pool(16, 32);
+    const a = prompt(3, 100, 1);
+    const tenant = (salt: string) => new Sequence(a, { cacheSalt: salt });
+    // Tenant A computes the prompt; it is offloaded to the host, then the device cache empties.
+    const s = tenant('A');
+    expect(p.allocate(s)).toBe(true);
+    s.kvCachedTokens = s.numTokens;
+    p.deallocate(s);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    expect(p.managers[0]!.evict(100)).toBe(3);
+    expect(p.hostNumBlocksInPrefixCache()).toEqual([3]);
+    // Tenant B with the same tokens finds nothing on the host ...
+    const b = tenant('B');
+    expect(p.allocate(b)).toBe(true);
+    expect(p.hostKvCachedTokens(b)).toBe(0);
+    expect(b.kvCachedTokens).toBe(0);
+    p.deallocateWithoutCache(b);
+    // ... tenant A loads its three blocks back, and so would an unsalted sequence not.
+    const again = tenant('A');
+    expect(p.allocate(again)).toBe(true);
+    expect(p.hostKvCachedTokens(again)).toBe(12);
+    expect(p.takeTransfers()[0]!.loads.length).toBe(3);
+    const none = new Sequence(a);
+    expect(p.allocate(none)).toBe(true);
+    expect(p.hostKvCachedTokens(none)).toBe(0);
     p.check();
   });
 });

@@ -11,12 +11,26 @@ import { CHECK_MESSAGES } from '../core/abi-names.js';
 import type { CoreExports } from '../core/exports.js';
 import { loadCore } from '../core/plain-core.js';
 import { CoreManager, exhausted, type CoreManagerConfig } from '../managers/core-manager.js';
-import type { Sequence } from '../pool/sequence.js';
+import type { CoreInstance } from '../core/core-instance.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 
 export interface LinearStatePrefixCacheOptions {
   /** Slots, padding slot 0 included (>= 2). */
   numSlots: number;
+}
+
+/** The linear-state fields of a sequence the batch flow reads and writes. */
+export interface SlotHolder {
+  linearSlot: number;
+  linearInit: boolean;
+  readonly kvCached: number;
+  readonly numPromptTokens: number;
+}
+
+/** A sequence as the batch flow takes it (a pool's `Sequence`). */
+export interface LinearStateSequence {
+  /** @internal */
+  readonly state: SlotHolder;
 }
 
 /** A committed checkpoint pinned by a restore: not evictable until unpinned. */
@@ -51,7 +65,7 @@ export interface LinearStateCacheOp {
 /** A save served by the sequence's own live slot: it becomes the checkpoint at commit. */
 export interface LinearStatePromotion {
   readonly hash: Uint8Array;
-  readonly sequence: Sequence;
+  readonly sequence: LinearStateSequence;
   readonly liveSlot: number;
   readonly replacement: number;
 }
@@ -87,8 +101,8 @@ export type LinearSlotState = (typeof STATE_NAMES)[number];
 
 /** The core's manager region of the cache (caching on, block size 1). */
 class SlotCore extends CoreManager {
-  constructor(numSlots: number) {
-    super({ numBlocks: numSlots, blockSize: 1, prefixOn: true, seedLo: 0, seedHi: 0 });
+  constructor(numSlots: number, rt?: CoreInstance) {
+    super({ numBlocks: numSlots, blockSize: 1, prefixOn: true, seedLo: 0, seedHi: 0, rt });
   }
 
   protected override createRegion(cfg: CoreManagerConfig): number {
@@ -127,10 +141,17 @@ export class LinearStatePrefixCache {
   private readonly reservations = new Set<LinearStateReservation>();
   private readonly batches = new Set<ResolvedLinearStateOps>();
   private readonly liveSet = new Set<number>();
+  /** Live slots a pool's sequences hold: the pool gives them back, not releaseLiveSlot. */
+  private readonly poolHeld = new Set<number>();
 
-  constructor(options: LinearStatePrefixCacheOptions) {
+  constructor(options: LinearStatePrefixCacheOptions, /** @internal */ rt?: CoreInstance) {
     this.numSlots = parse(options);
-    this.slots = new SlotCore(this.numSlots);
+    this.slots = new SlotCore(this.numSlots, rt);
+  }
+
+  /** @internal A cache in the core instance `kv` lives in (trimming compares their hashes in one call); the plain core without one. */
+  static onCoreOf(kv: CoreManager | null, options: LinearStatePrefixCacheOptions): LinearStatePrefixCache {
+    return new LinearStatePrefixCache(options, kv?.rt);
   }
 
   static async create(options: LinearStatePrefixCacheOptions): Promise<LinearStatePrefixCache> {
@@ -174,8 +195,24 @@ export class LinearStatePrefixCache {
   releaseLiveSlot(slot: number): void {
     this.slots.live();
     this.checkSlot('slot', slot, SLOT_LIVE);
+    if (this.poolHeld.has(slot)) {
+      throw new Error(`slot ${slot} is the live slot of a pool's sequence; the pool gives it back (BlockManagerPool.releaseLinearStateSlot)`);
+    }
     this.core().ls_release_live(this.ptr, slot);
     this.liveSet.delete(slot);
+  }
+
+  /** @internal A live slot for a pool's sequence (only the pool gives it back, with releasePoolSlot). */
+  acquirePoolSlot(): number | null {
+    const s = this.acquireLiveSlot();
+    if (s !== null) this.poolHeld.add(s);
+    return s;
+  }
+
+  /** @internal Gives back a live slot a pool's sequence held. */
+  releasePoolSlot(slot: number): void {
+    this.poolHeld.delete(slot);
+    this.releaseLiveSlot(slot);
   }
 
   // ---- checkpoints ----
@@ -250,7 +287,7 @@ export class LinearStatePrefixCache {
    * `sequences`, when given, is aligned with `ops` (null entries allowed).
    * Settle the result with `commitReservations` (or `abortCacheOps`).
    */
-  resolveCacheOps(ops: readonly LinearStateCacheOp[], sequences?: readonly (Sequence | null | undefined)[]): ResolvedLinearStateOps {
+  resolveCacheOps(ops: readonly LinearStateCacheOp[], sequences?: readonly (LinearStateSequence | null | undefined)[]): ResolvedLinearStateOps {
     this.slots.live();
     if (!Array.isArray(ops)) throw new TypeError(`ops must be an array, got ${describe(ops)}`);
     if (sequences !== undefined) {
@@ -302,7 +339,7 @@ export class LinearStatePrefixCache {
         this.pins.add(pin);
         savePins.push(pin);
         slot = r;
-      } else if (seq && live > 0 && seq._linearSlot === live && seq._kvCached > 0 && seq._kvCached < seq.numPromptTokens) {
+      } else if (seq && live > 0 && seq.state.linearSlot === live && seq.state.kvCached > 0 && seq.state.kvCached < seq.state.numPromptTokens) {
         const replacement = this.acquireLiveSlot();
         if (replacement !== null) {
           promotions.push(Object.freeze({ hash: h.slice(), sequence: seq, liveSlot: live, replacement }));
@@ -334,17 +371,26 @@ export class LinearStatePrefixCache {
    */
   commitReservations(result: ResolvedLinearStateOps): number {
     this.slots.live();
+    if (!this.batches.has(result)) throw new Error(`result is not an open batch of this cache (already settled?), got ${describe(result)}`);
+    // All or nothing: a reservation of the batch settled by hand leaves the batch open for abortCacheOps.
+    for (const r of result.reservations) {
+      if (!this.reservations.has(r)) {
+        throw new Error(`reservation of slot ${r.slot} in this batch was already committed or aborted by itself; settle the batch with abortCacheOps`);
+      }
+    }
     this.takeBatch(result);
     for (const r of result.reservations) this.commit(r);
     let applied = 0;
     for (const p of result.promotions) {
-      const seq = p.sequence;
-      if (seq._linearSlot === p.liveSlot && this.liveSet.has(p.liveSlot)) {
+      const seq = p.sequence.state;
+      if (seq.linearSlot === p.liveSlot && this.liveSet.has(p.liveSlot)) {
         const code = this.core().ls_promote(this.ptr, p.liveSlot, this.stageHash(p.hash));
         if (code < 0) throw new Error(`kvpool: internal error promoting slot ${p.liveSlot} (core code ${code})`);
         this.liveSet.delete(p.liveSlot);
-        seq._linearSlot = p.replacement;
-        seq._linearInit = false;
+        // The sequence's new live slot is the pool's to give back, as the old one was.
+        if (this.poolHeld.delete(p.liveSlot)) this.poolHeld.add(p.replacement);
+        seq.linearSlot = p.replacement;
+        seq.linearInit = false;
         applied++;
       } else {
         this.releaseLiveSlot(p.replacement);
@@ -358,7 +404,8 @@ export class LinearStatePrefixCache {
   abortCacheOps(result: ResolvedLinearStateOps): void {
     this.slots.live();
     this.takeBatch(result);
-    for (const r of result.reservations) this.abort(r);
+    // Reservations already settled by hand are left as they are.
+    for (const r of result.reservations) if (this.reservations.has(r)) this.abort(r);
     for (const p of result.promotions) this.releaseLiveSlot(p.replacement);
     this.releasePins(result);
   }
@@ -507,9 +554,10 @@ export class LinearStatePrefixCache {
     this.batches.delete(result);
   }
 
+  /** Releases the batch's pins (those not already released by hand). */
   private releasePins(result: ResolvedLinearStateOps): void {
-    for (const p of result.restorePins) this.unpin(p);
-    for (const p of result.savePins) this.unpin(p);
+    for (const p of result.restorePins) if (this.pins.has(p)) this.unpin(p);
+    for (const p of result.savePins) if (this.pins.has(p)) this.unpin(p);
   }
 
   private checkSlot(name: string, slot: number, state: number): void {

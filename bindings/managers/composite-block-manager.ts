@@ -119,6 +119,11 @@ export function parseCompositeLayout(o: CompositeBlockManagerOptions, name = 'op
   let W = 0;
   if (o.slidingWindowSize !== undefined) W = checkInt(`${name}.slidingWindowSize`, o.slidingWindowSize, 1);
   else if (hasWindow) throw new TypeError(`${name}.slidingWindowSize is required with a sliding-window sub-manager, got undefined`);
+  if (!hasWindow) {
+    for (const k of ['slidingWindowSize', 'swaBlocksPerSeq', 'maxSeqsPerBatch', 'maxTokensPerBatch'] as const) {
+      if (o[k] !== undefined) throw new RangeError(`${name}.${k} does nothing without a sliding-window sub-manager in ${name}.managerTypes`);
+    }
+  }
   const perSeq = o.swaBlocksPerSeq === undefined ? undefined : checkInt(`${name}.swaBlocksPerSeq`, o.swaBlocksPerSeq, 1);
   const maxSeqs = checkInt(`${name}.maxSeqsPerBatch`, o.maxSeqsPerBatch ?? DEFAULT_MAX_SEQS_PER_BATCH, 0);
   const maxTokens = checkInt(`${name}.maxTokensPerBatch`, o.maxTokensPerBatch ?? DEFAULT_MAX_TOKENS_PER_BATCH, 0);
@@ -134,9 +139,11 @@ export function parseCompositeLayout(o: CompositeBlockManagerOptions, name = 'op
     let numBlocks: number;
     if (override) numBlocks = override[i]!;
     else if (kind === 'full') {
+      // The reference builds a sub-manager that holds only its padding
+      // block (every allocation that needs it fails); none at all it cannot.
       numBlocks = Math.floor(N / ratio);
-      if (numBlocks < 2) {
-        throw new RangeError(`${name}.numBlocks / compressRatios[${i}] = ${N} / ${ratio} leaves fewer than 2 blocks for sub-manager ${i}`);
+      if (numBlocks < 1) {
+        throw new RangeError(`${name}.numBlocks / compressRatios[${i}] = ${N} / ${ratio} leaves sub-manager ${i} not even its padding block`);
       }
     } else {
       numBlocks = swaPoolBlocks({
@@ -159,6 +166,15 @@ export function parseCompositeLayout(o: CompositeBlockManagerOptions, name = 'op
   if (capacityIndex < 0) capacityIndex = 0;
   return { specs, slidingWindowSize: W, capacityIndex };
 }
+
+/** @internal Makes a composite's sub-manager of `spec` (a window pool gets the window size). */
+export type SubManagerFactory = (spec: SubManagerSpec, slidingWindowSize: number) => BlockManagerImpl;
+
+/** The plain sub-managers: a window pool, or a prefix-cache-off manager that may hold only its padding block. */
+const plainSubManager: SubManagerFactory = (s, W) =>
+  s.kind === 'sliding-window'
+    ? new SlidingWindowBlockManager({ numBlocks: s.numBlocks, blockSize: s.blockSize, slidingWindowSize: W })
+    : new BlockManagerImpl({ numBlocks: s.numBlocks, blockSize: s.blockSize, enablePrefixCache: false }, { minBlocks: 1 });
 
 export class CompositeBlockManager {
   /** Base tokens per block. */
@@ -183,7 +199,7 @@ export class CompositeBlockManager {
   private scratch = new Int32Array(16);
   private disposed = false;
 
-  constructor(options: CompositeBlockManagerOptions) {
+  constructor(options: CompositeBlockManagerOptions, /** @internal */ makeSub: SubManagerFactory = plainSubManager) {
     checkObject('options', options);
     checkKeys('options', options, ['blockSize', 'numBlocks', ...COMPOSITE_OPTION_KEYS]);
     const layout = parseCompositeLayout(options);
@@ -194,13 +210,7 @@ export class CompositeBlockManager {
     this.capacityIndex = layout.capacityIndex;
     const subs: BlockManagerImpl[] = [];
     try {
-      for (const s of layout.specs) {
-        subs.push(
-          s.kind === 'sliding-window'
-            ? new SlidingWindowBlockManager({ numBlocks: s.numBlocks, blockSize: s.blockSize, slidingWindowSize: layout.slidingWindowSize })
-            : new BlockManagerImpl({ numBlocks: s.numBlocks, blockSize: s.blockSize, enablePrefixCache: false }),
-        );
-      }
+      for (const s of layout.specs) subs.push(makeSub(s, layout.slidingWindowSize));
     } catch (e) {
       for (const m of subs) m.dispose();
       throw e;
@@ -345,8 +355,9 @@ export class CompositeBlockManager {
       const first = t._released[i]!;
       const upto = outOfWindowBlocks(kvCached, this.slidingWindowSize, this.sizes[i]!, t._lengths[i]!);
       if (upto <= first) continue;
-      const code = (this.subManagers[i] as SlidingWindowBlockManager).releaseWindowFrom(t._tables[i]!, first, upto);
+      const code = this.subManagers[i]!.releaseFrom(t._tables[i]!, first, upto);
       if (code < 0) throw new Error(`kvpool: internal error releasing window blocks (core code ${code})`);
+      t._tables[i]!.fill(RELEASED, first, upto);
       t._released[i] = upto;
       this.releasedOut[i]! += upto - first;
       total += upto - first;

@@ -11,7 +11,7 @@ import {
 } from '../core/shared-core.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { BlockManager, BlockManagerStats } from './block-manager.js';
-import { BlockManagerImpl, parseManagerOptions, type BlockManagerOptions } from './block-manager-impl.js';
+import { BlockManagerImpl, parseManagerOptions, type BlockManagerOptions, type ManagerPlacement } from './block-manager-impl.js';
 import type { Retention, RetentionRange } from './retention.js';
 import type { CoreManagerConfig } from './core-manager.js';
 import { SharedLock } from './shared-lock.js';
@@ -67,11 +67,11 @@ const STALE =
 // Set by attach() for the constructor it calls (synchronously) next.
 let attaching: Attaching | null = null;
 
-function splitOptions(options: ConcurrentBlockManagerOptions): { base: BlockManagerOptions; lockTimeoutMs: number } {
+function splitOptions(options: ConcurrentBlockManagerOptions, minBlocks = 2): { base: BlockManagerOptions; lockTimeoutMs: number } {
   checkObject('options', options);
   const { lockTimeoutMs, ...base } = options;
   const ms = lockTimeoutMs === undefined ? DEFAULT_LOCK_TIMEOUT_MS : checkInt('options.lockTimeoutMs', lockTimeoutMs, 1);
-  parseManagerOptions(base);
+  parseManagerOptions(base, 'options', minBlocks);
   return { base, lockTimeoutMs: ms };
 }
 
@@ -86,7 +86,7 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
   private released = false;
 
   /** Synchronous once the shared core is loaded (always in Node); see `create` otherwise. */
-  constructor(options: ConcurrentBlockManagerOptions) {
+  constructor(options: ConcurrentBlockManagerOptions, /** @internal */ placement?: Pick<ManagerPlacement, 'minBlocks'>) {
     const at = attaching; // cleared by attach() once construction is over
     const { base, lockTimeoutMs } = at
       ? {
@@ -98,8 +98,8 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
           },
           lockTimeoutMs: at.desc.lockTimeoutMs,
         }
-      : splitOptions(options);
-    super(base);
+      : splitOptions(options, placement?.minBlocks);
+    super(base, { minBlocks: at || placement?.minBlocks === 1 ? 1 : 2 });
     if (at && this.gen !== at.desc.gen) throw new RangeError(STALE);
     this.lockTimeoutMs = lockTimeoutMs;
     this.creator = at === null;
@@ -203,6 +203,17 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     }
   }
 
+  /** @internal Takes the lock (one more level when this thread holds it); throws when the manager is gone or the wait times out. */
+  lockEnter(): void {
+    this.live();
+    this.lock.enter();
+  }
+
+  /** @internal Gives one level of the lock back. */
+  lockExit(): void {
+    this.lock.exit();
+  }
+
   /** Lock levels this thread holds right now (0: not holding it). */
   lockDepth(): number {
     this.live();
@@ -219,119 +230,29 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     return attaching ? attaching.desc.ptr : super.createRegion(cfg);
   }
 
-  // ---- every operation under the lock ----
+  // ---- the calls that are more than "take the lock, call BlockManagerImpl" ----
 
   /**
    * Pops `n` ids. Short of free ids, it first evicts through `evict()` — the
-   * eviction path takes the lock again on this thread (seed 9.1: evicted
-   * entries return through the free path while the allocation holds the lock).
+   * eviction path takes the lock again on this thread (as the reference's
+   * evicted entries return through the free path while the allocation holds
+   * its recursive mutex).
    */
   override allocate(n: number): Int32Array | null {
     this.live();
     checkInt('n', n);
-    this.lock.enter();
-    try {
+    return this.withLock(() => {
       this.makeRoom(n);
       return super.allocate(n);
-    } finally {
-      this.lock.exit();
-    }
+    });
   }
 
-  override deallocate(ids: ArrayLike<number>): void {
-    this.lock.enter();
-    try {
-      super.deallocate(ids);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override retain(ids: ArrayLike<number>): void {
-    this.lock.enter();
-    try {
-      super.retain(ids);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
-    this.lock.enter();
-    try {
-      return super.allocateShared(tokens, existingShared);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0, retention?: readonly RetentionRange[]): number {
-    this.lock.enter();
-    try {
-      return super.cache(tokens, ids, existingSharedCount, retention);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override evict(n: number): number {
-    this.lock.enter();
-    try {
-      return super.evict(n);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override numFreeBlocks(): number {
-    this.lock.enter();
-    try {
-      return super.numFreeBlocks();
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override numUsedBlocks(): number {
-    this.lock.enter();
-    try {
-      return super.numUsedBlocks();
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override numBlocksInPrefixCache(): number {
-    this.lock.enter();
-    try {
-      return super.numBlocksInPrefixCache();
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override stats(): BlockManagerStats {
-    return this.locked(() => super.stats());
-  }
-
-  override check(): void {
-    this.locked(() => super.check());
-  }
-
-  override refCount(id: number): number {
-    return this.locked(() => super.refCount(id));
-  }
-
-  override holderCounts(): Int32Array {
-    return this.locked(() => super.holderCounts());
-  }
-
-  override freeIds(): Int32Array {
-    return this.locked(() => super.freeIds());
-  }
-
-  override lruOrder(): Int32Array {
-    return this.locked(() => super.lruOrder());
+  /** @internal */
+  override allocateInto(n: number, dst: Int32Array, at: number): boolean {
+    return this.withLock(() => {
+      this.makeRoom(n);
+      return super.allocateInto(n, dst, at);
+    });
   }
 
   /**
@@ -352,123 +273,6 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     }
   }
 
-  // ---- the pool's hot paths ----
-
-  /** @internal */
-  override allocateInto(n: number, dst: Int32Array, at: number): boolean {
-    this.lock.enter();
-    try {
-      this.makeRoom(n);
-      return super.allocateInto(n, dst, at);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  /** @internal */
-  override releaseFrom(ids: Int32Array, start: number, end: number): number {
-    this.lock.enter();
-    try {
-      return super.releaseFrom(ids, start, end);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  /** @internal */
-  override retainFrom(ids: Int32Array, start: number, end: number): number {
-    this.lock.enter();
-    try {
-      return super.retainFrom(ids, start, end);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  /** @internal */
-  override matchInto(
-    tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number,
-    salt: Uint8Array | null = null,
-  ): number {
-    this.lock.enter();
-    try {
-      return super.matchInto(tokens, first, nBlocks, parentId, dst, at, salt);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  /** @internal */
-  override insertFrom(
-    tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
-    salt: Uint8Array | null = null, known = 0,
-  ): number {
-    this.lock.enter();
-    try {
-      return super.insertFrom(tokens, ids, first, nBlocks, parentId, salt, known);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  // Calls added with the host tier, the views, KV-cache events and eviction policies: the same lock.
-
-  override setTime(t: number): void {
-    this.locked(() => super.setTime(t));
-  }
-
-  /** @internal */
-  override insertWithRetention(
-    ranges: readonly Retention[], tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
-    salt: Uint8Array | null,
-  ): number {
-    return this.locked(() => super.insertWithRetention(ranges, tokens, ids, first, nBlocks, parentId, salt));
-  }
-
-  override resetPrefixCache(): number {
-    return this.locked(() => super.resetPrefixCache());
-  }
-
-  override recordEvents(on: boolean): void {
-    this.locked(() => super.recordEvents(on));
-  }
-
-  override drainEvents(dpRank = 0, out: KVEvent[] = []): KVEvent[] {
-    return this.locked(() => super.drainEvents(dpRank, out));
-  }
-
-  override blockHash(id: number): Uint8Array | null {
-    return this.locked(() => super.blockHash(id));
-  }
-
-  override blockStates(out?: Uint8Array): Uint8Array {
-    return this.locked(() => super.blockStates(out));
-  }
-
-  override cacheByHashes(ids: ArrayLike<number>, hashes: Uint8Array): number {
-    return this.locked(() => super.cacheByHashes(ids, hashes));
-  }
-
-  /** @internal */
-  override insertHashesFrom(ids: Int32Array, start: number, end: number, hashes: Uint8Array, hashAt: number): number {
-    return this.locked(() => super.insertHashesFrom(ids, start, end, hashes, hashAt));
-  }
-
-  /** @internal */
-  override peekMatches(tokens: ArrayLike<number>, nBlocks: number): number {
-    return this.locked(() => super.peekMatches(tokens, nBlocks));
-  }
-
-  /** @internal */
-  override blockHashInto(id: number, out: Uint8Array, at: number): boolean {
-    return this.locked(() => super.blockHashInto(id, out, at));
-  }
-
-  /** @internal */
-  override isCachedId(id: number): boolean {
-    return this.locked(() => super.isCachedId(id));
-  }
-
   override get isDisposed(): boolean {
     return this.released;
   }
@@ -477,20 +281,29 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     if (this.released) throw new Error('kvpool: this ConcurrentBlockManagerImpl was disposed; it cannot be used any more');
   }
 
-  private locked<T>(fn: () => T): T {
-    this.lock.enter();
-    try {
-      return fn();
-    } finally {
-      this.lock.exit();
-    }
-  }
-
   // The core's allocate would evict by itself; doing it through evict()
   // first keeps the reference's shape (and the same ids and counters).
   private makeRoom(n: number): void {
     if (!this.enablePrefixCache) return;
     const free = this.ex.mgr_num_free(this.ptr);
     if (n > free) this.evict(n - free);
+  }
+}
+
+// Every other method and accessor of BlockManagerImpl (and CoreManager) runs
+// under the lock, by construction: a method added there later is covered
+// here without a line of its own. The exceptions hold no state to protect or
+// take the lock themselves.
+const UNLOCKED = new Set(['constructor', 'live', 'sameCore', 'coreRuntime', 'createRegion', 'share', 'withLock', 'lockEnter', 'lockExit', 'lockDepth', 'isDisposed', 'makeRoom']);
+const own = ConcurrentBlockManagerImpl.prototype as unknown as Record<string, unknown>;
+for (let p = Object.getPrototypeOf(own); p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+  for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(p))) {
+    if (UNLOCKED.has(name) || Object.prototype.hasOwnProperty.call(own, name)) continue;
+    const wrap = (fn: (...a: unknown[]) => unknown) =>
+      function (this: ConcurrentBlockManagerImpl, ...args: unknown[]) {
+        return this.withLock(() => fn.apply(this, args));
+      };
+    if (typeof d.value === 'function') Object.defineProperty(own, name, { ...d, value: wrap(d.value) });
+    else if (d.get) Object.defineProperty(own, name, { ...d, get: wrap(d.get), set: d.set && wrap(d.set) });
   }
 }

@@ -31,6 +31,8 @@ export interface CoreManagerConfig {
   prefixOn: boolean;
   seedLo: number;
   seedHi: number;
+  /** The core instance to make the manager in (default: the class's, see coreRuntime). */
+  rt?: CoreInstance;
 }
 
 /**
@@ -69,7 +71,7 @@ export abstract class CoreManager {
     this.blockSize = cfg.blockSize;
     this.seedLo = cfg.seedLo;
     this.seedHi = cfg.seedHi;
-    this.rt = this.coreRuntime();
+    this.rt = cfg.rt ?? this.coreRuntime();
     this.ex = this.rt.ex;
     this.mem = this.rt;
     this.stg = this.rt.staging;
@@ -197,8 +199,10 @@ export abstract class CoreManager {
     return this.numBlocks - 1;
   }
 
+  /** used / total; 0 for a manager that holds only its padding block. */
   kvCacheUtilization(): number {
-    return this.numUsedBlocks() / this.numTotalBlocks();
+    const total = this.numTotalBlocks();
+    return total === 0 ? 0 : this.numUsedBlocks() / total;
   }
 
   stats(): BlockManagerStats {
@@ -491,11 +495,11 @@ export abstract class CoreManager {
   }
 
   /** @internal Prefix hits a match of blocks `0..nBlocks` of `tokens` would find; changes nothing. */
-  peekMatches(tokens: ArrayLike<number>, nBlocks: number): number {
+  peekMatches(tokens: ArrayLike<number>, nBlocks: number, salt: Uint8Array | null = null): number {
     this.live();
     if (nBlocks <= 0) return 0;
     const tok = this.stg.stageTokens(tokens, 0, nBlocks * this.blockSize);
-    return this.ex.mgr_peek(this.ptr, tok, nBlocks);
+    return this.ex.mgr_peek(this.ptr, tok, nBlocks, this.stageSalt(salt));
   }
 
   /** @internal Copies the hash stamped on `id` to `out[at..at+16)`; false when it has none. */

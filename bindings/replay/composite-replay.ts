@@ -64,7 +64,7 @@ export class CompositeReplaySequence implements ReplaySequence {
     return this.seq.numTokens;
   }
   get numBlocks(): number {
-    const c = this.seq._composite;
+    const c = this.seq.state.composite;
     return c ? c.length(this.table) : 0;
   }
   get sharedBlocks(): number {
@@ -80,7 +80,7 @@ export class CompositeReplaySequence implements ReplaySequence {
     this.seq.appendToken(token);
   }
   get blockTable(): ArrayLike<number> {
-    const c = this.seq._composite;
+    const c = this.seq.state.composite;
     return c ? c.table(this.table) : new Int32Array(0);
   }
 }

@@ -61,7 +61,7 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
     const s = Sequence.fromBuffer(buffer, promptLength);
     const table = this.spareTables.pop();
-    if (table !== undefined) s._table = table;
+    if (table !== undefined) s.state.table = table;
     if (this.decodePriority !== undefined) s.setRetention([{ start: promptLength, priority: this.decodePriority }]);
     return s;
   }
@@ -75,11 +75,11 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
     this.pool.deallocate(seq);
   }
   recycle(seq: Sequence): Int32Array {
-    this.spareTables.push(seq._table);
-    return seq._tokens;
+    this.spareTables.push(seq.state.table);
+    return seq.state.tokens;
   }
   blockIds(seq: Sequence): Int32Array {
-    return seq._table;
+    return seq.state.table;
   }
   blocksEvicted(): number {
     return this.pool.stats().reduce((a, s) => a + s.blocksEvicted, 0);
