@@ -138,6 +138,16 @@ export class XTensorBlockManagerImpl implements PoolManager {
     return new XTensorBlockManagerImpl(options);
   }
 
+  /**
+   * The reference's blocks-per-page figure, floor(pageSize / blockBytes).
+   * A page holds exactly `pageBlocks(p)` blocks, which can be one fewer
+   * (a block straddling two pages is never used); kvpool counts those.
+   */
+  get blocksPerPage(): number {
+    this.live();
+    return Math.floor(this.pageSize / this.blockBytes);
+  }
+
   /** The virtual page of block `id`, or -1 when the id is never used (it straddles pages). */
   pageOf(id: number): number {
     this.live();

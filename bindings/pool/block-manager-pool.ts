@@ -22,7 +22,7 @@ import type { KVCacheManager } from './kv-cache-manager.js';
 import { checkLabels, rankStats, renderMetrics, sumStats, type PoolRankStats } from './metrics.js';
 import { parsePoolOptions, type BlockManagerPoolOptions, type PoolConfig } from './pool-options.js';
 import { saltKey } from './salt.js';
-import { Sequence, type SequenceOwner } from './sequence.js';
+import { Sequence, type ForkOptions, type SequenceOwner } from './sequence.js';
 
 export type { BlockManagerPoolOptions } from './pool-options.js';
 export type { PoolRankStats } from './metrics.js';
@@ -268,6 +268,37 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const rank = this.ranks[p.dpRank]!;
     rank.fork(p, child.state);
     if (rank.holds(child.state)) this.live.add(child);
+  }
+
+  /**
+   * Beam search as the reference does it: `child`, a surviving beam, takes
+   * over `source`'s tokens, computed count and blocks (one reference each,
+   * taken now); its own blocks are let go at its next allocation, which also
+   * copies the shared last block first when `swapLastBlock` (the second and
+   * later children of one source) and no new block is needed. `fork` makes a
+   * new sequence instead.
+   */
+  adoptBeam(child: Sequence, source: Sequence, options: ForkOptions = {}): void {
+    const c = this.own(child, 'child');
+    const s = this.own(source, 'source');
+    if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
+    const swap = checkBool('options.swapLastBlock', options.swapLastBlock ?? false);
+    if (c === s) throw new Error('adoptBeam: child and source are the same sequence');
+    if (s.dpRank < 0) throw new Error('adoptBeam: the source has not been allocated yet');
+    if (c.dpRank >= 0 && c.dpRank !== s.dpRank) throw new Error(`adoptBeam: the child is on dp rank ${c.dpRank}, its source on ${s.dpRank}`);
+    const rank = this.ranks[s.dpRank]!;
+    rank.enter();
+    try {
+      rank.adoptBeam(c, s, swap);
+      this.place(c, s.dpRank);
+      if (c.tokens.length < s.numTokens) c.tokens = new Int32Array(s.tokens.length);
+      c.tokens.set(s.tokens.subarray(0, s.numTokens));
+      c.numTokens = s.numTokens;
+      c.kvCached = s.kvCached;
+      this.live.add(child);
+    } finally {
+      rank.exit();
+    }
   }
 
   // ---- caching and release ----

@@ -46,10 +46,11 @@ export class BlockTableRank implements RankManager {
 
   fits(s: SequenceState, numTokens: number): boolean {
     const held = s.numBlocks;
-    return held > 0 && numTokens <= held * this.blockSize && !s.needSwap;
+    return held > 0 && numTokens <= held * this.blockSize && !s.needSwap && s.beamSource === null;
   }
 
   allocate(s: SequenceState, numTokens: number): boolean {
+    if (s.beamSource !== null) this.takeBeam(s);
     const startedEmpty = s.numBlocks === 0;
     if (startedEmpty && this.prefixCache) this.attachShared(s);
     const need = Math.ceil(numTokens / this.blockSize);
@@ -166,6 +167,8 @@ export class BlockTableRank implements RankManager {
   }
 
   cache(s: SequenceState, numTokens: number): void {
+    // The tokens are the beam source's already: its blocks must be the table that is cached.
+    if (s.beamSource !== null) this.takeBeam(s);
     if (!this.prefixCache) return;
     const n = Math.min(Math.floor(numTokens / this.blockSize), s.numBlocks);
     const first = s.shared;
@@ -184,17 +187,52 @@ export class BlockTableRank implements RankManager {
   release(s: SequenceState, cacheFirst: boolean): void {
     if (cacheFirst) this.cache(s, s.kvCached);
     this.releaseBlocks(s);
+    this.dropBeam(s);
   }
 
   fork(parent: SequenceState, _child: SequenceState): void {
-    if (parent.numBlocks > 0) {
-      const code = this.kv.retainFrom(parent.table, 0, parent.numBlocks);
-      if (code < 0) throw new Error(`kvpool: internal error sharing a sequence's blocks (core code ${code})`);
-    }
+    this.retain(parent.table, parent.numBlocks);
+  }
+
+  private retain(ids: Int32Array, n: number): void {
+    if (n === 0) return;
+    const code = this.kv.retainFrom(ids, 0, n);
+    if (code < 0) throw new Error(`kvpool: internal error sharing a sequence's blocks (core code ${code})`);
+  }
+
+  adoptBeam(child: SequenceState, source: SequenceState, swap: boolean): void {
+    const n = source.numBlocks;
+    this.retain(source.table, n);
+    this.dropBeam(child);
+    child.beamSource = { table: source.table.slice(0, n), shared: source.shared, hashed: source.hashed };
+    child.needSwap = swap && n > 0;
+  }
+
+  /** The reference's process_beam_search: the sequence's own blocks go, its source's take their place. */
+  private takeBeam(s: SequenceState): void {
+    const b = s.beamSource!;
+    const swap = s.needSwap;
+    this.releaseBlocks(s);
+    s.beamSource = null;
+    s.reserveBlocks(b.table.length);
+    s.table.set(b.table);
+    s.numBlocks = b.table.length;
+    s.shared = b.shared;
+    s.hashed = b.hashed;
+    s.needSwap = swap;
+  }
+
+  /** Lets go of a pending beam source (a newer one replaces it, or the sequence finishes). */
+  private dropBeam(s: SequenceState): void {
+    const b = s.beamSource;
+    if (b === null) return;
+    s.beamSource = null;
+    const code = this.kv.releaseFrom(b.table, 0, b.table.length);
+    if (code < 0) throw new Error(`kvpool: internal error releasing a beam source (core code ${code})`);
   }
 
   holds(s: SequenceState): boolean {
-    return s.numBlocks > 0;
+    return s.numBlocks > 0 || s.beamSource !== null;
   }
 
   prefixHashes(s: SequenceState, nBlocks: number): Uint8Array {
@@ -248,6 +286,7 @@ export class BlockTableRank implements RankManager {
     for (const s of placed) {
       if (s.shared > s.numBlocks) throw new Error('kvpool: a sequence has more shared blocks than blocks');
       for (let i = 0; i < s.numBlocks; i++) counts[s.table[i]!]!++;
+      if (s.beamSource !== null) for (const id of s.beamSource.table) counts[id]!++;
     }
     return counts;
   }

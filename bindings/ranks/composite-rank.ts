@@ -66,6 +66,10 @@ export class CompositeRank implements RankManager {
     if (parent.composite) child.composite = this.composite.forkFor(parent.composite);
   }
 
+  adoptBeam(): void {
+    throw new TypeError('adoptBeam: composite ranks keep no beam state (as in the reference); fork the sequence instead');
+  }
+
   holds(s: SequenceState): boolean {
     return s.composite !== null && !s.composite.empty;
   }

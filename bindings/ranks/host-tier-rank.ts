@@ -342,6 +342,10 @@ export class HostTierRank implements RankManager {
     this.inner.fork(parent, child);
   }
 
+  adoptBeam(child: SequenceState, source: SequenceState, swap: boolean): void {
+    this.inner.adoptBeam(child, source, swap);
+  }
+
   holds(s: SequenceState): boolean {
     return this.inner.holds(s) || s.host !== null;
   }

@@ -64,6 +64,12 @@ export interface RankManager {
   release(s: SequenceState, cacheFirst: boolean): void;
   /** `child` (a copy of `parent`'s tables) takes a reference on each of their blocks. */
   fork(parent: SequenceState, child: SequenceState): void;
+  /**
+   * Beam search: `child` takes a reference on each of `source`'s blocks now;
+   * its next allocation drops its own blocks and continues on these (copying
+   * the last one first when `swap`). Throws on a rank that keeps no beams.
+   */
+  adoptBeam(child: SequenceState, source: SequenceState, swap: boolean): void;
   /** True when `s` holds a block of the rank. */
   holds(s: SequenceState): boolean;
   /** Chain hashes at the first `nBlocks` block boundaries of `s` (16 bytes each). */

@@ -35,6 +35,12 @@ export class SequenceState {
   hashed = 0;
   /** The next allocation that needs no new block copies the shared last block first (beam fork). */
   needSwap = false;
+  /**
+   * Beam search as the reference does it: the source beam's blocks (one
+   * reference each, taken when adopted) that replace this sequence's table
+   * at its next allocation; null when none is pending.
+   */
+  beamSource: { table: Int32Array; shared: number; hashed: number } | null = null;
   /** The dp rank, -1 until the sequence is placed. */
   dpRank = -1;
   /** The single id, -1 when it holds none. */
