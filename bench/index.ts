@@ -5,7 +5,6 @@
 //   npm run bench -- --quick      micro-benchmarks and the core's replays only
 //   npm run bench -- --micro      micro-benchmarks only
 
-import { existsSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import '../bindings/wasm-node.js';
 import { core } from '../bindings/core/instance.js';
@@ -23,7 +22,7 @@ import { ModelReplayTarget } from '../test/support/model-replay-target.js';
 const quick = process.argv.includes('--quick');
 const N = 65536;
 const B = 16;
-const TRACE = process.env['KVPOOL_TRACE'] ?? new URL('../../shared/traces/mooncake_conversation.jsonl', import.meta.url).pathname;
+const TRACE = process.env['KVPOOL_TRACE'] ?? 'mooncake-conversation';
 
 type Manager = BlockManagerImpl | ModelBlockManager;
 type Ids = Int32Array | number[];
@@ -207,10 +206,6 @@ function memoryPerBlock(): void {
 }
 
 async function replays(): Promise<void> {
-  if (!existsSync(TRACE)) {
-    console.log(`\n(no trace at ${TRACE}: replay benchmarks skipped)`);
-    return;
-  }
   const trace = await readTraceFile(TRACE);
   const configs = [
     { label: 'defaults (65536 blocks)', numBlocks: 65536, publishAfterPrefill: false },

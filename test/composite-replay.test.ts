@@ -3,7 +3,7 @@
 // per-sub-manager peaks and window releases; the default replay is unchanged.
 
 import { describe, expect, it } from 'vitest';
-import { main } from '../bindings/cli.js';
+import { main } from '../bindings/cli/main.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
 import type { CompositeReplayResult } from '../bindings/replay/composite-replay.js';
 import { runReplay, type ReplayResult } from '../bindings/replay/kernel.js';

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import { main } from '../bindings/cli.js';
+import { main } from '../bindings/cli/main.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { capture } from './support/capture.js';
 

@@ -4,7 +4,7 @@
 // default result is unchanged.
 
 import { describe, expect, it } from 'vitest';
-import { main } from '../bindings/cli.js';
+import { main } from '../bindings/cli/main.js';
 import { runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import type { HierarchyReplayResult } from '../bindings/replay/hierarchy-replay.js';

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeMulti } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { main } from '../bindings/cli.js';
+import { main } from '../bindings/cli/main.js';
 import type { KVEvent } from '../bindings/managers/kv-events.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { replayWithEvents } from '../bindings/replay/replay-events.js';

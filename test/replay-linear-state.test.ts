@@ -1,7 +1,7 @@
 // `kvpool replay --linear-state-slots N`: the replay loop with linear-state checkpoints.
 
 import { describe, expect, it } from 'vitest';
-import { main } from '../bindings/cli.js';
+import { main } from '../bindings/cli/main.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
 import { capture } from './support/capture.js';

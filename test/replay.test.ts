@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { main } from '../bindings/cli.js';
+import { main } from '../bindings/cli/main.js';
 import { core } from '../bindings/core/instance.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
 import { nextOutputToken, outputToken, promptTokens, promptTokensJs, runReplay, type ReplayResult } from '../bindings/replay/kernel.js';

@@ -5,16 +5,16 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import cliProgress from 'cli-progress';
-import './wasm-node.js';
-import { readTraceFile } from './node/trace-file.js';
-import { replaySync } from './replay/replay.js';
-import { eventFileSink } from './node/event-file.js';
-import { replayWithEvents } from './replay/replay-events.js';
-import type { ReplayResult } from './replay/kernel.js';
-import { formatSubManagers, ratiosOption } from './replay/composite-format.js';
-import type { HierarchyReplayResult } from './replay/hierarchy-replay.js';
-import { TraceError } from './replay/trace.js';
-import { EVICTION_POLICIES } from './managers/eviction-policy.js';
+import '../wasm-node.js';
+import { readTraceFile } from '../node/trace-file.js';
+import { replaySync } from '../replay/replay.js';
+import { eventFileSink } from '../node/event-file.js';
+import { replayWithEvents } from '../replay/replay-events.js';
+import type { ReplayResult } from '../replay/kernel.js';
+import { formatSubManagers, ratiosOption } from './composite-format.js';
+import type { HierarchyReplayResult } from '../replay/hierarchy-replay.js';
+import { TraceError } from '../replay/trace.js';
+import { EVICTION_POLICIES } from '../managers/eviction-policy.js';
 
 function intOption(name: string, min: number) {
   return (value: string): number => {

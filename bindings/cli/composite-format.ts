@@ -2,8 +2,8 @@
 // per-sub-manager rows of the result table.
 
 import { InvalidArgumentError } from 'commander';
-import type { CompositeReplayResult } from './composite-replay.js';
-import type { ReplayResult } from './kernel.js';
+import type { CompositeReplayResult } from '../replay/composite-replay.js';
+import type { ReplayResult } from '../replay/kernel.js';
 
 /** Parses "1,4,128" into ratios >= 1. */
 export function ratiosOption(name: string) {
