@@ -65,7 +65,7 @@ export function reportCharts(runs: readonly ReplayRun[], varied: readonly SweepG
   };
   const color = { field: 'color', type: 'nominal' as const, title: LABELS[colorKey] };
   const manySeries = new Set(rows.map((r) => r.series)).size > 1;
-  const dash = manySeries ? { strokeDash: { field: 'series', type: 'nominal' as const, title: 'with' } } : {};
+  const dash = manySeries ? { strokeDash: { field: 'series', type: 'nominal' as const, title: 'with', legend: { labelLimit: 320 } } } : {};
   // Vega-Lite's typings leave `format` off position channels, but the mark
   // descriptions (aria-label, read by the report test) use it.
   const line = (field: string, title: string, yAxis: object, extra: object = {}): TopLevelSpec => spec({
@@ -128,7 +128,7 @@ export function reportCharts(runs: readonly ReplayRun[], varied: readonly SweepG
             data: { values: rankRows },
             mark: 'bar',
             encoding: {
-              x: { field: 'config', type: 'nominal', title: null, axis: { labelAngle: -30, labelLimit: 260 } },
+              x: { field: 'config', type: 'nominal', title: null, axis: { labelAngle: -30, labelLimit: 400 } },
               xOffset: { field: 'rank', type: 'nominal' },
               y: { field: 'allocatedBlocks', type: 'quantitative', title: 'blocks allocated', axis: { format: '~s' }, format: ',d' },
               color: { field: 'rank', type: 'nominal', title: 'dp rank' },
@@ -163,7 +163,7 @@ export async function reportHtml(runs: readonly ReplayRun[], varied: readonly Sw
   const first = runs[0]!.config;
   const fixed = Object.entries(first)
     .filter(([k, v]) => !varied.includes(k as SweepGridKey) && v !== null && !(k === 'hostBlocks' && v === 0))
-    .map(([k, v]) => `${esc(k)} ${esc(Array.isArray(v) ? v.join(',') : String(v))}`)
+    .map(([k, v]) => `${esc(k === 'trace' ? 'trace' : `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`)} ${esc(Array.isArray(v) ? v.join(',') : String(v))}`)
     .join(' · ');
   const pct = (x: number) => `${(x * 100).toFixed(4)} %`;
   const n = (x: number) => x.toLocaleString('en-US');
@@ -207,7 +207,7 @@ figure { margin: 8px 0; } svg { max-width: 100%; height: auto; }
 <body>
 <h1>kvpool sweep: ${esc(first.trace)}, ${runs.length} configurations</h1>
 <p class="fixed">Fixed: ${fixed}.</p>
-${warnings.length > 0 ? `<ul class="warn">${warnings.map((w) => `<li>${esc(w)}</li>`).join('')}</ul>` : ''}
+${warnings.length > 0 ? `<details class="warn"><summary>${warnings.length} warning${warnings.length > 1 ? 's' : ''}</summary><ul>${warnings.map((w) => `<li>${esc(w)}</li>`).join('')}</ul></details>` : ''}
 ${charts
   .map(
     (c, i) => `<section id="${c.id}">
