@@ -4,16 +4,19 @@
 // written, so the rest of the command line starts without it.
 
 import { writeFileSync } from 'node:fs';
-import type { TopLevelSpec } from 'vega-lite';
 import type { ReplayRun } from '../replay/replay.js';
 import type { SweepGridKey } from './sweep.js';
+
+/** A Vega-Lite specification with its data inline. */
+export type VegaLiteSpec = Record<string, unknown>;
 
 /** One chart: its heading, what it shows, and its Vega-Lite spec (null when the sweep has nothing to chart there). */
 export interface ReportChart {
   id: string;
   title: string;
   explain: string;
-  spec: TopLevelSpec | null;
+  /** A Vega-Lite spec (kept as a plain object in the typings, so they need no Vega types). */
+  spec: VegaLiteSpec | null;
   /** Why there is no chart (spec null). */
   missing?: string;
 }
@@ -68,7 +71,7 @@ export function reportCharts(runs: readonly ReplayRun[], varied: readonly SweepG
   const dash = manySeries ? { strokeDash: { field: 'series', type: 'nominal' as const, title: 'with', legend: { labelLimit: 320 } } } : {};
   // Vega-Lite's typings leave `format` off position channels, but the mark
   // descriptions (aria-label, read by the report test) use it.
-  const line = (field: string, title: string, yAxis: object, extra: object = {}): TopLevelSpec => spec({
+  const line = (field: string, title: string, yAxis: object, extra: object = {}): VegaLiteSpec => spec({
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     width: 560,
     height: 300,
@@ -139,14 +142,14 @@ export function reportCharts(runs: readonly ReplayRun[], varied: readonly SweepG
   return charts;
 }
 
-function spec(s: object): TopLevelSpec {
-  return s as TopLevelSpec;
+function spec(s: object): VegaLiteSpec {
+  return s as VegaLiteSpec;
 }
 
 /** Renders a Vega-Lite spec to an SVG string (Vega's headless renderer: no browser, no canvas needed). */
-export async function renderSvg(spec: TopLevelSpec): Promise<string> {
+export async function renderSvg(spec: VegaLiteSpec): Promise<string> {
   const [vega, vl] = await Promise.all([import('vega'), import('vega-lite')]);
-  const view = new vega.View(vega.parse(vl.compile(spec).spec), { renderer: 'none' });
+  const view = new vega.View(vega.parse(vl.compile(spec as unknown as Parameters<typeof vl.compile>[0]).spec), { renderer: 'none' });
   try {
     return await view.toSVG();
   } finally {
@@ -237,11 +240,11 @@ export async function reportSvg(runs: readonly ReplayRun[], varied: readonly Swe
   const spec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     vconcat: charts.map((c) => {
-      const { $schema: _s, ...inner } = c.spec as TopLevelSpec & { $schema?: string };
+      const { $schema: _s, ...inner } = c.spec!;
       return { ...inner, title: c.title };
     }),
     resolve: { scale: { color: 'independent', strokeDash: 'independent' } },
-  } as TopLevelSpec;
+  } as VegaLiteSpec;
   return renderSvg(spec);
 }
 
