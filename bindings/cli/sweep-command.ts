@@ -5,7 +5,7 @@ import { availableParallelism } from 'node:os';
 import { Command, Option } from 'commander';
 import cliProgress from 'cli-progress';
 import { sweep, SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
-import { writeReport } from '../node/report.js';
+import { groupWarnings, writeReport } from '../node/report.js';
 import type { ReplayRun } from '../replay/replay.js';
 import { FORMATS, percent, type OutputFormat } from './format.js';
 import { glossaryHelp } from './glossary.js';
@@ -34,6 +34,18 @@ export function formatSweepTable(runs: readonly ReplayRun[], varied: readonly Sw
   const w = head.map((h, c) => Math.max(h.length, ...rows.map((row) => row[c]!.length)));
   const line = (cells: string[]) => cells.map((x, c) => x.padStart(w[c]!)).join('  ');
   return [line(head), ...rows.map(line)].join('\n');
+}
+
+/** "1-6, 9": the numbers as ranges. */
+function ranges(ns: number[]): string {
+  const out: string[] = [];
+  for (let i = 0; i < ns.length; ) {
+    let j = i;
+    while (j + 1 < ns.length && ns[j + 1] === ns[j]! + 1) j++;
+    out.push(j > i ? `${ns[i]}-${ns[j]}` : String(ns[i]));
+    i = j + 1;
+  }
+  return out.join(', ');
 }
 
 export function sweepCommand(): Command {
@@ -96,7 +108,7 @@ export function sweepCommand(): Command {
         const what = o.trace ?? `built-in workload (${o.requests} requests)`;
         process.stdout.write(`kvpool sweep: ${what}, ${runs.length} configurations\n${formatSweepTable(runs, varied.length > 0 ? varied : ['numBlocks'])}\n`);
       } else write(runs, o.format, () => '');
-      for (const [i, r] of runs.entries()) warn(r.warnings.map((w) => `configuration ${i + 1}: ${w}`));
+      warn(groupWarnings(runs).map(({ message, configs }) => `${message} (configuration${configs.length > 1 ? 's' : ''} ${ranges(configs.map((i) => i + 1))})`));
       if (o.report !== undefined) {
         await writeReport(o.report, runs, varied);
         process.stderr.write(`kvpool: report written to ${o.report}\n`);

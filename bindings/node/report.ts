@@ -68,7 +68,7 @@ export function reportCharts(runs: readonly ReplayRun[], varied: readonly SweepG
   };
   const color = { field: 'color', type: 'nominal' as const, title: LABELS[colorKey] };
   const manySeries = new Set(rows.map((r) => r.series)).size > 1;
-  const dash = manySeries ? { strokeDash: { field: 'series', type: 'nominal' as const, title: 'with', legend: { labelLimit: 320 } } } : {};
+  const dash = manySeries ? { strokeDash: { field: 'series', type: 'nominal' as const, title: 'with', legend: { labelLimit: 320, symbolType: 'stroke', symbolStrokeWidth: 2 } } } : {};
   // Vega-Lite's typings leave `format` off position channels, but the mark
   // descriptions (aria-label, read by the report test) use it.
   const line = (field: string, title: string, yAxis: object, extra: object = {}): VegaLiteSpec => spec({
@@ -107,7 +107,7 @@ export function reportCharts(runs: readonly ReplayRun[], varied: readonly SweepG
               x,
               y: { field: 'withHost', type: 'quantitative', title: 'served from cache (device + host)', axis: { format: '.0%' }, format: '.4%' },
               color: { field: 'hostBlocks', type: 'ordinal', title: 'host blocks' },
-              strokeDash: { field: 'color', type: 'nominal', title: LABELS[colorKey] },
+              strokeDash: { field: 'color', type: 'nominal', title: LABELS[colorKey], legend: { symbolType: 'stroke', symbolStrokeWidth: 2 } },
               detail: { field: 'series', type: 'nominal' },
             },
           }),
@@ -144,6 +144,13 @@ export function reportCharts(runs: readonly ReplayRun[], varied: readonly SweepG
 
 function spec(s: object): VegaLiteSpec {
   return s as VegaLiteSpec;
+}
+
+/** Each distinct warning once, with the (0-based) configurations that gave it. */
+export function groupWarnings(runs: readonly ReplayRun[]): Array<{ message: string; configs: number[] }> {
+  const by = new Map<string, number[]>();
+  runs.forEach((r, i) => r.warnings.forEach((w) => by.set(w, [...(by.get(w) ?? []), i])));
+  return [...by].map(([message, configs]) => ({ message, configs }));
 }
 
 /** Renders a Vega-Lite spec to an SVG string (Vega's headless renderer: no browser, no canvas needed). */
@@ -190,7 +197,7 @@ export async function reportHtml(runs: readonly ReplayRun[], varied: readonly Sw
     ];
     return `<tr>${cells.map((c) => `<td data-key="${c.key}" data-value="${esc(c.value)}">${esc(c.text)}</td>`).join('')}</tr>`;
   });
-  const warnings = runs.flatMap((r, i) => r.warnings.map((w) => `configuration ${i + 1} (${configLabel(r, varied)}): ${w}`));
+  const warnings = groupWarnings(runs).map(({ message, configs }) => `${message} (${configs.map((i) => configLabel(runs[i]!, varied)).join('; ')})`);
   return `<!doctype html>
 <html lang="en">
 <head>
