@@ -7,8 +7,12 @@ import { BlockManagerPool } from '../pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../pool/sequence.js';
 import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
-import { CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type SubManagerReplayStats } from './composite-replay.js';
-import { runReplay, type ReplayLinearStateResult, type ReplayProgress, type ReplayResult, type ReplayTarget } from './kernel.js';
+import {
+  CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type CompositeReplaySequence, type SubManagerReplayStats,
+} from './composite-replay.js';
+import {
+  runReplay, type ReplayLinearStateResult, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
+} from './kernel.js';
 import type { TraceRequest } from './trace.js';
 import { generateWorkload } from './workload.js';
 import { parseEvictionPolicy, type EvictionPolicy } from '../managers/eviction-policy.js';
@@ -280,31 +284,56 @@ export function replaySync(options: ReplayOptions = {}, parsed?: ParsedReplayOpt
   const given = traceArg(options);
   const trace = given ?? generateWorkload({ requests: p.requests, seed: p.seed });
   const config = replayConfig(p, given === undefined ? undefined : (traceName ?? 'requests'));
-  const progress = options.onProgress;
+  const open = openReplay(p);
+  try {
+    return open.finish(runReplay(open.target, trace, p, options.onProgress), config);
+  } finally {
+    open.pool.dispose();
+  }
+}
+
+/** A pool set up for one mode's replay, the loop's view of it, and how its figures become a ReplayRun. */
+export interface OpenReplay {
+  mode: ReplayMode;
+  /** The pool (a HierarchyBlockManagerPool in host-tier mode); the caller disposes it. */
+  pool: BlockManagerPool;
+  target: ReplayTarget<ReplaySequence>;
+  /** The pool's Sequence behind one of the target's sequences. */
+  sequenceOf(s: ReplaySequence): Sequence;
+  /** The kernel's result, completed with the mode's parts, the configuration, per-rank figures and warnings. */
+  finish(r: ReplayResult, config: ReplayConfig): ReplayRun;
+}
+
+/**
+ * Creates the pool and replay target of the options' mode (what `replaySync`
+ * runs; the pool inspector steps the same target).
+ */
+export function openReplay(p: ParsedReplayOptions): OpenReplay {
   const decodePriority = p.eviction === 'priority' ? REPLAY_DECODE_PRIORITY : undefined;
   const eviction = p.eviction !== 'lru' ? { evictionPolicy: p.eviction } : {};
   const base = { numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed, dpSize: p.dpSize };
-  const finish = <R extends ReplayRun>(run: Omit<R, 'ranks' | 'warnings' | 'config'>, pool: BlockManagerPool): R => completeRun<R>(run, config, pool);
-
+  const same = (s: ReplaySequence) => s as Sequence;
   switch (replayMode(p)) {
     case 'host-tier': {
       const pool = new HierarchyBlockManagerPool({ ...base, ...eviction, hostNumBlocks: p.hostBlocks });
-      try {
-        const r = runReplay(new HierarchyReplayTarget(pool, decodePriority), trace, p, progress);
-        return finish<HostTierReplayRun>({ mode: 'host-tier', ...r, hostTier: hostTierResult(pool, p.hostBlocks, r.matchedBlocks) }, pool);
-      } finally {
-        pool.dispose();
-      }
+      return {
+        mode: 'host-tier',
+        pool,
+        target: new HierarchyReplayTarget(pool, decodePriority) as ReplayTarget<ReplaySequence>,
+        sequenceOf: same,
+        finish: (r, config) => completeRun<HostTierReplayRun>({ mode: 'host-tier', ...r, hostTier: hostTierResult(pool, p.hostBlocks, r.matchedBlocks) }, config, pool),
+      };
     }
     case 'composite': {
       const pool = new BlockManagerPool(compositePoolOptions(p, p.slidingWindow!, p.compressRatios));
-      try {
-        const target = new CompositeReplayTarget(pool);
-        const r = runReplay(target, trace, p, progress);
-        return finish<CompositeReplayRun>({ mode: 'composite', ...r, subManagers: target.subManagers() }, pool);
-      } finally {
-        pool.dispose();
-      }
+      const target = new CompositeReplayTarget(pool);
+      return {
+        mode: 'composite',
+        pool,
+        target: target as ReplayTarget<ReplaySequence>,
+        sequenceOf: (s) => (s as CompositeReplaySequence).seq,
+        finish: (r, config) => completeRun<CompositeReplayRun>({ mode: 'composite', ...r, subManagers: target.subManagers() }, config, pool),
+      };
     }
     default: {
       const linear = p.linearStateSlots !== undefined;
@@ -313,16 +342,25 @@ export function replaySync(options: ReplayOptions = {}, parsed?: ParsedReplayOpt
         ...eviction,
         ...(linear ? { enableLinearState: true, linearStateNumSlots: p.linearStateSlots } : {}),
       });
-      try {
-        // The priority replay's rule (docs/replay.md): generated tokens are
-        // never part of a later prompt in a trace, so their blocks go first.
-        const plain = new PoolReplayTarget(pool, decodePriority);
-        if (!linear) return finish<PlainReplayRun>({ mode: 'plain', ...runReplay(plain, trace, p, progress) }, pool);
-        const { linearState, ...r } = runReplay(new LinearStateReplayTarget(plain), trace, p, progress);
-        return finish<LinearStateReplayRun>({ mode: 'linear-state', ...r, linearState: linearState! }, pool);
-      } finally {
-        pool.dispose();
+      // The priority replay's rule (docs/replay.md): generated tokens are
+      // never part of a later prompt in a trace, so their blocks go first.
+      const plain = new PoolReplayTarget(pool, decodePriority);
+      if (!linear) {
+        return {
+          mode: 'plain',
+          pool,
+          target: plain as ReplayTarget<ReplaySequence>,
+          sequenceOf: same,
+          finish: (r, config) => completeRun<PlainReplayRun>({ mode: 'plain', ...r }, config, pool),
+        };
       }
+      return {
+        mode: 'linear-state',
+        pool,
+        target: new LinearStateReplayTarget(plain) as ReplayTarget<ReplaySequence>,
+        sequenceOf: same,
+        finish: ({ linearState, ...r }, config) => completeRun<LinearStateReplayRun>({ mode: 'linear-state', ...r, linearState: linearState! }, config, pool),
+      };
     }
   }
 }
