@@ -138,6 +138,13 @@ describe('kvpool replay: warnings and errors', () => {
     expect(r.err).toMatch(/slidingWindow and hostBlocks cannot be combined/);
   });
 
+  it('stops quietly when the reader of its output goes away (| head)', () => {
+    const tsx = new URL('node_modules/tsx/dist/cli.mjs', root).pathname;
+    const p = spawnSync('sh', ['-c', `"${process.execPath}" "${tsx}" bindings/cli/main.ts replay --help | head -1`], { cwd: root.pathname, encoding: 'utf8' });
+    expect(p.stdout).toBe('Usage: kvpool replay [options] [trace]\n');
+    expect(p.stderr).toBe('');
+  });
+
   it('reads a gzipped trace from standard input (the built command, through a pipe)', () => {
     const gz = readFileSync(new URL('traces/mooncake-conversation.jsonl.gz', root));
     const tsx = new URL('node_modules/tsx/dist/cli.mjs', root).pathname;

@@ -49,6 +49,13 @@ function isMain(): boolean {
   }
 }
 if (isMain()) {
+  // `kvpool replay --format csv | head`: a reader that stops early ends the command quietly, not with a stack trace.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EPIPE') throw e;
+      process.exit(process.exitCode ?? 0);
+    });
+  }
   main(process.argv.slice(2)).then((c) => {
     process.exitCode = c;
   });
