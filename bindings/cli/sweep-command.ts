@@ -6,11 +6,11 @@ import { Command, Option } from 'commander';
 import cliProgress from 'cli-progress';
 import { sweep, SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
 import { groupWarnings, writeReport } from '../node/report.js';
-import type { ReplayRun } from '../replay/replay.js';
+import type { ReplayOptions, ReplayRun } from '../replay/replay.js';
 import { FORMATS, percent, type OutputFormat } from './format.js';
 import { glossaryHelp } from './glossary.js';
 import { addReplayOptions, parseIntArg } from './options.js';
-import { replayOptionsOf, warn, write, type ReplayFlags } from './replay-command.js';
+import { warn, write, type ReplayFlags } from './replay-command.js';
 
 type GridFlags = { [K in keyof ReplayFlags]: K extends SweepGridKeyFlag ? Array<NonNullable<ReplayFlags[K]>> | undefined : ReplayFlags[K] };
 type SweepGridKeyFlag = (typeof SWEEP_GRID_KEYS)[number];
@@ -61,15 +61,15 @@ export function sweepCommand(): Command {
     .addHelpText('after', glossaryHelp())
     .action(async (o: GridFlags & { format: OutputFormat; workers?: number; report?: string; progress: boolean }) => {
       if (o.report !== undefined && !/\.(html?|svg)$/i.test(o.report)) throw new Error(`--report ${JSON.stringify(o.report)}: the file must end in .html or .svg`);
+      // Every list flag becomes a grid entry (one value is a grid of one); the rest hold for every run.
       const grid: SweepGrid = {};
-      const fixed = { ...o } as unknown as ReplayFlags;
-      for (const k of SWEEP_GRID_KEYS) {
-        const v = o[k];
-        if (v !== undefined) (grid as Record<string, unknown>)[k] = v;
-        (fixed as unknown as Record<string, unknown>)[k] = Array.isArray(v) ? v[0] : v;
-      }
-      const base = replayOptionsOf(fixed);
-      for (const k of SWEEP_GRID_KEYS) delete (base as Record<string, unknown>)[k];
+      for (const k of SWEEP_GRID_KEYS) if (o[k] !== undefined) (grid as Record<string, unknown>)[k] = o[k];
+      const base: ReplayOptions = {
+        requests: o.requests,
+        publishAfterPrefill: o.publishAfterPrefill,
+        ...(o.limit !== undefined && { limit: o.limit }),
+        ...(o.compressRatios !== undefined && { compressRatios: o.compressRatios }),
+      };
       const total = Object.values(grid).reduce((a, v) => a * (v as unknown[]).length, 1);
       const bar =
         o.progress && process.stderr.isTTY
