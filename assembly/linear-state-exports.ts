@@ -4,14 +4,15 @@
 
 import { Manager, STAMPED, flagsOf, hashPtr, copyHash } from "./layout";
 import { chainHash } from "./chain";
-import { mgr_create, mgr_check } from "./manager-exports";
+import { createManager, mgr_check } from "./manager-exports";
+import { MAGIC_LINEAR_STATE } from "../bindings/core/abi";
 import {
   LIVE, takeSlot, giveBack, committed, pin, unpin, reserve, commit, promote, stateOf, trimTo, auditStates, PENDING,
 } from "./linear-state";
 
 /** grows: a cache of `numSlots` slots (slot 0 padding), or 0 when memory is exhausted. */
 export function ls_create(numSlots: i32): usize {
-  return mgr_create(numSlots, 1, 1, 0, 0);
+  return createManager(numSlots, 1, 1, 0, 0, <u32>MAGIC_LINEAR_STATE);
 }
 
 export function ls_acquire_live(m: usize): i32 {

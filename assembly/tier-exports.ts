@@ -7,9 +7,7 @@
 import { Manager, CACHED, flagsOf, hashPtr } from "./layout";
 import { tableFind } from "./table";
 import { chainHash } from "./chain";
-import { checkInsertIds, insertOne, touchVisited } from "./prefix";
-
-const scratch = memory.data(16, 16);
+import { checkInsertIds, insertOne, touchVisited, sideScratch } from "./prefix";
 
 /**
  * Caches `ids[i]` under the 16-byte hash at `hashes + 16*i`, for i in [0, n).
@@ -41,6 +39,7 @@ export function mgr_peek(mp: usize, tokens: usize, nBlocks: i32): i32 {
   const m = changetype<Manager>(mp);
   if (m.prefixOn == 0) return 0;
   const bytes = <usize>m.blockSize << 2;
+  const scratch = sideScratch();
   let parent: usize = 0;
   let hits = 0;
   for (let b = 0; b < nBlocks; b++) {

@@ -7,7 +7,7 @@
 
 import { Bench } from 'tinybench';
 import '../bindings/wasm-node.js';
-import { core } from '../bindings/core/instance.js';
+import { plainCore } from '../bindings/core/plain-core.js';
 import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
@@ -205,7 +205,7 @@ async function micro(): Promise<void> {
 }
 
 function memoryPerBlock(): void {
-  const e = core();
+  const e = plainCore().ex;
   const before = e.heapTop();
   const m = new BlockManagerImpl({ numBlocks: N, blockSize: B });
   const kv = (e.heapTop() - before) / N;
@@ -255,7 +255,7 @@ async function replays(): Promise<void> {
       console.log(`|  | model / core | ${(model.seconds / runs[1]!).toFixed(1)}x |  |  |  |`);
     }
   }
-  console.log(`Wasm linear memory: ${(core().memory.buffer.byteLength / 2 ** 20).toFixed(1)} MB`);
+  console.log(`Wasm linear memory: ${(plainCore().memory.buffer.byteLength / 2 ** 20).toFixed(1)} MB`);
 }
 
 phase('npm run bench: the Wasm core against the reference model; tables on stdout, progress here');

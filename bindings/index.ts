@@ -5,7 +5,7 @@
 
 import './wasm-default.js';
 
-export { loadCore, isCoreLoaded, type WasmSource } from './core/instance.js';
+export { loadCore, isCoreLoaded, type WasmSource } from './core/plain-core.js';
 export { xxh3_128, hashBlocks } from './hash.js';
 export type { BlockManager, BlockManagerStats } from './managers/block-manager.js';
 export { BlockManagerImpl, type BlockManagerOptions } from './managers/block-manager-impl.js';

@@ -289,7 +289,7 @@ describe('SEMANTICS B.3: all-or-nothing growth', () => {
       m.dispose();
       o.dispose();
     }
-    expect(() => m.allocate(m.newTables(), 4)).toThrow(/this composite manager was disposed/);
+    expect(() => m.allocate(m.newTables(), 4)).toThrow(/this CompositeBlockManager was disposed/);
   });
 });
 

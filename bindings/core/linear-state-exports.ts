@@ -26,7 +26,3 @@ export interface LinearStateExports {
   ls_check(m: number, counts: number): number;
   ls_prefix_hashes(kv: number, ids: number, nHeld: number, tokens: number, nBlocks: number, out: number): void;
 }
-
-export const LS_ERR_RANGE = -3;
-export const LS_ERR_STATE = -7;
-export const LS_CHECK_STATE = -30;

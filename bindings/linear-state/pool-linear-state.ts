@@ -5,8 +5,6 @@
 // boundaries a checkpoint can restore. The pool calls these through narrow
 // hooks so its own code stays the plain path.
 
-import { core, mem } from '../core/instance.js';
-import { byteSpace, stageIds, stageTokens } from '../core/staging.js';
 import type { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { Sequence } from '../pool/sequence.js';
 import { checkBool, checkInt, describe } from '../validate.js';
@@ -92,8 +90,11 @@ export class PoolLinearState {
     const cap = n === 0 ? 0 : Math.floor((n - 1) / B);
     const limit = Math.max(safe, Math.min(total, cap));
     if (limit > safe) {
-      const ids = stageIds(seq._table, 0, limit);
-      safe = core().ls_trim(this.caches[r]!.ptr, kv.ptr, ids, safe, limit, this.reuse === 'contiguous' ? 1 : 0);
+      const cache = this.caches[r]!;
+      const ex = cache.core();
+      cache.slots.sameCore(kv, 'the KV manager');
+      const ids = kv.rt.staging.stageIds(seq._table, 0, limit);
+      safe = ex.ls_trim(cache.ptr, kv.ptr, ids, safe, limit, this.reuse === 'contiguous' ? 1 : 0);
     }
     if (safe < total) {
       this.trimmedBlocks[r]! += Math.max(0, limit - safe);
@@ -152,11 +153,13 @@ export class PoolLinearState {
 
 /** Chain hashes at the first `nBlocks` boundaries of `seq` (stamped KV hashes reused). */
 export function prefixHashesOf(kv: BlockManagerImpl, seq: Sequence, nBlocks: number): Uint8Array {
+  kv.live();
   const B = kv.blockSize;
-  const out = byteSpace(nBlocks * 16);
-  const tok = stageTokens(seq._tokens, 0, nBlocks * B);
+  const rt = kv.rt;
+  const out = rt.staging.byteSpace(nBlocks * 16);
+  const tok = rt.staging.stageTokens(seq._tokens, 0, nBlocks * B);
   const nHeld = Math.min(seq._numBlocks, nBlocks);
-  const ids = stageIds(seq._table, 0, nHeld);
-  core().ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out);
-  return mem.u8.slice(out, out + nBlocks * 16);
+  const ids = rt.staging.stageIds(seq._table, 0, nHeld);
+  rt.ex.ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out);
+  return rt.u8.slice(out, out + nBlocks * 16);
 }

@@ -1,7 +1,7 @@
 // BlockManagerImpl (seed section 4): free stack + prefix cache + padding id 0.
 
 import { copyInt32 } from '../core/views.js';
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { checkBool, checkInt, checkInt32Array, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
 import type { BlockManager } from './block-manager.js';
 import { CoreManager } from './core-manager.js';
@@ -60,6 +60,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
 
   /** The clock of the 'priority' policy's retentions (starts at 0; see setTime). */
   get time(): number {
+    this.live();
     return this.ex.mgr_time(this.ptr);
   }
 
@@ -80,6 +81,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
    * first..first+n (batch positions 0..n-1); a no-op unless the policy is 'priority'.
    */
   stageRetention(ranges: readonly Retention[], first: number, n: number): void {
+    this.live();
     const p = this.ex.mgr_batch_ptr(this.ptr);
     if (p === 0 || ranges.length === 0) return;
     writeRetention(ranges, first, Math.min(n, this.numBlocks), this.blockSize, this.time, this.mem.f64, p >>> 3);
@@ -96,6 +98,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
 
   /** The eviction policy (kept in the core's header, so attached managers see their creator's). */
   get evictionPolicy(): EvictionPolicy {
+    this.live();
     return EVICTION_POLICIES[this.ex.mgr_policy(this.ptr)]!;
   }
 
@@ -169,7 +172,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     this.checkHeld(list, 'ids');
     const arr = list instanceof Int32Array ? list : Int32Array.from(list);
     const r = this.insertHashesFrom(arr, 0, arr.length, hashes, 0);
-    if (r < 0) throwIdError(r, 'ids', list, 0, this.numBlocks);
+    if (r < 0) throwIdError(r, 'ids', list, 0, this.numBlocks, this.ex);
     return r;
   }
 

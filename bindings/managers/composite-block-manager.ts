@@ -8,7 +8,7 @@
 // the window blocks that slid out (B.2) given back. Sub-managers never cache,
 // so "enough free ids" is exact and a failed round changes nothing at all.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import { BlockManagerImpl } from './block-manager-impl.js';
@@ -226,16 +226,28 @@ export class CompositeBlockManager {
 
   /** The sub-manager capacity figures come from. */
   get capacityManager(): BlockManagerImpl {
+    this.live();
     return this.subManagers[this.capacityIndex]!;
   }
 
   /** Empty block tables for one sequence, one per sub-manager. */
   newTables(): CompositeBlockTables {
+    this.live();
     return new CompositeBlockTables(this, this.specs.map((s) => s.blockSize));
   }
 
+  /** @internal Throws once the manager is disposed: every public call starts here (or in `own`). */
+  live(): void {
+    if (this.disposed) throw new Error('kvpool: this CompositeBlockManager was disposed; it cannot be used any more');
+  }
+
+  /** True once `dispose()` ran. */
+  get isDisposed(): boolean {
+    return this.disposed;
+  }
+
   private own(tables: unknown, name = 'tables'): CompositeBlockTables {
-    if (this.disposed) throw new Error('kvpool: this composite manager was disposed');
+    this.live();
     if (!(tables instanceof CompositeBlockTables)) throw new TypeError(`${name} must be a CompositeBlockTables, got ${describe(tables)}`);
     if (tables._owner !== this) throw new Error(`${name} were made by another composite manager`);
     return tables;
@@ -377,6 +389,7 @@ export class CompositeBlockManager {
 
   /** Always 0: a composite does no prefix caching. */
   numBlocksInPrefixCache(): number {
+    this.live();
     return 0;
   }
 
@@ -391,6 +404,7 @@ export class CompositeBlockManager {
 
   /** Every sub-manager's counters, in index order. */
   subManagerStats(): SubManagerStats[] {
+    this.live();
     return this.subManagers.map((m, i) => ({
       ...m.stats(),
       kind: this.specs[i]!.kind,
@@ -405,6 +419,7 @@ export class CompositeBlockManager {
 
   /** Audits every sub-manager's own state. */
   check(): void {
+    this.live();
     this.subManagers.forEach((m, i) => {
       try {
         m.check();
@@ -421,6 +436,7 @@ export class CompositeBlockManager {
    * Returns the holder count per id of each sub-manager.
    */
   checkHolders(tables: Iterable<CompositeBlockTables>): Int32Array[] {
+    this.live();
     const counts = this.subManagers.map((m) => new Int32Array(m.numBlocks));
     for (const t of tables) {
       this.own(t);
@@ -449,7 +465,7 @@ export class CompositeBlockManager {
     return counts;
   }
 
-  /** Gives every sub-manager's memory back to the core. */
+  /** Gives every sub-manager's memory back to the core. The manager is unusable afterwards: every call throws. */
   dispose(): void {
     this.disposed = true;
     for (const m of this.subManagers) m.dispose();

@@ -4,17 +4,17 @@
 // main thread and its workers see one state; every operation runs under a
 // re-entrant lock kept in that memory beside the manager.
 
-import type { WasmSource } from '../core/instance.js';
-import type { CoreRuntime } from '../core/runtime.js';
+import { MAGIC_MANAGER } from '../core/abi.js';
+import type { CoreInstance, WasmSource } from '../core/core-instance.js';
 import {
-  attachSharedCore, loadSharedCore, releaseSharedThread, sharedCoreInfo, sharedRuntime, trackSharedManager,
-} from '../core/shared-instance.js';
+  attachSharedCore, loadSharedCore, releaseSharedThread, sharedCore, sharedCoreInfo, trackSharedManager,
+} from '../core/shared-core.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { BlockManager, BlockManagerStats } from './block-manager.js';
 import { BlockManagerImpl, parseManagerOptions, type BlockManagerOptions } from './block-manager-impl.js';
 import type { Retention, RetentionRange } from './retention.js';
 import type { CoreManagerConfig } from './core-manager.js';
-import { LOCK_BYTES, SharedLock } from './shared-lock.js';
+import { SharedLock } from './shared-lock.js';
 import type { KVEvent } from './kv-events.js';
 
 export interface ConcurrentBlockManagerOptions extends BlockManagerOptions {
@@ -28,7 +28,10 @@ export interface ConcurrentBlockManagerOptions extends BlockManagerOptions {
 
 /**
  * What `share()` returns: structured-clonable (postMessage it to a worker),
- * turned back into a manager by `ConcurrentBlockManagerImpl.attach`.
+ * turned back into a manager by `ConcurrentBlockManagerImpl.attach`. It names
+ * the manager and nothing else: `attach` checks that the header is a live
+ * manager of that generation and reads the manager's shape (blocks, block
+ * size, seed) and lock from the shared memory itself, never from here.
  */
 export interface SharedManagerDescriptor {
   readonly kind: 'kvpool.ConcurrentBlockManagerImpl';
@@ -38,20 +41,31 @@ export interface SharedManagerDescriptor {
   readonly module: WebAssembly.Module;
   /** Byte offset of the manager's header in `memory`. */
   readonly ptr: number;
-  /** Byte offset of the manager's lock in `memory`. */
-  readonly lockPtr: number;
+  /** The header's generation: a descriptor of a disposed manager is refused, even once its header is reused. */
+  readonly gen: number;
+  /** Longest wait for the lock in the attaching thread, in milliseconds. */
+  readonly lockTimeoutMs: number;
+}
+
+/** The manager a validated descriptor names, read from the shared memory. */
+interface Attaching {
+  readonly desc: SharedManagerDescriptor;
+  readonly rt: CoreInstance;
   readonly numBlocks: number;
   readonly blockSize: number;
   readonly enablePrefixCache: boolean;
   readonly seedLo: number;
   readonly seedHi: number;
-  readonly lockTimeoutMs: number;
 }
 
 const DEFAULT_LOCK_TIMEOUT_MS = 10_000;
 
+const STALE =
+  'descriptor does not name a live manager of this shared memory: the manager was disposed, ' +
+  'or the descriptor did not come from share() unchanged';
+
 // Set by attach() for the constructor it calls (synchronously) next.
-let attaching: SharedManagerDescriptor | null = null;
+let attaching: Attaching | null = null;
 
 function splitOptions(options: ConcurrentBlockManagerOptions): { base: BlockManagerOptions; lockTimeoutMs: number } {
   checkObject('options', options);
@@ -66,8 +80,6 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
   readonly threadId: number;
   /** Longest wait for the lock, in milliseconds. */
   readonly lockTimeoutMs: number;
-  /** @internal byte offset of the lock */
-  readonly lockPtr: number;
   private readonly lock: SharedLock;
   /** False for managers attached from a descriptor: they do not free the manager. */
   private readonly creator: boolean;
@@ -75,35 +87,25 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
 
   /** Synchronous once the shared core is loaded (always in Node); see `create` otherwise. */
   constructor(options: ConcurrentBlockManagerOptions) {
-    const desc = attaching; // cleared by attach() once construction is over
-    const { base, lockTimeoutMs } = desc
+    const at = attaching; // cleared by attach() once construction is over
+    const { base, lockTimeoutMs } = at
       ? {
           base: {
-            numBlocks: desc.numBlocks,
-            blockSize: desc.blockSize,
-            enablePrefixCache: desc.enablePrefixCache,
-            seed: (BigInt(desc.seedHi) << 32n) | BigInt(desc.seedLo),
+            numBlocks: at.numBlocks,
+            blockSize: at.blockSize,
+            enablePrefixCache: at.enablePrefixCache,
+            seed: (BigInt(at.seedHi) << 32n) | BigInt(at.seedLo),
           },
-          lockTimeoutMs: desc.lockTimeoutMs,
+          lockTimeoutMs: at.desc.lockTimeoutMs,
         }
       : splitOptions(options);
     super(base);
+    if (at && this.gen !== at.desc.gen) throw new RangeError(STALE);
     this.lockTimeoutMs = lockTimeoutMs;
-    this.creator = desc === null;
+    this.creator = at === null;
     this.threadId = sharedCoreInfo().threadId;
-    let lockPtr = desc?.lockPtr ?? 0;
-    if (!desc) {
-      try {
-        lockPtr = this.rt.growing((e) => e.alloc(LOCK_BYTES));
-        if (lockPtr === 0) throw new RangeError('kvpool: Wasm memory exhausted creating a manager lock');
-      } catch (e) {
-        this.ex.mgr_destroy(this.ptr);
-        throw e;
-      }
-    }
-    this.lockPtr = lockPtr;
     const mem = this.mem;
-    this.lock = new SharedLock(() => mem.i32, lockPtr, this.threadId, lockTimeoutMs);
+    this.lock = new SharedLock(() => mem.i32, this.ptr, this.gen, this.threadId, lockTimeoutMs);
     trackSharedManager(1);
   }
 
@@ -135,20 +137,30 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     if (!(descriptor.module instanceof WebAssembly.Module)) {
       throw new TypeError(`descriptor.module must be a WebAssembly.Module, got ${describe(descriptor.module)}`);
     }
-    checkKeys('descriptor', descriptor, [
-      'kind', 'memory', 'module', 'ptr', 'lockPtr', 'numBlocks', 'blockSize', 'enablePrefixCache', 'seedLo', 'seedHi', 'lockTimeoutMs',
-    ]);
-    for (const k of ['ptr', 'lockPtr', 'numBlocks', 'blockSize', 'seedLo', 'seedHi', 'lockTimeoutMs'] as const) {
-      checkInt(`descriptor.${k}`, descriptor[k], 0, 0xffffffff);
-    }
-    const bytes = descriptor.memory.buffer.byteLength;
-    if (descriptor.ptr === 0 || descriptor.ptr >= bytes || descriptor.lockPtr === 0 || descriptor.lockPtr + LOCK_BYTES > bytes) {
-      throw new RangeError(`descriptor.ptr ${descriptor.ptr} / lockPtr ${descriptor.lockPtr} lie outside the shared memory (${bytes} bytes)`);
-    }
-    attachSharedCore(descriptor.memory, descriptor.module);
-    attaching = descriptor;
+    checkKeys('descriptor', descriptor, ['kind', 'memory', 'module', 'ptr', 'gen', 'lockTimeoutMs']);
+    checkInt('descriptor.ptr', descriptor.ptr, 0, 0xffffffff);
+    checkInt('descriptor.gen', descriptor.gen, 1, 0xffffffff);
+    checkInt('descriptor.lockTimeoutMs', descriptor.lockTimeoutMs, 1);
+    const rt = attachSharedCore(descriptor.memory, descriptor.module);
+    // Only a header slot of this memory holding a live manager of that
+    // generation passes: anything else (a disposed manager, another
+    // object, an address that is no header) is refused before it is read.
+    if (rt.ex.obj_valid(descriptor.ptr, descriptor.gen, MAGIC_MANAGER) !== 1) throw new RangeError(STALE);
+    const info = rt.staging.byteSpace(20);
+    rt.ex.mgr_info(descriptor.ptr, info);
+    const w = info >>> 2;
+    const i32 = rt.i32;
+    attaching = {
+      desc: descriptor,
+      rt,
+      numBlocks: i32[w]!,
+      blockSize: i32[w + 1]!,
+      enablePrefixCache: i32[w + 2] !== 0,
+      seedLo: i32[w + 3]! >>> 0,
+      seedHi: i32[w + 4]! >>> 0,
+    };
     try {
-      return new ConcurrentBlockManagerImpl({ numBlocks: descriptor.numBlocks, blockSize: descriptor.blockSize });
+      return new ConcurrentBlockManagerImpl({ numBlocks: attaching.numBlocks, blockSize: attaching.blockSize });
     } finally {
       attaching = null;
     }
@@ -172,12 +184,7 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
       memory,
       module,
       ptr: this.ptr,
-      lockPtr: this.lockPtr,
-      numBlocks: this.numBlocks,
-      blockSize: this.blockSize,
-      enablePrefixCache: this.enablePrefixCache,
-      seedLo: this.seedLo,
-      seedHi: this.seedHi,
+      gen: this.gen,
       lockTimeoutMs: this.lockTimeoutMs,
     };
   }
@@ -198,17 +205,18 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
 
   /** Lock levels this thread holds right now (0: not holding it). */
   lockDepth(): number {
+    this.live();
     return this.lock.depth();
   }
 
   // ---- hooks ----
 
-  protected override coreRuntime(): CoreRuntime {
-    return sharedRuntime();
+  protected override coreRuntime(): CoreInstance {
+    return attaching ? attaching.rt : sharedCore();
   }
 
   protected override createRegion(cfg: CoreManagerConfig): number {
-    return attaching ? attaching.ptr : super.createRegion(cfg);
+    return attaching ? attaching.desc.ptr : super.createRegion(cfg);
   }
 
   // ---- every operation under the lock ----
@@ -335,13 +343,13 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     this.released = true;
     trackSharedManager(-1);
     if (!this.creator) return;
+    // Another thread may be inside a call: destroy once it is out.
     this.lock.enter();
     try {
       super.dispose();
     } finally {
       this.lock.exit();
     }
-    this.ex.release(this.lockPtr);
   }
 
   // ---- the pool's hot paths ----
@@ -461,8 +469,12 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     return this.locked(() => super.isCachedId(id));
   }
 
-  protected override live(): void {
-    if (this.released) throw new Error('kvpool: this manager was disposed');
+  override get isDisposed(): boolean {
+    return this.released;
+  }
+
+  override live(): void {
+    if (this.released) throw new Error('kvpool: this ConcurrentBlockManagerImpl was disposed; it cannot be used any more');
   }
 
   private locked<T>(fn: () => T): T {

@@ -2,12 +2,12 @@
 // sequences on dp ranks, gives each a single id, reuses prefix-cache blocks
 // and grows, caches and releases their block tables.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore, plainCore } from '../core/plain-core.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { CompositeBlockManager, SubManagerStats } from '../managers/composite-block-manager.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import type { KVEvent } from '../managers/kv-events.js';
-import type { CoreManager } from '../managers/core-manager.js';
+import { checkFits } from '../managers/core-manager.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
@@ -111,6 +111,17 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   readonly composite: CompositeRanks | null;
   /** @internal linear-state caches and hooks (null when linear state is off) */
   protected readonly linear: PoolLinearState | null = null;
+  private disposed = false;
+
+  /** True once `dispose()` ran. */
+  get isDisposed(): boolean {
+    return this.disposed;
+  }
+
+  /** @internal Throws once the pool is disposed: every public call starts here (or in `own`). */
+  protected ensureOpen(): void {
+    if (this.disposed) throw new Error(`kvpool: this ${this.constructor.name} was disposed; it cannot be used any more`);
+  }
 
   constructor(options: BlockManagerPoolOptions) {
     const o = parsePoolOptions(options);
@@ -132,6 +143,10 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     this.seed = o.seed;
     // Seed 5.1: managers other threads touch take a lock (shared-memory core).
     const Impl = o.enableDisaggPd || o.enableKvcacheStore ? ConcurrentBlockManagerImpl : BlockManagerImpl;
+    if (Impl === BlockManagerImpl && this.composite === null && !o.xtensor) {
+      const rank = [{ numBlocks: o.numBlocks, prefixOn: o.enablePrefixCache }, { numBlocks: o.singleBlockCapacity, prefixOn: false }];
+      checkFits(plainCore(), `a pool of ${o.dpSize} rank(s) of ${o.numBlocks} blocks`, Array.from({ length: o.dpSize }, () => rank).flat());
+    }
     try {
       for (let r = 0; r < o.dpSize; r++) {
         this.managers.push(
@@ -165,6 +180,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** Validates that `seq` may be used with this pool. */
   protected own(seq: unknown, name = 'sequence'): Sequence {
+    this.ensureOpen();
     if (!(seq instanceof Sequence)) throw new TypeError(`${name} must be a Sequence, got ${describe(seq)}`);
     if (seq._owner !== null && seq._owner !== this) {
       throw new Error(`${name} belongs to another pool; a sequence is used with one pool only`);
@@ -206,6 +222,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   allocate(sequence: Sequence, numTokens?: number): boolean;
   allocate(sequences: readonly Sequence[]): boolean;
   allocate(arg: Sequence | readonly Sequence[], numTokens?: number): boolean {
+    this.ensureOpen();
     if (Array.isArray(arg)) {
       if (numTokens !== undefined) throw new TypeError('numTokens cannot be given with a list of sequences');
       arg.forEach((s, i) => this.own(s, `sequences[${i}]`));
@@ -432,6 +449,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** The clock of the 'priority' eviction policy (0 at first; see setTime). */
   get time(): number {
+    this.ensureOpen();
     const m = this.managers[0];
     return m instanceof BlockManagerImpl ? m.time : 0;
   }
@@ -442,6 +460,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
    * to priority 35. Retentions end at (time of caching) + duration.
    */
   setTime(t: number): void {
+    this.ensureOpen();
     const now = this.time;
     if (typeof t !== 'number') throw new TypeError(`t must be a number, got ${describe(t)}`);
     if (!(t >= now) || t === Infinity) throw new RangeError(`t must be a finite time >= the current time ${now}, got ${t}`);
@@ -475,14 +494,17 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   // ---- figures ----
 
   numFreeBlocks(): number[] {
+    this.ensureOpen();
     return this.managers.map((m) => m.numFreeBlocks());
   }
 
   numUsedBlocks(): number[] {
+    this.ensureOpen();
     return this.managers.map((m) => m.numUsedBlocks());
   }
 
   numBlocksInPrefixCache(): number[] {
+    this.ensureOpen();
     return this.managers.map((m) => m.numBlocksInPrefixCache());
   }
 
@@ -491,15 +513,18 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
    * the least loaded one, as the reference reports it. `stats()` has every rank.
    */
   kvCacheUtilization(): number {
+    this.ensureOpen();
     return this.managers[this.chooseRank()]!.kvCacheUtilization();
   }
 
   /** Mean utilization over ranks (the reference's gpu cache usage). */
   gpuCacheUsage(): number {
+    this.ensureOpen();
     return this.managers.reduce((a, m) => a + m.kvCacheUtilization(), 0) / this.dpSize;
   }
 
   stats(): PoolRankStats[] {
+    this.ensureOpen();
     return this.managers.map((m, r) =>
       rankStats(m.stats(), this.blockSize, this.singles[r]!.numFreeBlocks(), this.singles[r]!.numUsedBlocks()),
     );
@@ -522,12 +547,14 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** Starts (true) or stops recording KV-cache events on every rank (off by default). */
   recordEvents(on: boolean): void {
+    this.ensureOpen();
     checkBool('on', on);
     for (const m of this.managers) m.recordEvents(on);
   }
 
   /** The events recorded since the last drain, rank by rank, each rank's in order; forgets them. */
   drainEvents(): KVEvent[] {
+    this.ensureOpen();
     const out: KVEvent[] = [];
     this.managers.forEach((m, r) => m.drainEvents(r, out));
     return out;
@@ -535,22 +562,26 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** Evicts every cached block no sequence holds, on every rank; returns how many per rank. */
   resetPrefixCache(): number[] {
+    this.ensureOpen();
     return this.managers.map((m) => m.resetPrefixCache());
   }
 
   /** Pending block copies of beam-search swaps on `dpRank`. */
   swapTransferInfos(dpRank: number): readonly BlockTransferInfo[] {
+    this.ensureOpen();
     checkInt('dpRank', dpRank, 0, this.dpSize - 1);
     return this.swaps[dpRank]!;
   }
 
   /** Forgets the pending swap copies (the worker did them). */
   resetTransferInfos(): void {
+    this.ensureOpen();
     for (const s of this.swaps) s.length = 0;
   }
 
   /** The composite KV manager of `dpRank` (null unless `managerTypes` was given). */
   compositeManager(dpRank: number): CompositeBlockManager | null {
+    this.ensureOpen();
     checkInt('dpRank', dpRank, 0, this.dpSize - 1);
     return this.composite?.managers[dpRank] ?? null;
   }
@@ -564,12 +595,14 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** @internal */
   prefixHashes(seq: Sequence, nBlocks: number): Uint8Array {
+    this.ensureOpen();
     if (nBlocks <= 0) return new Uint8Array(0);
     return prefixHashesOf(this.coreKv(Math.max(0, seq._dpRank)), seq, nBlocks);
   }
 
   /** The linear-state cache of `dpRank` (pools created with `enableLinearState`). */
   linearStateCache(dpRank: number): LinearStatePrefixCache {
+    this.ensureOpen();
     checkInt('dpRank', dpRank, 0, this.dpSize - 1);
     return this.requireLinear('linearStateCache').caches[dpRank]!;
   }
@@ -588,6 +621,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** Per rank: the cache's figures plus the shared KV blocks trimmed for lack of a checkpoint. */
   linearStateStats(): (LinearStateStats & { trimmedBlocks: number })[] {
+    this.ensureOpen();
     const lin = this.requireLinear('linearStateStats');
     return lin.caches.map((c, r) => ({ ...c.stats(), trimmedBlocks: lin.trimmedBlocks[r]! }));
   }
@@ -606,10 +640,12 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** Sequences that hold blocks or a single id of this pool. */
   liveSequences(): ReadonlySet<Sequence> {
+    this.ensureOpen();
     return this.live;
   }
 
   check(): void {
+    this.ensureOpen();
     for (const m of this.managers) m.check();
     for (const s of this.singles) s.check();
     const kv = this.managers.map((m) => new Int32Array(m.numBlocks));
@@ -633,8 +669,9 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   /** Holders the pool keeps besides sequences (none here; in-flight plans in subclasses). */
   protected addExtraHolders(_rank: number, _counts: Int32Array): void {}
 
-  /** Gives every manager's memory back to the core. */
+  /** Gives every manager's memory back to the core. The pool is unusable afterwards: every call throws. */
   dispose(): void {
+    this.disposed = true;
     this.composite?.dispose();
     for (const m of this.managers) m.dispose();
     for (const s of this.singles) s.dispose();

@@ -10,7 +10,7 @@
 // `completeOffload`, which caches the host block under the device block's
 // hash. Load plans own nothing: their blocks are the sequence's.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import { checkBool, checkInt, checkObject, describe } from '../validate.js';
@@ -352,6 +352,7 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
    * in flight, its blocks held, until `completeOffload`).
    */
   takeTransfers(): RankTransfers[] {
+    this.ensureOpen();
     const out: RankTransfers[] = [];
     for (let r = 0; r < this.dpSize; r++) {
       const loads = this.loads[r]!;
@@ -370,6 +371,7 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
 
   /** True when a load plan or an offload pair waits for `takeTransfers` (cheap; nothing allocated). */
   hasPendingTransfers(): boolean {
+    this.ensureOpen();
     for (let r = 0; r < this.dpSize; r++) if (this.loads[r]!.length > 0 || this.queued[r]!.length > 0) return true;
     return false;
   }
@@ -380,6 +382,7 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
    * hashes; a failed copy (`ok` false) gives the host blocks back uncached.
    */
   completeOffload(plan: OffloadPlan, ok = true): void {
+    this.ensureOpen();
     checkObject('plan', plan);
     checkBool('ok', ok);
     if (!this.inFlight.has(plan)) {
@@ -410,6 +413,7 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
 
   /** Offload plans taken and not completed yet. */
   offloadsInFlight(): readonly OffloadPlan[] {
+    this.ensureOpen();
     return [...this.inFlight];
   }
 
@@ -430,22 +434,27 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
   // ---- figures ----
 
   hostNumFreeBlocks(): number[] {
+    this.ensureOpen();
     return this.hosts.map((m) => m.numFreeBlocks());
   }
 
   hostNumUsedBlocks(): number[] {
+    this.ensureOpen();
     return this.hosts.map((m) => m.numUsedBlocks());
   }
 
   hostNumBlocksInPrefixCache(): number[] {
+    this.ensureOpen();
     return this.hosts.map((m) => m.numBlocksInPrefixCache());
   }
 
   hostStats(): BlockManagerStats[] {
+    this.ensureOpen();
     return this.hosts.map((m) => m.stats());
   }
 
   hierarchyStats(): HierarchyRankStats[] {
+    this.ensureOpen();
     return this.counters.map((c) => ({ ...c }));
   }
 

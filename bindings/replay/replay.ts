@@ -2,7 +2,7 @@
 // CLI. Options carry the CLI's names (`--num-blocks` is `numBlocks`); the
 // result echoes the configuration and has one type per mode.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { BlockManagerPool } from '../pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../pool/sequence.js';

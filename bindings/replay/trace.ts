@@ -1,6 +1,8 @@
 // Mooncake-style trace requests: one JSON object per line with
 // input_length, output_length and hash_ids (512-token content ids).
 
+import { MAX_SEQUENCE_TOKENS } from '../validate.js';
+
 export interface TraceRequest {
   inputLength: number;
   outputLength: number;
@@ -41,6 +43,10 @@ export function parseTraceLine(text: string, line: number): TraceRequest | null 
   const o = obj as Record<string, unknown>;
   const inputLength = field(o, 'input_length', line);
   const outputLength = field(o, 'output_length', line);
+  // Checked before anything is sized by them: a request's tokens must fit the 32-bit core.
+  if (inputLength + outputLength > MAX_SEQUENCE_TOKENS) {
+    throw new TraceError(line, `input_length + output_length = ${inputLength + outputLength} is more than a sequence can hold (${MAX_SEQUENCE_TOKENS} tokens)`);
+  }
   const ids = o['hash_ids'];
   if (!Array.isArray(ids)) throw new TraceError(line, `"hash_ids" must be an array, got ${JSON.stringify(ids)}`);
   const need = Math.ceil(inputLength / 512);
