@@ -1,6 +1,6 @@
 // After `tsc -p tsconfig.build.json`: makes the published typings compile
 // with "lib": ["ES2022"] alone (no DOM, no @types/node). The public API names
-// a few platform types (WebAssembly.Module and Memory, Response, URL) that
+// a few platform types (WebAssembly.Module, Memory and Instance, Response, URL) that
 // only DOM or @types/node declare; this adds empty declarations of them,
 // which merge with the real ones wherever those are present, and references
 // them from both entries' .d.ts. tsc cannot emit this itself: declaration
@@ -25,6 +25,7 @@ declare global {
   namespace WebAssembly {
     interface Module {}
     interface Memory {}
+    interface Instance {}
   }
 }
 export {};
