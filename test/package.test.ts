@@ -3,14 +3,14 @@
 // tarball holds the core, the CLI and the built-in trace, and zeromq is an
 // optional peer, not something every user downloads.
 
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { builtPackage, ROOT as root } from './support/built-package.js';
 
-const root = resolve(new URL('..', import.meta.url).pathname);
-const out = mkdtempSync(join(tmpdir(), 'kvpool-dist-'));
+let out = '';
 const tsc = join(root, 'node_modules/typescript/bin/tsc');
 
 function files(dir: string, suffix: string): string[] {
@@ -33,11 +33,10 @@ function consumer(code: string, options: object): string {
 }
 
 describe('the built package', () => {
-  beforeAll(() => {
+  beforeAll(async () => {
     // What `npm run build:ts` does, into a scratch folder.
-    execFileSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json'), '--outDir', out], { cwd: root });
-    execFileSync(process.execPath, [join(root, 'scripts/typings-platform.mjs'), out], { cwd: root });
-  }, 120_000);
+    out = join(await builtPackage(), 'node_modules/kvpool/dist');
+  }, 240_000);
 
   it('typings compile under "lib": ["ES2022"] with no DOM and no Node types (the platform entry)', () => {
     const code = `import { BlockManagerPool, Sequence, loadCore, replay, type WasmSource } from 'DIST/index.js';

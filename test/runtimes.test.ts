@@ -7,16 +7,15 @@
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { build } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haveChromium, launchChromium } from './support/browser.js';
 import { serveStatic } from './support/static-server.js';
+import { builtPackage, ROOT as root } from './support/built-package.js';
 
-const root = resolve(new URL('..', import.meta.url).pathname);
 const bin = (name: string) => join(root, 'node_modules/.bin', name);
 const proj = mkdtempSync(join(tmpdir(), 'kvpool-runtimes-'));
-const pkg = join(proj, 'node_modules/kvpool');
 
 /** The first example of README.md, exactly as written there. */
 function readmeExample(): string {
@@ -35,20 +34,15 @@ function run(cmd: string, args: string[], env: Record<string, string> = {}) {
 let expected = '';
 
 beforeAll(async () => {
-  // An installed copy of the package: the built dist/ (as `npm run build:ts`
-  // makes it), package.json, the cores and the traces, and its dependencies.
-  mkdirSync(pkg, { recursive: true });
-  const tsc = spawnSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(root, 'tsconfig.build.json'), '--outDir', join(pkg, 'dist')], { encoding: 'utf8' });
-  expect(tsc.stdout + tsc.stderr).toBe('');
-  cpSync(join(root, 'package.json'), join(pkg, 'package.json'));
-  symlinkSync(join(root, 'build'), join(pkg, 'build'));
-  for (const dep of ['@assemblyscript', '@msgpack']) symlinkSync(join(root, 'node_modules', dep), join(proj, 'node_modules', dep));
+  // A project with the package installed: the built dist/ (as `npm run
+  // build:ts` makes it), package.json, the cores, and its dependencies.
+  symlinkSync(join(await builtPackage(), 'node_modules'), join(proj, 'node_modules'));
   writeFileSync(join(proj, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies: { kvpool: '*' } }));
   writeFileSync(join(proj, 'example.mjs'), readmeExample());
   const node = run(process.execPath, ['example.mjs']);
   expect(node.err).toBe('');
   expected = node.out;
-}, 120_000);
+}, 240_000);
 
 describe('the README example on the built package', () => {
   it('runs in Node and shows a prefix-cache hit', () => {
