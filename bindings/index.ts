@@ -61,13 +61,18 @@ export {
   type RankTransfers,
   type HierarchyRankStats,
 } from './pool/hierarchy-block-manager-pool.js';
-export { replay, replaySync, PoolReplayTarget, type ReplayOptions } from './replay/replay.js';
-export type { CompositeReplayResult, SubManagerReplayStats } from './replay/composite-replay.js';
-export type { HierarchyReplayResult, HostTierResult } from './replay/hierarchy-replay.js';
+export {
+  replay, replaySync, PoolReplayTarget, type ReplayOptions, type ReplayRun, type ReplayMode, type ReplayRunBase, type PlainReplayRun,
+  type LinearStateReplayRun, type CompositeReplayRun, type HostTierReplayRun, type ReplayConfig, type ReplayRankFigures,
+} from './replay/replay.js';
+export type { SubManagerReplayStats } from './replay/composite-replay.js';
+export type { HostTierResult } from './replay/hierarchy-replay.js';
 export type { KVEvent, BlockStoredEvent, BlockRemovedEvent, AllBlocksClearedEvent } from './managers/kv-events.js';
 export { encodeVllmEventBatches, kvEventsTopic, type VllmEncodeOptions, type BlockHashFormat, type EncodedBatch } from './events/vllm.js';
 export { replayWithEvents, type ReplayEventSink } from './replay/replay-events.js';
-export { runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence } from './replay/kernel.js';
+export {
+  runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence, type ReplayLinearStateResult,
+} from './replay/kernel.js';
 export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './replay/trace.js';
 export { generateWorkload, type WorkloadOptions } from './replay/workload.js';
 export { ReplayStepper, type ReplayStep } from './replay/stepper.js';

@@ -66,10 +66,11 @@ export function parseTraceLine(text: string, line: number): TraceRequest | null 
   return { inputLength, outputLength, hashIds, timestamp: typeof ts === 'number' ? ts : undefined };
 }
 
-/** Parses a whole trace held in memory (browsers: a dropped file's text). */
+/** Parses a whole trace held in memory (browsers: a dropped file's text); a leading byte-order mark is skipped. */
 export function parseTrace(text: string): TraceRequest[] {
+  if (typeof text !== 'string') throw new TypeError(`text must be a string, got ${typeof text}`);
   const out: TraceRequest[] = [];
-  const lines = text.split('\n');
+  const lines = (text.charCodeAt(0) === 0xfeff ? text.slice(1) : text).split('\n');
   for (let i = 0; i < lines.length; i++) {
     const r = parseTraceLine(lines[i]!, i + 1);
     if (r) out.push(r);
