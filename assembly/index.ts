@@ -6,3 +6,4 @@ export * from "./manager-exports";
 export * from "./linear-state-exports";
 export * from "./tier-exports";
 export * from "./replay-exports";
+export * from "./event-wire";

@@ -69,6 +69,7 @@ export class Manager {
   eventsCap: i32 = 0;
   eventsLost: i32 = 0; // 1 when a record could not be stored (memory exhausted)
   events: usize = 0;
+  evMirror: usize = 0; // per id, what announced it (events.ts; allocated when recording first starts)
 
   // Eviction policy (lru.ts): POLICY_LRU keeps the recency ring; the others
   // keep every entry in the side heap keyed by (AUX_KEY, stamp).

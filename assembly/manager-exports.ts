@@ -17,7 +17,7 @@ import { match, insert, touchReversed } from "./prefix";
 import { isLinked, inHeap, lruAudit } from "./lru";
 import { tableCount } from "./table";
 import { resetBatch, advanceTime, expAudit } from "./priority";
-import { setRecording, clearEvents } from "./events";
+import { setRecording, clearEvents, rewindEvents, snapshotEvents } from "./events";
 
 @inline function align16(n: usize): usize {
   return (n + 15) & ~(<usize>15);
@@ -155,11 +155,13 @@ export function mgr_policy(m: usize): i32 {
 export function mgr_destroy(m: usize): void {
   const mg = changetype<Manager>(m);
   const events = mg.events;
+  const mirror = mg.evMirror;
   const expHeap = mg.expHeap;
   const batch = mg.batch;
   const arrays = mg.arrays;
   slotFree(m);
   releaseRegion(events);
+  releaseRegion(mirror);
   releaseRegion(expHeap);
   releaseRegion(batch);
   releaseRegion(arrays);
@@ -170,9 +172,19 @@ export function obj_valid(m: usize, gen: u32, magic: u32): i32 {
   return slotValid(m, gen, magic);
 }
 
-/** Turns event recording on (1) or off (0). */
-export function mgr_events_record(m: usize, on: i32): void {
-  setRecording(changetype<Manager>(m), on != 0);
+/** Turns event recording on (1) or off (0); -1 when memory for it ran out (nothing changed). */
+export function mgr_events_record(m: usize, on: i32): i32 {
+  return setRecording(changetype<Manager>(m), on != 0);
+}
+
+/** Appends stored records that rebuild the announced cache (parents first); bytes appended, or -1. */
+export function mgr_events_snapshot(m: usize): i32 {
+  return snapshotEvents(changetype<Manager>(m));
+}
+
+/** Keeps only the first `len` bytes of records. */
+export function mgr_events_rewind(m: usize, len: i32): void {
+  rewindEvents(changetype<Manager>(m), len);
 }
 
 /** Where the recorded events are (valid until the next call that records). */

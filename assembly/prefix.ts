@@ -17,7 +17,7 @@ import { tableFind, tableInsertAtMiss, tableHome } from "./table";
 import { chainHash, hashChain } from "./chain";
 import { recordStored } from "./events";
 import { alloc } from "./heap";
-import { MATCH_TOUCH as M_TOUCH, MATCH_COUNT as M_COUNT } from "../bindings/core/abi";
+import { MATCH_TOUCH as M_TOUCH, MATCH_COUNT as M_COUNT, EV_PARENT_NONE, EV_PARENT_CHAIN, EV_PARENT_SALT } from "../bindings/core/abi";
 
 // Scratch: two 16-byte slots (the hash being computed and the previous one),
 // a 16-byte parent carried between insert windows, then one window of hashes
@@ -57,6 +57,16 @@ export function sideScratch(): usize {
     return hashPtr(m, parentId);
   }
   return parentPtr;
+}
+
+/**
+ * What an insert's first parent is, for its stored event: a block's hash
+ * (parentId > 0, or a hash the caller computed), a cache salt's digest
+ * (parentId = PARENT_SALT_ROOT) or nothing (block 0 of an unsalted sequence).
+ */
+@inline function parentKind(parentId: i32, parent: usize): i32 {
+  if (parentId < 0) return EV_PARENT_SALT;
+  return parent == 0 ? EV_PARENT_NONE : EV_PARENT_CHAIN;
 }
 
 /** match() flags: re-append the hits now; count this call in the statistics. */
@@ -229,7 +239,7 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
       const made = insertOne(m, idAddr, key);
       if (made != 0 && m.eventsOn != 0) {
         const par = b == 0 ? parent0 : b == w ? carry : key - 16;
-        recordStored(m, load<i32>(idAddr), par, tokens + <usize>b * bytes);
+        recordStored(m, load<i32>(idAddr), b == 0 ? parentKind(parentId, parent0) : EV_PARENT_CHAIN, par, tokens + <usize>b * bytes);
       }
       added += made;
     }

@@ -8,6 +8,7 @@ import { Manager, CACHED, flagsOf, hashPtr } from "./layout";
 import { tableFind } from "./table";
 import { chainHash } from "./chain";
 import { checkInsertIds, insertOne, touchVisited, sideScratch } from "./prefix";
+import { recordStored } from "./events";
 
 /**
  * Caches `ids[i]` under the 16-byte hash at `hashes + 16*i`, for i in [0, n).
@@ -17,14 +18,27 @@ import { checkInsertIds, insertOne, touchVisited, sideScratch } from "./prefix";
  * cached twice. Visited entries are re-appended in reverse order, as insert
  * does. Overwrites `ids` with the entries visited (0 for none). Returns the
  * number of new entries, or a negative error code with errorIndex set.
+ * While events are recorded, `tokens` (blockSize per block) and `parents`
+ * (per block: parent kind i32 and 16 bytes, EV_PARENT_*) describe each block
+ * for its stored event; both 0 when not recording.
  */
-export function mgr_insert_hashes(mp: usize, ids: usize, hashes: usize, n: i32): i32 {
+export function mgr_insert_hashes(mp: usize, ids: usize, hashes: usize, n: i32, tokens: usize, parents: usize): i32 {
   const m = changetype<Manager>(mp);
   const bad = checkInsertIds(m, ids, n);
   if (bad != 0) return bad;
   if (m.prefixOn == 0) return 0;
+  const record = m.eventsOn != 0 && tokens != 0 && parents != 0;
+  const bytes = <usize>m.blockSize << 2;
   let added = 0;
-  for (let b = 0; b < n; b++) added += insertOne(m, ids + (<usize>b << 2), hashes + (<usize>b << 4));
+  for (let b = 0; b < n; b++) {
+    const idAddr = ids + (<usize>b << 2);
+    const made = insertOne(m, idAddr, hashes + (<usize>b << 4));
+    if (made != 0 && record) {
+      const par = parents + <usize>b * 20;
+      recordStored(m, load<i32>(idAddr), load<i32>(par), par + 4, tokens + <usize>b * bytes);
+    }
+    added += made;
+  }
   touchVisited(m, ids, n);
   m.blocksInserted += <u64>added;
   return added;

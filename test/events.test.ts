@@ -1,8 +1,9 @@
-// KV-cache events: exact streams for known scenarios, off by default, and a
-// property test where a simulated router follows the stream of a random
-// pool run (every parent it is given is a block it knows; with recording on
-// from the start it mirrors the cache exactly) and the events agree with the
-// reference model's, block id for block id.
+// KV-cache events: exact streams for known scenarios (vLLM's parent rule:
+// a stored block names the chain's previous block, null only for block 0;
+// a salted block 0 names its salt), snapshots, off by default, and a
+// property test where the events of a random pool run agree with the
+// reference model's, block id for block id, and name only blocks that were
+// announced (see event-index.test.ts for an index that follows them).
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -21,8 +22,8 @@ const T = Array.from({ length: 5 * B }, (_, i) => 100 + i);
 const hex = (h: Uint8Array) => Buffer.from(h).toString('hex');
 const keyOf = (b: number, tokens = T) => hex(hashBlocks(tokens.slice(0, (b + 1) * B), B).subarray(b * 16, b * 16 + 16));
 
-/** What a cache-aware router keeps per rank: hash -> block id; throws when the stream cannot be followed. */
-class Router {
+/** What a consumer was told per rank: hash -> block id. Throws on a removal of a block never announced, or a block stored twice. */
+class Announced {
   readonly ranks = new Map<number, Map<string, number>>();
   private rank(r: number): Map<string, number> {
     let m = this.ranks.get(r);
@@ -34,7 +35,6 @@ class Router {
     if (e.type === 'stored') {
       const h = hex(e.hash);
       if (m.has(h)) throw new Error(`stored ${h} twice`);
-      if (e.parentHash !== null && !m.has(hex(e.parentHash))) throw new Error(`parent ${hex(e.parentHash)} unknown`);
       m.set(h, e.blockId);
     } else if (e.type === 'removed') {
       const h = hex(e.hash);
@@ -43,6 +43,8 @@ class Router {
     } else m.clear();
   }
 }
+
+const GPU = { medium: 'GPU', group: { index: 0, kind: 'full_attention', slidingWindow: null } };
 
 describe('KV-cache events', () => {
   it('are off by default and cost nothing to drain', () => {
@@ -65,8 +67,8 @@ describe('KV-cache events', () => {
     p.deallocate(s);
     const ev = p.drainEvents();
     expect(ev).toEqual([
-      { type: 'stored', dpRank: 0, blockId: 1, hash: expect.any(Uint8Array), parentHash: null, tokenIds: Int32Array.from(T.slice(0, 4)) },
-      { type: 'stored', dpRank: 0, blockId: 2, hash: expect.any(Uint8Array), parentHash: expect.any(Uint8Array), tokenIds: Int32Array.from(T.slice(4, 8)) },
+      { type: 'stored', dpRank: 0, blockId: 1, hash: expect.any(Uint8Array), parentHash: null, tokenIds: Int32Array.from(T.slice(0, 4)), salt: null, ...GPU },
+      { type: 'stored', dpRank: 0, blockId: 2, hash: expect.any(Uint8Array), parentHash: expect.any(Uint8Array), tokenIds: Int32Array.from(T.slice(4, 8)), salt: null, ...GPU },
     ]);
     const [e0, e1] = ev as Array<Extract<KVEvent, { type: 'stored' }>>;
     expect(hex(e0!.hash)).toBe(keyOf(0));
@@ -82,13 +84,13 @@ describe('KV-cache events', () => {
     p.dispose();
   });
 
-  it('a parent removed before its child, and re-stores, give a stream a router can follow', () => {
+  it('a child names its parent even when the parent left the cache first, as vLLM does', () => {
     const m = new BlockManagerImpl({ numBlocks: 8, blockSize: B });
     m.recordEvents(true);
-    const router = new Router();
+    const told = new Announced();
     const drain = () => {
       const ev = m.drainEvents();
-      ev.forEach((e) => router.apply(e));
+      ev.forEach((e) => told.apply(e));
       return ev.map((e) => (e.type === 'cleared' ? ['cleared'] : [e.type, e.blockId, hex(e.hash), e.type === 'stored' && e.parentHash ? hex(e.parentHash) : null]));
     };
     const [a] = m.allocate(1)!; // 1
@@ -99,10 +101,10 @@ describe('KV-cache events', () => {
     m.deallocate([a!]);
     expect(m.evict(1)).toBe(1); // the parent goes while block 2 (same key) is held
     expect(drain()).toEqual([['removed', 1, keyOf(0), null]]);
-    // Block 1's chain continued after block 2: its parent (key 0) is gone, so none is named.
+    // Block 1's chain continued after block 2: its parent (key 0) is gone, still it is named.
     const [c] = m.allocate(1)!;
     m.cache(T.slice(0, 2 * B), [b!, c!], 1);
-    expect(drain()).toEqual([['stored', c, keyOf(1), null]]);
+    expect(drain()).toEqual([['stored', c, keyOf(1), keyOf(0)]]);
     // Key 0 re-stored under block 2's duplicate, then a child names it.
     const [d] = m.allocate(1)!;
     m.cache(T.slice(0, B), [d!]);
@@ -118,9 +120,29 @@ describe('KV-cache events', () => {
     m.deallocate([b!, c!, d!, f!]);
     expect(m.resetPrefixCache()).toBe(4);
     expect(drain()).toEqual([['cleared']]);
-    expect(router.ranks.get(0)!.size).toBe(0);
+    expect(told.ranks.get(0)!.size).toBe(0);
     m.check();
     m.dispose();
+  });
+
+  it('a salted sequence announces block 0 with its salt and no parent, the next blocks chained on it', () => {
+    const p = new BlockManagerPool({ numBlocks: 8, blockSize: B });
+    p.recordEvents(true);
+    const s = new Sequence(T.slice(0, 9), { cacheSalt: 'tenant-a' });
+    expect(p.allocate(s)).toBe(true);
+    s.kvCachedTokens = 9;
+    p.deallocate(s);
+    const [e0, e1] = p.drainEvents() as Array<Extract<KVEvent, { type: 'stored' }>>;
+    expect([e0!.salt, e0!.parentHash, e1!.salt, hex(e1!.parentHash!)]).toEqual(['tenant-a', null, null, hex(e0!.hash)]);
+    // The same tokens unsalted are other blocks, announced with no salt.
+    const u = new Sequence(T.slice(0, 5));
+    expect(p.allocate(u)).toBe(true);
+    u.kvCachedTokens = 5;
+    p.deallocate(u);
+    const [f0] = p.drainEvents() as Array<Extract<KVEvent, { type: 'stored' }>>;
+    expect([f0!.salt, f0!.parentHash, hex(f0!.hash)]).toEqual([null, null, keyOf(0)]);
+    expect(hex(f0!.hash)).not.toBe(hex(e0!.hash));
+    p.dispose();
   });
 
   it('a reset that leaves held blocks cached records removals, not a clear', () => {
@@ -135,7 +157,7 @@ describe('KV-cache events', () => {
     m.dispose();
   });
 
-  it('started late, never names or removes a block announced before', () => {
+  it('started late, names an unannounced parent but never removes or snapshots a block it did not announce', () => {
     const m = new BlockManagerImpl({ numBlocks: 8, blockSize: B });
     const ids = m.allocate(1)!;
     m.cache(T.slice(0, B), ids); // cached before recording
@@ -143,16 +165,48 @@ describe('KV-cache events', () => {
     const more = m.allocate(1)!;
     m.cache(T.slice(0, 2 * B), [ids[0]!, more[0]!], 1);
     const ev = m.drainEvents();
-    expect(ev.map((e) => [e.type, (e as { parentHash: unknown }).parentHash])).toEqual([['stored', null]]);
+    expect(ev.map((e) => [e.type, hex((e as { parentHash: Uint8Array }).parentHash)])).toEqual([['stored', keyOf(0)]]);
+    expect(m.snapshotEvents().map((e) => (e as { blockId: number }).blockId)).toEqual([more[0]]);
     m.deallocate([ids[0]!, more[0]!]);
     expect(m.evict(2)).toBe(2); // LRU: block 1 (cached first) is older... both go
     expect(m.drainEvents().map((e) => [e.type, (e as { blockId: number }).blockId])).toEqual([['removed', more[0]]]);
     expect(() => m.recordEvents(1 as unknown as boolean)).toThrow(/on must be a boolean, got 1/);
     m.dispose();
   });
+
+  it('a snapshot announces the cache again, parents first, and leaves pending events pending', () => {
+    const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, dpSize: 2 });
+    p.recordEvents(true);
+    const a = new Sequence(T.slice(0, 13), { cacheSalt: 's' }); // 3 full blocks
+    const b = new Sequence([...T.slice(0, 8), 1, 2, 3, 4, 5]); // shares 2 blocks with nothing (no salt)
+    for (const s of [a, b]) {
+      expect(p.allocate(s)).toBe(true);
+      s.kvCachedTokens = s.numTokens;
+    }
+    p.deallocate(a);
+    const live = p.drainEvents();
+    p.deallocate(b);
+    const pending = p.drainEvents.bind(p);
+    const snap = p.snapshotEvents();
+    // The cache holds a's 3 blocks (rank 0) and b's 3 (rank 1): every one announced, each after its parent.
+    expect(snap.map((e) => [e.type, e.dpRank]).sort()).toEqual([...Array(3).fill(['stored', 0]), ...Array(3).fill(['stored', 1])].sort());
+    const seen = new Set<string>();
+    for (const e of snap as Array<Extract<KVEvent, { type: 'stored' }>>) {
+      if (e.parentHash !== null) expect(seen.has(`${e.dpRank}:${hex(e.parentHash)}`)).toBe(true);
+      seen.add(`${e.dpRank}:${hex(e.hash)}`);
+    }
+    // The salt goes with block 0 of a, as in the live stream.
+    expect(snap.filter((e) => (e as { salt: string | null }).salt === 's')).toHaveLength(1);
+    expect(live.filter((e) => (e as { salt: string | null }).salt === 's')).toHaveLength(1);
+    expect(p.snapshotEvents(1).every((e) => e.dpRank === 1)).toBe(true);
+    expect(() => p.snapshotEvents(2)).toThrow(/dpRank must be <= 1, got 2|dpRank/);
+    // b's deallocation is still pending: a snapshot drains nothing.
+    expect(pending().filter((e) => e.type === 'stored')).toHaveLength(3);
+    p.dispose();
+  });
 });
 
-// ---- property: a router follows the stream; core and model events agree ----
+// ---- property: core and model events agree; removals and snapshots name announced blocks ----
 
 type Op =
   | { kind: 'new'; prompt: number; len: number; salt: boolean }
@@ -174,28 +228,29 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 
 const tokensOf = (p: number, len: number) => Array.from({ length: len }, (_, i) => (i < 5 ? (p % 2) * 1000 + i : p * 100 + i));
 
-/** The model's events in the core's terms: ids, parents as block ids (via the model router), tokens. */
-function sameEvents(core: KVEvent[], model: ModelEvent[], rank: number, coreIds: Map<string, number>, modelIds: Map<string, number>): void {
+/**
+ * The model's events in the core's terms: ids, tokens, salts, and parents
+ * through `pairs`, the core hash <-> model key of every block either side
+ * ever announced (a parent never announced must be unknown on both sides).
+ */
+function sameEvents(core: KVEvent[], model: ModelEvent[], rank: number, pairs: Map<string, string>, keys: Set<string>): void {
   expect(core.map((e) => e.type)).toEqual(model.map((e) => e.type));
   core.forEach((e, i) => {
     const m = model[i]!;
-    if (e.type === 'cleared') {
-      coreIds.clear();
-      modelIds.clear();
-      return;
-    }
+    if (e.type === 'cleared') return;
     expect(e.dpRank).toBe(rank);
     expect(e.blockId).toBe((m as { blockId: number }).blockId);
     if (e.type === 'stored' && m.type === 'stored') {
       expect([...e.tokenIds]).toEqual(m.tokenIds);
-      const cp = e.parentHash ? coreIds.get(hex(e.parentHash)) : null;
-      const mp = m.parentKey !== null ? modelIds.get(m.parentKey) : null;
-      expect(cp).toBe(mp);
-      coreIds.set(hex(e.hash), e.blockId);
-      modelIds.set(m.key, m.blockId);
-    } else if (e.type === 'removed' && m.type === 'removed') {
-      coreIds.delete(hex(e.hash));
-      modelIds.delete(m.key);
+      expect(e.salt).toBe(m.salt);
+      expect(e.parentHash === null).toBe(m.parentKey === null);
+      if (e.parentHash !== null) {
+        const mapped = pairs.get(hex(e.parentHash));
+        if (mapped !== undefined) expect(mapped).toBe(m.parentKey);
+        else expect(keys.has(m.parentKey!)).toBe(false);
+      }
+      pairs.set(hex(e.hash), m.key);
+      keys.add(m.key);
     }
   });
 }
@@ -208,8 +263,8 @@ function follow(ops: Op[], numBlocks: number, blockSize: number, dpSize: number)
   model.recordEvents(true);
   let on = true;
   let gap = false; // recording was off for a while: the router's view may lag behind the cache
-  let router = new Router();
-  const ids = Array.from({ length: dpSize }, () => [new Map<string, number>(), new Map<string, number>()] as const);
+  let router = new Announced();
+  const ids = Array.from({ length: dpSize }, () => [new Map<string, string>(), new Set<string>()] as const);
   const seqs: Array<[Sequence, ModelSequence]> = [];
   try {
     for (const op of ops) {
@@ -226,11 +281,7 @@ function follow(ops: Op[], numBlocks: number, blockSize: number, dpSize: number)
         if (on) {
           // A consumer that saw a gap starts over.
           gap = true;
-          router = new Router();
-          for (const [c, m] of ids) {
-            c.clear();
-            m.clear();
-          }
+          router = new Announced();
         }
       } else if (seqs.length > 0) {
         const forked = applySequenceOp(pool, model, seqs[op.pick % seqs.length]!, op, blockSize);
@@ -250,6 +301,8 @@ function follow(ops: Op[], numBlocks: number, blockSize: number, dpSize: number)
         if (!on) continue;
         if (!gap) expect(seen).toEqual(cached);
         else for (const [h, id] of seen) expect(cached.get(h)).toBe(id);
+        // A snapshot is what the consumer was told, and still cached.
+        expect(new Map(pool.snapshotEvents(r).map((e) => [hex((e as { hash: Uint8Array }).hash), (e as { blockId: number }).blockId]))).toEqual(seen);
       }
     }
   } finally {
@@ -258,7 +311,7 @@ function follow(ops: Op[], numBlocks: number, blockSize: number, dpSize: number)
 }
 
 describe('event stream property', () => {
-  it('a router follows every run, mirrors the cache, and core and model events agree', () => {
+  it('core and model events agree; only announced blocks are removed; a snapshot is what was announced', () => {
     fc.assert(
       fc.property(
         fc.array(opArb, { minLength: 1, maxLength: 60, size: 'max' }),

@@ -132,6 +132,9 @@ export const STAT_PEAK_USED = 12;
 export const STAT_COUNT = 13;
 
 // ---- KV-cache event records ----
+// A record: kind, block id, parent kind, token count (i32 each), the block's
+// hash (16 bytes), its parent's (16 bytes, EV_PARENT_NONE: zeros), then the
+// tokens (stored records only).
 
 export const EV_STORED = 1;
 export const EV_REMOVED = 2;
@@ -140,10 +143,24 @@ export const EV_CLEARED = 3;
 export const EV_HEADER = 48;
 export const EV_KIND = 0;
 export const EV_BLOCK_ID = 4;
-export const EV_HAS_PARENT = 8;
+export const EV_PARENT = 8;
 export const EV_NUM_TOKENS = 12;
 export const EV_HASH = 16;
 export const EV_PARENT_HASH = 32;
+/** The block starts its sequence (block 0) and hashes its tokens alone. */
+export const EV_PARENT_NONE = 0;
+/** The parent hash is the previous block's chain hash. */
+export const EV_PARENT_CHAIN = 1;
+/** The block starts a salted sequence: the parent hash is the salt's digest. */
+export const EV_PARENT_SALT = 2;
+/**
+ * `parentId` of an insert whose `parentPtr` is a cache salt's digest: the
+ * chain starts at block 0 of a salted sequence (hashing is the same as for
+ * parentId 0; events say the block has no parent but a salt).
+ */
+export const PARENT_SALT_ROOT = -1;
+/** Bytes per id of the record of what announced it (parent kind i32, parent hash 16, then the tokens): snapshots read it. */
+export const EV_MIRROR_HEADER = 20;
 
 // ---- linear-state slot states (ls_state) ----
 

@@ -47,8 +47,18 @@ export interface ManagerExports {
   mgr_check(m: number): number;
   /** Writes numBlocks, blockSize, prefixOn, seedLo, seedHi (i32 each) to `out`. */
   mgr_info(m: number, out: number): void;
-  /** Event recording on (1) / off (0); recording calls may grow memory. */
-  mgr_events_record(m: number, on: number): void;
+  /** Event recording on (1) / off (0), 0 or -1 when memory ran out; recording calls may grow memory. */
+  mgr_events_record(m: number, on: number): number;
+  /** Appends stored records rebuilding the announced cache (parents first); bytes appended or -1. */
+  mgr_events_snapshot(m: number): number;
+  /** Keeps the first `len` bytes of records. */
+  mgr_events_rewind(m: number, len: number): void;
+  /** Hashes of n stored records from p (rec bytes apart) as msgpack (uint64, or bin 16 when bytes is 1) at out; bytes written. */
+  ev_wire_hashes(p: number, rec: number, n: number, bytes: number, out: number): number;
+  /** Tokens of n stored records from p (rec bytes apart, ntok each) as msgpack integers at out; bytes written. */
+  ev_wire_tokens(p: number, rec: number, n: number, ntok: number, out: number): number;
+  /** Records from p (up to end) in one event: a chained run of stored records, or consecutive removals. */
+  ev_wire_run(p: number, end: number): number;
   mgr_events_ptr(m: number): number;
   /** Bytes recorded, -1 when some records were lost (memory exhausted). */
   mgr_events_len(m: number): number;

@@ -1,8 +1,12 @@
 // Raw exports of the core for the host tier (assembly/tier-exports.ts).
 
 export interface TierExports {
-  /** Caches ids[i] under the 16 bytes at hashes + 16*i; new entries or a negative code. */
-  mgr_insert_hashes(m: number, ids: number, hashes: number, n: number): number;
+  /**
+   * Caches ids[i] under the 16 bytes at hashes + 16*i; new entries or a
+   * negative code. While recording events: each block's tokens at `tokens`,
+   * its parent (kind i32, 16 bytes) at `parents` + 20*i (else both 0).
+   */
+  mgr_insert_hashes(m: number, ids: number, hashes: number, n: number, tokens: number, parents: number): number;
   /** Prefix hits a match of nBlocks full blocks from block 0 would find; changes nothing. */
   mgr_peek(m: number, tokens: number, nBlocks: number, salt: number): number;
   /** 1 when the id is a prefix-cache entry. */

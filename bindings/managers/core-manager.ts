@@ -5,7 +5,7 @@
 // the boundary once per call.
 
 import {
-  AUX_KEY, AUX_SIZE, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, STAT_COUNT,
+  AUX_KEY, AUX_SIZE, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, PARENT_SALT_ROOT, STAT_COUNT,
 } from '../core/abi.js';
 
 /** Bytes of the largest linear memory. */
@@ -20,7 +20,16 @@ import { checkBool, checkInt, checkInt32Array, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import { BlockState } from './block-state.js';
 import { throwIdError } from './core-errors.js';
-import { decodeEvents, type KVEvent } from './kv-events.js';
+import { decodeEvents, GPU_SOURCE, type KVEvent, type KVEventRecordVisitor, type KVEventSource, type SaltNames } from './kv-events.js';
+
+/** What stored events say of blocks cached by hash (insertHashesFrom): per block, parent kind (EV_PARENT_*), parent hash, tokens. */
+export interface BlocksAnnounced {
+  parentKinds: Int32Array;
+  /** 16 bytes per block. */
+  parents: Uint8Array;
+  /** blockSize tokens per block. */
+  tokens: Int32Array;
+}
 
 /** Blocks staged per core call when matching (see matchInto). */
 const MATCH_WINDOW = 8;
@@ -146,13 +155,18 @@ export abstract class CoreManager {
 
   /**
    * Starts (true) or stops recording KV-cache events (off by default). Starting
-   * assumes a consumer that knows nothing yet: blocks already cached are
-   * never named as parents or removed until announced.
+   * assumes a consumer that knows nothing yet: blocks already cached are never
+   * removed in an event, nor put in a snapshot, since none announced them.
+   * Recording keeps, per block, what announced it (for snapshots): a
+   * RangeError when memory for that runs out, and nothing changes.
    */
   recordEvents(on: boolean): void {
     this.live();
     checkBool('on', on);
-    this.ex.mgr_events_record(this.ptr, on ? 1 : 0);
+    // Starting allocates the mirror, which may grow memory.
+    if (this.rt.growing((e) => e.mgr_events_record(this.ptr, on ? 1 : 0)) < 0) {
+      throw new RangeError(`kvpool: no Wasm memory left to record events on a manager of ${this.numBlocks} blocks`);
+    }
     this.recording = on;
   }
 
@@ -166,17 +180,62 @@ export abstract class CoreManager {
   drainEvents(dpRank = 0, out: KVEvent[] = []): KVEvent[] {
     this.live();
     checkInt('dpRank', dpRank);
+    this.drainEventsAs(dpRank, GPU_SOURCE, null, out);
+    return out;
+  }
+
+  /**
+   * The stored events that announce this manager's cache again, each block
+   * after its cached parent: a consumer that starts from nothing and applies
+   * them knows every block announced since recording started and still
+   * cached. Pending events stay pending (drainEvents still returns them).
+   */
+  snapshotEvents(dpRank = 0): KVEvent[] {
+    this.live();
+    checkInt('dpRank', dpRank);
+    const out: KVEvent[] = [];
+    this.snapshotEventRecords(GPU_SOURCE, (src, rt, ptr, len) => decodeEvents(rt.views(), ptr, len, dpRank, src, null, out));
+    return out;
+  }
+
+  /** @internal drainEvents with the source and the salts to name them with. */
+  drainEventsAs(dpRank: number, source: KVEventSource, salts: SaltNames | null, out: KVEvent[]): void {
+    this.drainEventRecords(source, (src, rt, ptr, len) => decodeEvents(rt.views(), ptr, len, dpRank, src, salts, out));
+  }
+
+  /** @internal Hands the raw records to `visit` (if any), then forgets them. */
+  drainEventRecords(source: KVEventSource, visit: KVEventRecordVisitor): void {
+    this.live();
     const e = this.ex;
     const len = e.mgr_events_len(this.ptr);
     if (len < 0) {
       e.mgr_events_clear(this.ptr);
       throw new RangeError('kvpool: KV-cache events were lost: Wasm memory ran out, or more than 1 GiB of records waited to be drained');
     }
-    if (len > 0) {
-      decodeEvents(this.rt.views(), e.mgr_events_ptr(this.ptr) >>> 0, len, dpRank, out);
+    if (len === 0) return;
+    try {
+      visit(source, this.rt, e.mgr_events_ptr(this.ptr) >>> 0, len);
+    } finally {
       e.mgr_events_clear(this.ptr);
     }
-    return out;
+  }
+
+  /** @internal Hands `visit` the records of a snapshot (see snapshotEvents); pending records stay. */
+  snapshotEventRecords(source: KVEventSource, visit: KVEventRecordVisitor): void {
+    this.live();
+    const e = this.ex;
+    const before = e.mgr_events_len(this.ptr);
+    if (before < 0) throw new RangeError('kvpool: KV-cache events were lost: drain them before taking a snapshot');
+    const n = this.rt.growing((x) => x.mgr_events_snapshot(this.ptr));
+    if (n < 0) {
+      e.mgr_events_rewind(this.ptr, before);
+      throw new RangeError('kvpool: no Wasm memory left for a snapshot of the events');
+    }
+    try {
+      if (n > 0) visit(source, this.rt, (e.mgr_events_ptr(this.ptr) >>> 0) + before, n);
+    } finally {
+      e.mgr_events_rewind(this.ptr, before);
+    }
   }
 
   numFreeBlocks(): number {
@@ -468,7 +527,8 @@ export abstract class CoreManager {
     const B = this.blockSize;
     let idp = this.stg.stageIds(ids, first, first + nBlocks);
     let tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
-    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? this.stageSalt(salt) : 0, known);
+    const root = first === 0 && salt !== null;
+    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, root ? PARENT_SALT_ROOT : parentId, root ? this.stageSalt(salt) : 0, known);
     if (r === ERR_UNSTAMPED_PARENT) {
       const parent = this.parentFromTokens(tokens, first, salt);
       idp = this.stg.stageIds(ids, first, first + nBlocks);
@@ -484,14 +544,32 @@ export abstract class CoreManager {
    * `hashes[16*hashAt ..]` (insert by stamped hash). Returns new entries or a
    * negative core code (bad id).
    */
-  insertHashesFrom(ids: Int32Array, start: number, end: number, hashes: Uint8Array, hashAt: number): number {
+  insertHashesFrom(ids: Int32Array, start: number, end: number, hashes: Uint8Array, hashAt: number, about?: BlocksAnnounced): number {
     this.live();
     const n = end - start;
     if (n <= 0) return 0;
-    const hp = this.stg.byteSpace(n * 16);
-    this.mem.u8.set(hashes.subarray(hashAt * 16, (hashAt + n) * 16), hp);
+    const B = this.blockSize;
+    const record = about !== undefined && this.recording;
+    // One byte area: hashes, then (recording) each block's parent record and its tokens.
+    const hp = this.stg.byteSpace(n * 16 + (record ? n * (20 + 4 * B) : 0));
+    const u8 = this.mem.u8;
+    u8.set(hashes.subarray(hashAt * 16, (hashAt + n) * 16), hp);
+    let tp = 0;
+    let pp = 0;
+    if (record) {
+      pp = hp + n * 16;
+      tp = pp + n * 20;
+      const dv = new DataView(u8.buffer, u8.byteOffset);
+      for (let i = 0; i < n; i++) {
+        dv.setInt32(pp + i * 20, about.parentKinds[i]!, true);
+        u8.set(about.parents.subarray(i * 16, i * 16 + 16), pp + i * 20 + 4);
+      }
+      this.mem.i32.set(about.tokens.subarray(0, n * B), tp >>> 2);
+    }
     const idp = this.stg.stageIds(ids, start, end);
-    return this.ex.mgr_insert_hashes(this.ptr, idp, hp, n);
+    const r = this.ex.mgr_insert_hashes(this.ptr, idp, hp, n, tp, pp);
+    if (this.recording) this.rt.views();
+    return r;
   }
 
   /** @internal Prefix hits a match of blocks `0..nBlocks` of `tokens` would find; changes nothing. */

@@ -4,7 +4,7 @@
 // (mapped pages) both provide it.
 
 import type { BlockManager } from './block-manager.js';
-import type { KVEvent } from './kv-events.js';
+import type { KVEvent, KVEventRecordVisitor, KVEventSource } from './kv-events.js';
 
 export interface PoolManager extends BlockManager {
   /** @internal Writes `n` fresh ids to dst[at..]; false (nothing changed) when short. */
@@ -32,6 +32,10 @@ export interface PoolManager extends BlockManager {
   recordEvents(on: boolean): void;
   /** Returns and forgets the events recorded so far, tagged with `dpRank`, appended to `out`. */
   drainEvents(dpRank?: number, out?: KVEvent[]): KVEvent[];
+  /** @internal Hands the raw records to `visit`, tagged with `source`, then forgets them. */
+  drainEventRecords(source: KVEventSource, visit: KVEventRecordVisitor): void;
+  /** @internal Hands `visit` the records of a snapshot of the announced cache; pending records stay. */
+  snapshotEventRecords(source: KVEventSource, visit: KVEventRecordVisitor): void;
   /** Evicts every entry nothing else holds; returns how many. */
   resetPrefixCache(): number;
   /** Holders of every id other than the prefix cache (index = id). */

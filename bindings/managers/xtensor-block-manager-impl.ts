@@ -397,6 +397,16 @@ export class XTensorBlockManagerImpl implements PoolManager {
     return out;
   }
 
+  /** @internal No records, ever. */
+  drainEventRecords(): void {
+    this.live();
+  }
+
+  /** @internal No records, ever. */
+  snapshotEventRecords(): void {
+    this.live();
+  }
+
   resetPrefixCache(): number {
     this.live();
     return 0;

@@ -8,7 +8,8 @@ import { loadCore, plainCore } from '../core/plain-core.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import type { CompositeBlockManager, SubManagerStats } from '../managers/composite-block-manager.js';
 import { checkFits } from '../managers/core-manager.js';
-import type { KVEvent } from '../managers/kv-events.js';
+import { decodeEvents, SaltNames, type KVEvent, type KVEventSource } from '../managers/kv-events.js';
+import type { CoreInstance } from '../core/core-instance.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
 import type { LinearStateCacheOp, LinearStatePrefixCache, LinearStateStats } from '../linear-state/linear-state-prefix-cache.js';
@@ -40,6 +41,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   readonly enablePrefixCache: boolean;
   /** XXH3-128 seed of the block hash chain (and of cache-salt digests). */
   readonly seed: number | bigint;
+  /** @internal the salts of placed sequences, by digest (events name a salted block 0 by its salt) */
+  readonly saltNames = new SaltNames();
   /** @internal one rank manager per dp rank */
   readonly ranks: RankManager[] = [];
   /** @internal each rank's KV manager (a composite rank's capacity sub-manager) */
@@ -135,7 +138,10 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     if (s.dpRank >= 0) return;
     s.dpRank = r;
     s.owner = this;
-    if (s.salt !== null && s.saltKey === null) s.saltKey = saltKey(s.salt, this.seed);
+    if (s.salt !== null && s.saltKey === null) {
+      s.saltKey = saltKey(s.salt, this.seed);
+      this.saltNames.add(s.saltKey, s.salt);
+    }
   }
 
   /**
@@ -412,12 +418,40 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     for (const k of this.ranks) k.recordEvents(on);
   }
 
-  /** The events recorded since the last drain, rank by rank, each rank's in order; forgets them. */
+  /**
+   * The events recorded since the last drain, rank by rank (each rank's
+   * device events, then its host tier's), each source's in order; forgets them.
+   */
   drainEvents(): KVEvent[] {
     this.ensureOpen();
     const out: KVEvent[] = [];
-    this.ranks.forEach((k, r) => k.drainEvents(r, out));
+    this.ranks.forEach((k, r) => k.drainEventRecords((src, rt, ptr, len) => decodeEvents(rt.views(), ptr, len, r, src, this.saltNames, out)));
     return out;
+  }
+
+  /**
+   * Stored events that announce the cache of `dpRank` (every rank when
+   * omitted) again, each block after its cached parent: what a consumer that
+   * joins late applies first, then the events drained after this call. Only
+   * blocks announced since recording started are in it; pending events stay
+   * pending.
+   */
+  snapshotEvents(dpRank?: number): KVEvent[] {
+    this.ensureOpen();
+    if (dpRank !== undefined) checkInt('dpRank', dpRank, 0, this.dpSize - 1);
+    const out: KVEvent[] = [];
+    this.ranks.forEach((k, r) => {
+      if (dpRank === undefined || dpRank === r) {
+        k.snapshotEventRecords((src, rt, ptr, len) => decodeEvents(rt.views(), ptr, len, r, src, this.saltNames, out));
+      }
+    });
+    return out;
+  }
+
+  /** @internal drainEvents as raw records (the wire encoders read them in place). */
+  drainEventRecords(visit: (dpRank: number, source: KVEventSource, rt: CoreInstance, ptr: number, len: number) => void): void {
+    this.ensureOpen();
+    this.ranks.forEach((k, r) => k.drainEventRecords((src, rt, ptr, len) => visit(r, src, rt, ptr, len)));
   }
 
   /** Evicts every cached block no sequence holds, on every rank; returns how many per rank. */

@@ -7,7 +7,7 @@
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import { CoreManager } from '../managers/core-manager.js';
-import type { KVEvent } from '../managers/kv-events.js';
+import { GPU_SOURCE, type KVEventRecordVisitor } from '../managers/kv-events.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import { plainCore } from '../core/plain-core.js';
 import { hashChainFromTokens, hashChainOf } from './prefix-hashes.js';
@@ -264,8 +264,12 @@ export class BlockTableRank implements RankManager {
     this.kv.recordEvents(on);
   }
 
-  drainEvents(dpRank: number, out: KVEvent[]): void {
-    this.kv.drainEvents(dpRank, out);
+  drainEventRecords(visit: KVEventRecordVisitor): void {
+    this.kv.drainEventRecords(GPU_SOURCE, visit);
+  }
+
+  snapshotEventRecords(visit: KVEventRecordVisitor): void {
+    this.kv.snapshotEventRecords(GPU_SOURCE, visit);
   }
 
   resetPrefixCache(): number {

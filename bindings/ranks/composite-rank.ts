@@ -7,7 +7,7 @@
 
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import type { CompositeBlockManager } from '../managers/composite-block-manager.js';
-import type { KVEvent } from '../managers/kv-events.js';
+import type { KVEventRecordVisitor, KVEventSource } from '../managers/kv-events.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import type { LinearStateAddOn } from './linear-state-add-on.js';
 import { hashChainFromTokens } from './prefix-hashes.js';
@@ -20,6 +20,8 @@ export class CompositeRank implements RankManager {
   readonly prefixCache = false;
   readonly kv: PoolManager;
   readonly transfers: BlockTransferInfo[] = [];
+  /** Each sub-manager's group as events name it (vLLM's group_idx and cache spec). */
+  private readonly sources: readonly KVEventSource[];
 
   constructor(
     readonly composite: CompositeBlockManager,
@@ -29,6 +31,16 @@ export class CompositeRank implements RankManager {
   ) {
     this.blockSize = composite.blockSize;
     this.kv = composite.capacityManager;
+    this.sources = composite.specs.map((spec, index) =>
+      Object.freeze({
+        medium: 'GPU',
+        group: Object.freeze(
+          spec.kind === 'sliding-window'
+            ? { index, kind: 'sliding_window' as const, slidingWindow: composite.slidingWindowSize }
+            : { index, kind: 'full_attention' as const, slidingWindow: null },
+        ),
+      }),
+    );
   }
 
   enter(): void {}
@@ -102,8 +114,13 @@ export class CompositeRank implements RankManager {
     for (const m of this.composite.subManagers) m.recordEvents(on);
   }
 
-  drainEvents(dpRank: number, out: KVEvent[]): void {
-    for (const m of this.composite.subManagers) m.drainEvents(dpRank, out);
+  /** The sub-managers keep no prefix cache today, so they record nothing; their events would say their group. */
+  drainEventRecords(visit: KVEventRecordVisitor): void {
+    this.composite.subManagers.forEach((m, i) => m.drainEventRecords(this.sources[i]!, visit));
+  }
+
+  snapshotEventRecords(visit: KVEventRecordVisitor): void {
+    this.composite.subManagers.forEach((m, i) => m.snapshotEventRecords(this.sources[i]!, visit));
   }
 
   resetPrefixCache(): number {

@@ -13,7 +13,9 @@
 
 import type { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
-import type { KVEvent } from '../managers/kv-events.js';
+import { EV_PARENT_CHAIN, EV_PARENT_NONE, EV_PARENT_SALT } from '../core/abi.js';
+import type { BlocksAnnounced } from '../managers/core-manager.js';
+import { CPU_SOURCE, type KVEventRecordVisitor } from '../managers/kv-events.js';
 import { BlockTableRank, compareHolders } from './block-table-rank.js';
 import type { BlockTransferInfo, RankManager } from './rank-manager.js';
 import type { HostBlocks, SequenceState } from './sequence-state.js';
@@ -64,6 +66,10 @@ export class HostTierRank implements RankManager {
   private loads: BlockTransfer[] = [];
   private queued: BlockTransfer[] = [];
   readonly inFlight = new Set<OffloadPlan>();
+  /** While the host records events: what each queued block's stored event will say (parallel to `queued`). */
+  private queuedAbout: AnnouncedBlock[] = [];
+  /** The same for each plan in flight that has it. */
+  private readonly planAbout = new Map<OffloadPlan, AnnouncedBlock[]>();
 
   constructor(
     readonly inner: BlockTableRank,
@@ -268,6 +274,8 @@ export class HostTierRank implements RankManager {
     const h = s.host;
     if (h === null) return;
     const end = Math.min(cachedDev, h.numBlocks, s.numBlocks);
+    // The chain hashes of the sequence name each block's parent in the host's stored events.
+    const chain = this.host.recordingEvents && end > cachedHost ? this.inner.prefixHashes(s, end) : null;
     let moved = 0;
     let keepDev = cachedHost;
     let keepHost = cachedHost;
@@ -278,6 +286,7 @@ export class HostTierRank implements RankManager {
         const hash = new Uint8Array(16);
         dev.blockHashInto(d, hash, 0);
         this.queued.push({ src: d, dst: hid, hash });
+        if (chain !== null) this.queuedAbout.push(announced(s, i, B, chain));
         moved++;
       } else {
         s.table[keepDev++] = d;
@@ -303,7 +312,9 @@ export class HostTierRank implements RankManager {
     if (this.queued.length > 0) {
       offload = Object.freeze({ dpRank: this.dpRank, blocks: Object.freeze(this.queued) });
       this.inFlight.add(offload);
+      if (this.queuedAbout.length === this.queued.length) this.planAbout.set(offload, this.queuedAbout);
       this.queued = [];
+      this.queuedAbout = [];
     }
     const loads = this.loads;
     this.loads = [];
@@ -325,7 +336,9 @@ export class HostTierRank implements RankManager {
       dst[i] = b.dst;
       hashes.set(b.hash, i * 16);
     });
-    if (ok && this.host.insertHashesFrom(dst, 0, n, hashes, 0) < 0) {
+    const about = this.planAbout.get(plan);
+    this.planAbout.delete(plan);
+    if (ok && this.host.insertHashesFrom(dst, 0, n, hashes, 0, about && packAnnounced(about, this.blockSize)) < 0) {
       throw new Error('kvpool: internal error caching offloaded host blocks');
     }
     if (this.device.releaseFrom(src, 0, n) < 0 || this.host.releaseFrom(dst, 0, n) < 0) {
@@ -376,10 +389,17 @@ export class HostTierRank implements RankManager {
 
   recordEvents(on: boolean): void {
     this.inner.recordEvents(on);
+    this.host.recordEvents(on);
   }
 
-  drainEvents(dpRank: number, out: KVEvent[]): void {
-    this.inner.drainEvents(dpRank, out);
+  drainEventRecords(visit: KVEventRecordVisitor): void {
+    this.inner.drainEventRecords(visit);
+    this.host.drainEventRecords(CPU_SOURCE, visit);
+  }
+
+  snapshotEventRecords(visit: KVEventRecordVisitor): void {
+    this.inner.snapshotEventRecords(visit);
+    this.host.snapshotEventRecords(CPU_SOURCE, visit);
   }
 
   resetPrefixCache(): number {
@@ -443,3 +463,28 @@ function reserve(h: HostBlocks, more: number): void {
 }
 
 export { compareHolders };
+
+/** What a host block's stored event says: its parent (kind, hash) and tokens. */
+interface AnnouncedBlock {
+  kind: number;
+  parent: Uint8Array | null;
+  tokens: Int32Array;
+}
+
+/** Block `i` of `s`: its parent is block i - 1's chain hash (`chain`, 16 bytes a block), or the salt, or none. */
+function announced(s: SequenceState, i: number, B: number, chain: Uint8Array): AnnouncedBlock {
+  const tokens = s.tokens.slice(i * B, (i + 1) * B);
+  if (i > 0) return { kind: EV_PARENT_CHAIN, parent: chain.slice((i - 1) * 16, i * 16), tokens };
+  return s.saltKey !== null ? { kind: EV_PARENT_SALT, parent: s.saltKey, tokens } : { kind: EV_PARENT_NONE, parent: null, tokens };
+}
+
+function packAnnounced(about: readonly AnnouncedBlock[], B: number): BlocksAnnounced {
+  const n = about.length;
+  const out: BlocksAnnounced = { parentKinds: new Int32Array(n), parents: new Uint8Array(n * 16), tokens: new Int32Array(n * B) };
+  about.forEach((a, i) => {
+    out.parentKinds[i] = a.kind;
+    if (a.parent !== null) out.parents.set(a.parent, i * 16);
+    out.tokens.set(a.tokens, i * B);
+  });
+  return out;
+}

@@ -6,7 +6,7 @@ import { blockRetention, ModelPrefixCache, MODEL_DEFAULT_PRIORITY, type ModelEvi
 
 /** A recorded event, by block id and key (the model's keys are not XXH3). */
 export type ModelEvent =
-  | { type: 'stored'; blockId: number; key: string; parentKey: string | null; tokenIds: number[] }
+  | { type: 'stored'; blockId: number; key: string; parentKey: string | null; tokenIds: number[]; salt: string | null }
   | { type: 'removed'; blockId: number; key: string }
   | { type: 'cleared' };
 
@@ -195,10 +195,9 @@ export class ModelBlockManager {
         this.ref[id]!++;
         this.stamp.set(id, key);
         if (this.recording) {
-          const p = parent !== null ? this.prefix.get(parent) : undefined;
-          const known = p !== undefined && this.told.has(p);
+          // vLLM's rule: the chain parent, known to the consumer or not; block 0 has none (a salt instead).
           const tokenIds = Array.from(tokens).slice(b * this.blockSize, (b + 1) * this.blockSize);
-          this.events.push({ type: 'stored', blockId: id, key, parentKey: known ? parent : null, tokenIds });
+          this.events.push({ type: 'stored', blockId: id, key, parentKey: parent, tokenIds, salt: b === 0 && salt !== '' ? salt : null });
           this.told.add(id);
         }
         visited.push(key);
