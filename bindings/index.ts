@@ -67,8 +67,18 @@ export {
 } from './replay/replay.js';
 export type { SubManagerReplayStats } from './replay/composite-replay.js';
 export type { HostTierResult } from './replay/hierarchy-replay.js';
-export type { KVEvent, BlockStoredEvent, BlockRemovedEvent, AllBlocksClearedEvent } from './managers/kv-events.js';
-export { encodeVllmEventBatches, kvEventsTopic, type VllmEncodeOptions, type BlockHashFormat, type EncodedBatch } from './events/vllm.js';
+export type {
+  KVEvent, BlockStoredEvent, BlockRemovedEvent, AllBlocksClearedEvent, KVCacheGroup, KVCacheSpecKind,
+} from './managers/kv-events.js';
+export {
+  encodeVllmEventBatches, drainVllmEventBatches, kvEventsTopic, type VllmEncodeOptions, type VllmEventFormat, type BlockHashFormat, type EncodedBatch,
+} from './events/vllm.js';
+export {
+  decodeVllmEventBatch, type VllmEventBatch, type VllmEvent, type VllmBlockStored, type VllmBlockRemoved, type VllmAllBlocksCleared, type VllmBlockHash,
+} from './events/vllm-decode.js';
+export {
+  KVEventIndex, type KVEventIndexOptions, type PrefixQuery, type PrefixMatch, type IndexedBlock, type IndexedHash, type IndexSourceInfo,
+} from './events/kv-event-index.js';
 export { replayWithEvents, type ReplayEventSink } from './replay/replay-events.js';
 export {
   runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence, type ReplayLinearStateResult,
