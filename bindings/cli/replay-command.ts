@@ -1,14 +1,16 @@
 // `kvpool replay [trace]`: one replay, printed as a table, JSON, JSON Lines or CSV.
 
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import cliProgress from 'cli-progress';
-import { eventFileSink } from '../node/event-file.js';
+import { eventOutputs } from '../node/event-file.js';
 import { readTraceFile } from '../node/trace-file.js';
+import { ZmqEventPublisher } from '../node/zmq-publisher.js';
 import { parseReplayOptions, replaySync, type ReplayOptions, type ReplayRun } from '../replay/replay.js';
-import { replayWithEvents } from '../replay/replay-events.js';
+import { EventReplay, replayWithEventHook, type ReplayStepHook } from '../replay/replay-events.js';
 import { FORMATS, formatCsv, formatJsonLines, formatRun, type OutputFormat } from './format.js';
 import { glossaryHelp } from './glossary.js';
-import { addReplayOptions } from './options.js';
+import { addReplayOptions, parseIntArg } from './options.js';
+import { kvEventsTopic } from '../events/vllm.js';
 
 /** Commander's parsed flags (shared by replay and, as lists, by sweep). */
 export interface ReplayFlags {
@@ -77,10 +79,11 @@ export function replayCommand(): Command {
   cmd
     .addOption(new Option('--format <format>', 'output: a table for people, or json, jsonl (one object per line) or csv').choices(FORMATS).default('table'))
     .option('--json', 'the same as --format json', false)
-    .option('--events <file>', 'write the KV-cache events as vLLM KVEventBatch msgpack, one batch per step (plain mode only)')
-    .option('--no-progress', 'no progress bar (there is one only when stderr is a terminal)')
+    .option('--no-progress', 'no progress bar (there is one only when stderr is a terminal)');
+  addEventOptions(cmd);
+  cmd
     .addHelpText('after', glossaryHelp())
-    .action(async (positional: string | undefined, o: ReplayFlags & { format: OutputFormat; json: boolean; events?: string; progress: boolean }) => {
+    .action(async (positional: string | undefined, o: ReplayFlags & EventFlags & { format: OutputFormat; json: boolean; progress: boolean }) => {
       const spec = traceSpec(positional, o.trace);
       const options = replayOptionsOf(o);
       const parsed = parseReplayOptions(options); // before reading a trace: bad options fail at once
@@ -105,15 +108,122 @@ export function replayCommand(): Command {
         : undefined;
       const run = { ...options, ...(requests && { trace: requests }), ...(onProgress && { onProgress }) };
       let result: ReplayRun;
-      const sink = o.events ? eventFileSink(o.events) : null;
       try {
-        result = sink ? replayWithEvents(run, sink.write, spec) : replaySync(run, parsed, spec);
+        result = o.zmq !== undefined ? await replayPublishing(run, o, spec, onProgress) : o.events !== undefined ? replayToFile(run, o, spec) : replaySync(run, parsed, spec);
       } finally {
-        sink?.close();
         bar?.stop();
       }
       write([result], format, (r) => `kvpool replay: ${spec ?? `built-in workload (${o.requests} requests, seed ${o.seed})`}, ${r.requests.toLocaleString('en-US')} requests, ${r.mode}`);
       warn(result.warnings);
     });
   return cmd;
+}
+
+// ---- KV-cache events: --events FILE and --zmq ENDPOINT ----
+
+interface EventFlags {
+  events?: string;
+  eventsFormat: 'map' | 'positional';
+  eventHashes: 'uint64' | 'bytes';
+  zmq?: string;
+  zmqReplay?: string;
+  zmqTopic?: string;
+  zmqInstance?: string;
+  zmqModel?: string;
+  zmqRanks: 'port' | 'topic';
+  zmqReplayFrames: 'topic' | 'seq';
+  zmqBuffer: number;
+  zmqDelay: number;
+  zmqHold: number;
+}
+
+function seconds(name: string) {
+  return (v: string) => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`${name} must be a number of seconds >= 0, got ${JSON.stringify(v)}`);
+    return n;
+  };
+}
+
+function addEventOptions(cmd: Command): void {
+  cmd
+    .option('--events <file>', 'write the KV-cache events to a file: vLLM KVEventBatch msgpack messages, one per dp rank per step (docs/events.md)')
+    .addOption(new Option('--events-format <form>', 'event form for --events and --zmq: map (vLLM 0.26 on) or positional (earlier vLLM)').choices(['map', 'positional']).default('map'))
+    .addOption(new Option('--event-hashes <form>', 'block hashes as uint64 (vLLM\'s integer form; Dynamo reads only this) or bytes (16)').choices(['uint64', 'bytes']).default('uint64'))
+    .option('--zmq <endpoint>', 'publish each step\'s batches on ZeroMQ while replaying, as vLLM does (e.g. tcp://*:5557; rank r on port + r)')
+    .option('--zmq-replay <endpoint>', 'with --zmq: serve replays of recent batches on this ROUTER endpoint (rank r on port + r)')
+    .option('--zmq-topic <topic>', 'with --zmq: the topic of every message (default "")')
+    .option('--zmq-instance <name>', 'with --zmq and --zmq-model: topic kv@<name>@<model> (llm-d reads the instance as the pod)')
+    .option('--zmq-model <name>', 'with --zmq-instance: the model part of the topic')
+    .addOption(new Option('--zmq-ranks <how>', 'port: rank r on the endpoint\'s port + r (vLLM); topic: all ranks connect to one endpoint, rank r on topic kv@<instance>-dp<r>@<model>').choices(['port', 'topic']).default('port'))
+    .addOption(new Option('--zmq-replay-frames <form>', 'replay replies as [topic, seq, payload] (vLLM 0.26 on) or [seq, payload] (earlier vLLM, Dynamo)').choices(['topic', 'seq']).default('topic'))
+    .option('--zmq-buffer <n>', 'with --zmq-replay: batches kept for replays per rank', (v: string) => parseIntArg('--zmq-buffer', 1, v), 10000)
+    .option('--zmq-delay <seconds>', 'with --zmq: wait this long before the first request (subscribers connecting)', seconds('--zmq-delay'), 0)
+    .option('--zmq-hold <seconds>', 'with --zmq: keep publishing sockets open this long after the replay (replays still served)', seconds('--zmq-hold'), 0);
+}
+
+function wireOptions(o: EventFlags) {
+  return { format: o.eventsFormat, blockHashes: o.eventHashes };
+}
+
+function replayToFile(run: ReplayOptions, o: EventFlags, spec: string | undefined): ReplayRun {
+  const out = eventOutputs(o.events!, null, wireOptions(o));
+  try {
+    return replayWithEventHook(run, out.hook, spec);
+  } finally {
+    out.close();
+  }
+}
+
+const sleep = (s: number) => new Promise<void>((resolve) => setTimeout(resolve, s * 1000));
+
+/** The replay stepped one request at a time, yielding so that sends and replay requests are served. */
+async function replayPublishing(run: ReplayOptions, o: EventFlags, spec: string | undefined, onProgress: ReplayOptions['onProgress']): Promise<ReplayRun> {
+  if (o.zmqTopic !== undefined && (o.zmqInstance !== undefined || o.zmqModel !== undefined)) {
+    throw new InvalidArgumentError('--zmq-topic and --zmq-instance/--zmq-model both give the topic: use one');
+  }
+  if ((o.zmqInstance === undefined) !== (o.zmqModel === undefined)) throw new InvalidArgumentError('--zmq-instance and --zmq-model go together');
+  const dpSize = run.dpSize ?? 1;
+  const byTopic = o.zmqRanks === 'topic';
+  if (byTopic && o.zmqInstance === undefined) throw new InvalidArgumentError('--zmq-ranks topic needs --zmq-instance and --zmq-model');
+  const publishers = await ZmqEventPublisher.forRanks(dpSize, {
+    endpoint: o.zmq!,
+    ranks: o.zmqRanks,
+    ...(byTopic ? { instance: o.zmqInstance!, model: o.zmqModel! } : { topic: o.zmqTopic ?? (o.zmqInstance !== undefined ? kvEventsTopic(o.zmqInstance, o.zmqModel!) : '') }),
+    ...(o.zmqReplay !== undefined && { replayEndpoint: o.zmqReplay }),
+    bufferSteps: o.zmqBuffer,
+    replayFrames: o.zmqReplayFrames,
+  });
+  let out: ReturnType<typeof eventOutputs> | null = null;
+  try {
+    for (const [r, p] of publishers.entries()) {
+      process.stderr.write(`kvpool: rank ${r} publishes on ${p.endpoint}${p.topic ? ` topic ${p.topic}` : ''}${p.replayEndpoint ? `, replays on ${p.replayEndpoint}` : ''}\n`);
+    }
+    out = eventOutputs(o.events ?? null, publishers, wireOptions(o));
+    const hook: ReplayStepHook = out.hook;
+    if (o.zmqDelay > 0) await sleep(o.zmqDelay);
+    const r = new EventReplay({ ...run, onProgress: undefined }, hook, spec);
+    let result: ReplayRun;
+    try {
+      const total = r.total;
+      const every = Math.max(1, Math.floor(total / 200));
+      while (r.step()) {
+        await Promise.all(publishers.map((p) => p.flushed()));
+        if (onProgress && r.done % every === 0 && r.done < total) onProgress(r.done, total);
+      }
+      result = r.finish();
+      onProgress?.(total, total);
+    } finally {
+      r.dispose();
+    }
+    await Promise.all(publishers.map((p) => p.flushed()));
+    if (o.zmqHold > 0) {
+      process.stderr.write(`kvpool: replay done; the publishers stay open ${o.zmqHold} s\n`);
+      await sleep(o.zmqHold);
+    }
+    return result;
+  } finally {
+    out?.close();
+    for (const p of publishers) p.close();
+  }
 }

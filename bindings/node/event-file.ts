@@ -1,26 +1,63 @@
-// `kvpool replay --events FILE`: KV-cache events written as a stream of vLLM
-// KVEventBatch msgpack messages (one per dp rank per step, ts = the step).
+// Where `kvpool replay` sends KV-cache events: a file (--events FILE, a stream
+// of vLLM KVEventBatch msgpack messages, one per dp rank per step, ts = the
+// step) and/or ZeroMQ publishers (--zmq, one per rank). Batches are encoded
+// once, straight from the core's records, and written in large chunks.
 
 import { closeSync, openSync, writeSync } from 'node:fs';
-import { encodeVllmEventBatches } from '../events/vllm.js';
-import type { KVEvent } from '../managers/kv-events.js';
+import { drainInto, parseWireOptions, VllmWireEncoder, type VllmEncodeOptions } from '../events/vllm.js';
+import type { ReplayStepHook } from '../replay/replay-events.js';
+import type { ZmqEventPublisher } from './zmq-publisher.js';
 
-export interface EventFileSink {
-  write: (events: KVEvent[], step: number) => void;
+export interface EventOutputs {
+  /** Drains the pool's events of step `step` into the outputs. */
+  hook: ReplayStepHook;
+  /** Writes what is buffered and closes the file (the publishers are the caller's). */
   close: () => void;
 }
 
-export function eventFileSink(path: string): EventFileSink {
-  let fd: number;
-  try {
-    fd = openSync(path, 'w');
-  } catch (e) {
-    throw new Error(`cannot write events to ${JSON.stringify(path)}: ${(e as Error).message}`);
+/** Bytes gathered before a write. */
+const CHUNK = 8 << 20;
+
+/**
+ * Opens `file` (if given) for writing; the hook encodes each step's batches
+ * and appends them to the file and/or publishes each rank's on `publishers[rank]`.
+ */
+export function eventOutputs(file: string | null, publishers: readonly ZmqEventPublisher[] | null, options: Omit<VllmEncodeOptions, 'ts'> = {}): EventOutputs {
+  const enc = new VllmWireEncoder(parseWireOptions(options));
+  let fd = -1;
+  if (file !== null) {
+    try {
+      fd = openSync(file, 'w');
+    } catch (e) {
+      throw new Error(`cannot write events to ${JSON.stringify(file)}: ${(e as Error).message}`);
+    }
   }
+  const write = () => {
+    const b = enc.bytes();
+    if (fd >= 0) for (let off = 0; off < b.length; ) off += writeSync(fd, b, off, b.length - off);
+    enc.reset();
+  };
+  const publish =
+    publishers === null
+      ? () => {}
+      : (dpRank: number, start: number) => {
+          const pub = publishers[dpRank];
+          if (pub === undefined) throw new Error(`kvpool: events of dp rank ${dpRank}, but ${publishers.length} publishers`);
+          void pub.publish(enc.bytes().slice(start)).catch(() => {}); // a send that fails is a batch lost, as on a PUB socket
+        };
   return {
-    write: (events, step) => {
-      for (const b of encodeVllmEventBatches(events, { ts: step })) writeSync(fd, b.payload);
+    hook: (pool, step) => {
+      // A file's batches are stamped with the step; live ones with the time, as vLLM does.
+      drainInto(pool, enc, fd >= 0 ? step : Date.now() / 1000, publish);
+      if (fd < 0 || enc.bytes().length >= CHUNK) write();
     },
-    close: () => closeSync(fd),
+    close: () => {
+      try {
+        write();
+      } finally {
+        if (fd >= 0) closeSync(fd);
+        fd = -1;
+      }
+    },
   };
 }
