@@ -10,4 +10,4 @@ export { readTraceFile, resolveTrace, BUILTIN_TRACES, MAX_TRACE_LINE_BYTES, type
 export { replay } from './node/replay-file.js';
 export { sweep, sweepConfigurations, SWEEP_GRID_KEYS, type SweepOptions, type SweepGrid, type SweepGridKey, type SweepProgress } from './node/sweep.js';
 export { writeReport, reportHtml, reportSvg } from './node/report.js';
-export { ZmqEventPublisher, type ZmqPublisherOptions } from './node/zmq-publisher.js';
+export { ZmqEventPublisher, rankEndpoint, type ZmqPublisherOptions, type ZmqRankPublishersOptions, type ReplayFrames } from './node/zmq-publisher.js';
