@@ -30,7 +30,8 @@ export function ev_wire_hashes(p: usize, rec: i32, n: i32, bytes: i32, out: usiz
 
 /**
  * The tokens of `n` records from `p` (`rec` bytes apart, `ntok` each) as
- * msgpack integers. Returns the bytes written (at most 5 per token).
+ * msgpack integers. Returns the bytes written (at most 5 per token, and up to
+ * 3 bytes past them are overwritten: `out` needs 8 bytes of slack).
  */
 export function ev_wire_tokens(p: usize, rec: i32, n: i32, ntok: i32, out: usize): i32 {
   let q = out;
@@ -38,20 +39,19 @@ export function ev_wire_tokens(p: usize, rec: i32, n: i32, ntok: i32, out: usize
     const t0 = p + <usize>k * <usize>rec + <usize>EV_HEADER;
     for (let i = 0; i < ntok; i++) {
       const t = load<i32>(t0 + (<usize>i << 2));
-      if (<u32>t < 128) {
+      if (<u32>t >= 0x10000) {
+        // uint 32 or int 32, in one 8-byte store (the next token overwrites its tail).
+        store<u64>(q, (<u64>bswap<u32>(<u32>t) << 8) | (t >= 0 ? 0xce : 0xd2));
+        q += 5;
+      } else if (<u32>t < 128) {
         store<u8>(q, <u8>t);
         q += 1;
       } else if (<u32>t < 0x100) {
         store<u16>(q, <u16>(0xcc | (t << 8)));
         q += 2;
-      } else if (<u32>t < 0x10000) {
-        store<u8>(q, 0xcd);
-        store<u16>(q + 1, bswap<u16>(<u16>t));
-        q += 3;
       } else {
-        store<u8>(q, t >= 0 ? 0xce : 0xd2);
-        store<u32>(q + 1, bswap<u32>(<u32>t));
-        q += 5;
+        store<u32>(q, 0xcd | (<u32>bswap<u16>(<u16>t) << 8));
+        q += 3;
       }
     }
   }

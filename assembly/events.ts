@@ -82,10 +82,12 @@ function writeStored(m: Manager, id: i32, kind: i32, parent: usize, tokens: usiz
  */
 export function recordStored(m: Manager, id: i32, kind: i32, parent: usize, tokens: usize): void {
   writeStored(m, id, kind, parent, tokens);
-  const r = mirrorOf(m, id);
-  store<i32>(r, kind);
-  if (kind != EV_PARENT_NONE) copyHash(r + 4, parent);
-  memory.copy(r + <usize>EV_MIRROR_HEADER, tokens, <usize>m.blockSize << 2);
+  if (m.evSnapshots != 0) {
+    const r = mirrorOf(m, id);
+    store<i32>(r, kind);
+    if (kind != EV_PARENT_NONE) copyHash(r + 4, parent);
+    memory.copy(r + <usize>EV_MIRROR_HEADER, tokens, <usize>m.blockSize << 2);
+  }
   setFlags(m, id, flagsOf(m, id) | TOLD);
 }
 
@@ -107,12 +109,14 @@ export function recordCleared(m: Manager): void {
 }
 
 /**
- * Turns recording on (forgetting every TOLD mark) or off. Returns 0, or -1
- * when the mirror cannot be allocated (then nothing changed).
+ * Turns recording on (forgetting every TOLD mark), keeping the mirror for
+ * snapshots or not, or off. Returns 0, or -1 when the mirror cannot be
+ * allocated (then nothing changed). The mirror costs a copy of each stored
+ * block's tokens: a replay that only writes its events out goes without.
  */
-export function setRecording(m: Manager, on: bool): i32 {
+export function setRecording(m: Manager, on: bool, snapshots: bool): i32 {
   if (on && m.eventsOn == 0) {
-    if (m.evMirror == 0 && m.prefixOn != 0) {
+    if (snapshots && m.evMirror == 0 && m.prefixOn != 0) {
       const bytes = <u64>m.numBlocks * <u64>mirrorStride(m);
       if (bytes > 0xffffffff) return -1;
       const r = alloc(<usize>bytes);
@@ -120,6 +124,7 @@ export function setRecording(m: Manager, on: bool): i32 {
       m.evMirror = r;
     }
     for (let id = 1; id < m.numBlocks; id++) setFlags(m, id, flagsOf(m, id) & ~TOLD);
+    m.evSnapshots = snapshots && m.evMirror != 0 ? 1 : 0;
   }
   m.eventsOn = on ? 1 : 0;
   return 0;
@@ -142,7 +147,7 @@ export function rewindEvents(m: Manager, len: i32): void {
  * needs them. Returns the bytes appended, or -1 when memory ran out.
  */
 export function snapshotEvents(m: Manager): i32 {
-  if (m.evMirror == 0 || m.numCached == 0) return 0;
+  if (m.evSnapshots == 0 || m.numCached == 0) return 0;
   const start = m.eventsLen;
   const path = alloc(<usize>m.numBlocks << 2);
   if (path == 0) return -1;

@@ -69,7 +69,8 @@ export class Manager {
   eventsCap: i32 = 0;
   eventsLost: i32 = 0; // 1 when a record could not be stored (memory exhausted)
   events: usize = 0;
-  evMirror: usize = 0; // per id, what announced it (events.ts; allocated when recording first starts)
+  evMirror: usize = 0; // per id, what announced it (events.ts; allocated when recording with snapshots first starts)
+  evSnapshots: i32 = 0; // 1 while the mirror is kept
 
   // Eviction policy (lru.ts): POLICY_LRU keeps the recency ring; the others
   // keep every entry in the side heap keyed by (AUX_KEY, stamp).

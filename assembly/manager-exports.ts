@@ -172,9 +172,13 @@ export function obj_valid(m: usize, gen: u32, magic: u32): i32 {
   return slotValid(m, gen, magic);
 }
 
-/** Turns event recording on (1) or off (0); -1 when memory for it ran out (nothing changed). */
-export function mgr_events_record(m: usize, on: i32): i32 {
-  return setRecording(changetype<Manager>(m), on != 0);
+/**
+ * Turns event recording on (1) or off (0); `snapshots` 1 keeps what each
+ * stored event said, for snapshots (taken when recording starts). -1 when
+ * memory for it ran out (nothing changed).
+ */
+export function mgr_events_record(m: usize, on: i32, snapshots: i32): i32 {
+  return setRecording(changetype<Manager>(m), on != 0, snapshots != 0);
 }
 
 /** Appends stored records that rebuild the announced cache (parents first); bytes appended, or -1. */

@@ -174,6 +174,25 @@ describe('KV-cache events', () => {
     m.dispose();
   });
 
+  it('without snapshots (a replay writing its events out), recording saves their cost and refuses to take one', () => {
+    const p = new BlockManagerPool({ numBlocks: 8, blockSize: B });
+    p.recordEvents(true, { snapshots: false });
+    const s = new Sequence(T.slice(0, 9));
+    expect(p.allocate(s)).toBe(true);
+    s.kvCachedTokens = 9;
+    p.deallocate(s);
+    expect(p.drainEvents().map((e) => e.type)).toEqual(['stored', 'stored']);
+    expect(() => p.snapshotEvents()).toThrow(/recorded without snapshots/);
+    expect(() => p.recordEvents(true, { snapshots: true })).toThrow(/recorded without snapshots already; stop recording to change that/);
+    p.recordEvents(true); // no options: recording goes on as it is
+    expect(() => p.recordEvents(true, { snap: true } as never)).toThrow(/unknown option "snap"/);
+    expect(() => p.recordEvents(true, { snapshots: 1 } as never)).toThrow(/options.snapshots must be a boolean, got 1/);
+    p.recordEvents(false);
+    p.recordEvents(true, { snapshots: true }); // restarted: announces from now on
+    expect(p.snapshotEvents()).toEqual([]);
+    p.dispose();
+  });
+
   it('a snapshot announces the cache again, parents first, and leaves pending events pending', () => {
     const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, dpSize: 2 });
     p.recordEvents(true);

@@ -48,7 +48,7 @@ export interface ManagerExports {
   /** Writes numBlocks, blockSize, prefixOn, seedLo, seedHi (i32 each) to `out`. */
   mgr_info(m: number, out: number): void;
   /** Event recording on (1) / off (0), 0 or -1 when memory ran out; recording calls may grow memory. */
-  mgr_events_record(m: number, on: number): number;
+  mgr_events_record(m: number, on: number, snapshots: number): number;
   /** Appends stored records rebuilding the announced cache (parents first); bytes appended or -1. */
   mgr_events_snapshot(m: number): number;
   /** Keeps the first `len` bytes of records. */

@@ -296,7 +296,7 @@ export class VllmWireEncoder {
         const salt = parentKind === EV_PARENT_SALT ? (salts?.lookup(u8, p + 32) ?? null) : null;
         const parent = parentKind === EV_PARENT_CHAIN ? u8.slice(p + 32, p + 48) : null;
         // Staging may grow the memory: the views are taken again after it.
-        const area = rt.staging.byteSpace(n * 18 + n * ntok * 5);
+        const area = rt.staging.byteSpace(n * 18 + n * ntok * 5 + 8);
         ({ i32, u8 } = rt.views());
         const hb = rt.ex.ev_wire_hashes(p, rec, n, bytesForm, area);
         const tb = rt.ex.ev_wire_tokens(p, rec, n, ntok, area + hb);

@@ -20,7 +20,9 @@ import { checkBool, checkInt, checkInt32Array, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import { BlockState } from './block-state.js';
 import { throwIdError } from './core-errors.js';
-import { decodeEvents, GPU_SOURCE, type KVEvent, type KVEventRecordVisitor, type KVEventSource, type SaltNames } from './kv-events.js';
+import {
+  decodeEvents, GPU_SOURCE, parseRecordOptions, type KVEvent, type KVEventRecordVisitor, type KVEventSource, type RecordEventsOptions, type SaltNames,
+} from './kv-events.js';
 
 /** What stored events say of blocks cached by hash (insertHashesFrom): per block, parent kind (EV_PARENT_*), parent hash, tokens. */
 export interface BlocksAnnounced {
@@ -74,6 +76,8 @@ export abstract class CoreManager {
   private disposed = false;
   /** Recording events: core calls that cache or evict may then grow memory (views refreshed after them). */
   private recording = false;
+  /** Whether the recording keeps what each stored event said (snapshots); null before recording ever started. */
+  private snapshots: boolean | null = null;
 
   protected constructor(cfg: CoreManagerConfig) {
     this.numBlocks = cfg.numBlocks;
@@ -157,16 +161,23 @@ export abstract class CoreManager {
    * Starts (true) or stops recording KV-cache events (off by default). Starting
    * assumes a consumer that knows nothing yet: blocks already cached are never
    * removed in an event, nor put in a snapshot, since none announced them.
-   * Recording keeps, per block, what announced it (for snapshots): a
-   * RangeError when memory for that runs out, and nothing changes.
+   * With snapshots (the default), recording keeps per block what announced
+   * it: a RangeError when memory for that runs out, and nothing changes.
+   * Already recording, the options must be the same (stop first to change them).
    */
-  recordEvents(on: boolean): void {
+  recordEvents(on: boolean, options?: RecordEventsOptions): void {
     this.live();
     checkBool('on', on);
+    const snapshots = parseRecordOptions(options);
+    if (on && this.recording && options !== undefined && snapshots !== this.snapshots) {
+      throw new RangeError(`kvpool: events are recorded ${this.snapshots ? 'with' : 'without'} snapshots already; stop recording to change that`);
+    }
+    if (on && this.recording) return;
     // Starting allocates the mirror, which may grow memory.
-    if (this.rt.growing((e) => e.mgr_events_record(this.ptr, on ? 1 : 0)) < 0) {
+    if (this.rt.growing((e) => e.mgr_events_record(this.ptr, on ? 1 : 0, snapshots ? 1 : 0)) < 0) {
       throw new RangeError(`kvpool: no Wasm memory left to record events on a manager of ${this.numBlocks} blocks`);
     }
+    if (on) this.snapshots = snapshots;
     this.recording = on;
   }
 
@@ -223,6 +234,9 @@ export abstract class CoreManager {
   /** @internal Hands `visit` the records of a snapshot (see snapshotEvents); pending records stay. */
   snapshotEventRecords(source: KVEventSource, visit: KVEventRecordVisitor): void {
     this.live();
+    if (this.snapshots === false) {
+      throw new RangeError('kvpool: events are recorded without snapshots (recordEvents(true, { snapshots: false })): there is none to take');
+    }
     const e = this.ex;
     const before = e.mgr_events_len(this.ptr);
     if (before < 0) throw new RangeError('kvpool: KV-cache events were lost: drain them before taking a snapshot');

@@ -34,6 +34,26 @@ export const GPU_SOURCE: KVEventSource = Object.freeze({ medium: 'GPU', group: F
 /** A rank's host-tier blocks. */
 export const CPU_SOURCE: KVEventSource = Object.freeze({ medium: 'CPU', group: FULL_ATTENTION_GROUP });
 
+export interface RecordEventsOptions {
+  /**
+   * Keep what each stored event said, so that `snapshotEvents` can announce
+   * the cache again to a consumer that joins late (default true). It costs a
+   * copy of each stored block's tokens; a replay that only writes its events
+   * to a file goes without. Taken when recording starts.
+   */
+  snapshots?: boolean;
+}
+
+/** Checks `options` of recordEvents; returns whether snapshots are kept. */
+export function parseRecordOptions(options: RecordEventsOptions | undefined): boolean {
+  if (options === undefined) return true;
+  if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${String(options)}`);
+  for (const k of Object.keys(options)) if (k !== 'snapshots') throw new TypeError(`options: unknown option ${JSON.stringify(k)} (known: snapshots)`);
+  const s = options.snapshots ?? true;
+  if (typeof s !== 'boolean') throw new TypeError(`options.snapshots must be a boolean, got ${String(s)}`);
+  return s;
+}
+
 /** A block entered the prefix cache. */
 export interface BlockStoredEvent {
   type: 'stored';

@@ -4,7 +4,7 @@
 // (mapped pages) both provide it.
 
 import type { BlockManager } from './block-manager.js';
-import type { KVEvent, KVEventRecordVisitor, KVEventSource } from './kv-events.js';
+import type { KVEvent, KVEventRecordVisitor, KVEventSource, RecordEventsOptions } from './kv-events.js';
 
 export interface PoolManager extends BlockManager {
   /** @internal Writes `n` fresh ids to dst[at..]; false (nothing changed) when short. */
@@ -29,7 +29,7 @@ export interface PoolManager extends BlockManager {
   /** The 16-byte chain hash stamped on `id`, or null (always null without a prefix cache). */
   blockHash(id: number): Uint8Array | null;
   /** Starts or stops recording KV-cache events (nothing to record without a prefix cache). */
-  recordEvents(on: boolean): void;
+  recordEvents(on: boolean, options?: RecordEventsOptions): void;
   /** Returns and forgets the events recorded so far, tagged with `dpRank`, appended to `out`. */
   drainEvents(dpRank?: number, out?: KVEvent[]): KVEvent[];
   /** @internal Hands the raw records to `visit`, tagged with `source`, then forgets them. */

@@ -13,7 +13,7 @@
 import { checkInt, checkInt32Array, checkKeys, checkObject, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import type { PoolManager } from './pool-manager.js';
-import type { KVEvent } from './kv-events.js';
+import { parseRecordOptions, type KVEvent, type RecordEventsOptions } from './kv-events.js';
 import { BlockState } from './block-state.js';
 import { PageAllocator, type PageEvent } from './xtensor-page-allocator.js';
 import { noCaching, noSharedBlocks } from './no-prefix-cache.js';
@@ -387,9 +387,10 @@ export class XTensorBlockManagerImpl implements PoolManager {
   }
 
   /** Nothing is ever stored in or removed from a prefix cache here: no events. */
-  recordEvents(on: boolean): void {
+  recordEvents(on: boolean, options?: RecordEventsOptions): void {
     this.live();
     if (typeof on !== 'boolean') throw new TypeError(`on must be a boolean, got ${describe(on)}`);
+    parseRecordOptions(options);
   }
 
   drainEvents(_dpRank = 0, out: KVEvent[] = []): KVEvent[] {

@@ -8,7 +8,7 @@ import { loadCore, plainCore } from '../core/plain-core.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import type { CompositeBlockManager, SubManagerStats } from '../managers/composite-block-manager.js';
 import { checkFits } from '../managers/core-manager.js';
-import { decodeEvents, SaltNames, type KVEvent, type KVEventSource } from '../managers/kv-events.js';
+import { decodeEvents, parseRecordOptions, SaltNames, type KVEvent, type KVEventSource, type RecordEventsOptions } from '../managers/kv-events.js';
 import type { CoreInstance } from '../core/core-instance.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import { SingleBlockManager } from '../managers/single-block-manager.js';
@@ -411,11 +411,23 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   // ---- KV-cache events and transfers ----
 
-  /** Starts (true) or stops recording KV-cache events on every rank (off by default). */
-  recordEvents(on: boolean): void {
+  /**
+   * Starts (true) or stops recording KV-cache events on every rank (off by
+   * default); `options.snapshots` (default true): keep what snapshotEvents needs.
+   */
+  recordEvents(on: boolean, options?: RecordEventsOptions): void {
     this.ensureOpen();
     checkBool('on', on);
-    for (const k of this.ranks) k.recordEvents(on);
+    parseRecordOptions(options);
+    // Ranks are switched together; one that cannot start (memory) switches the ones before back off.
+    this.ranks.forEach((k, i) => {
+      try {
+        k.recordEvents(on, options);
+      } catch (e) {
+        if (on) for (let j = 0; j < i; j++) this.ranks[j]!.recordEvents(false);
+        throw e;
+      }
+    });
   }
 
   /**

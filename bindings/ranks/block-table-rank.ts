@@ -7,7 +7,7 @@
 import { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import { CoreManager } from '../managers/core-manager.js';
-import { GPU_SOURCE, type KVEventRecordVisitor } from '../managers/kv-events.js';
+import { GPU_SOURCE, type KVEventRecordVisitor, type RecordEventsOptions } from '../managers/kv-events.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import { plainCore } from '../core/plain-core.js';
 import { hashChainFromTokens, hashChainOf } from './prefix-hashes.js';
@@ -260,8 +260,8 @@ export class BlockTableRank implements RankManager {
     return this.kv.stats();
   }
 
-  recordEvents(on: boolean): void {
-    this.kv.recordEvents(on);
+  recordEvents(on: boolean, options?: RecordEventsOptions): void {
+    this.kv.recordEvents(on, options);
   }
 
   drainEventRecords(visit: KVEventRecordVisitor): void {

@@ -7,7 +7,7 @@
 
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import type { CompositeBlockManager } from '../managers/composite-block-manager.js';
-import type { KVEventRecordVisitor, KVEventSource } from '../managers/kv-events.js';
+import type { KVEventRecordVisitor, KVEventSource, RecordEventsOptions } from '../managers/kv-events.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import type { LinearStateAddOn } from './linear-state-add-on.js';
 import { hashChainFromTokens } from './prefix-hashes.js';
@@ -110,8 +110,8 @@ export class CompositeRank implements RankManager {
     return this.composite.stats();
   }
 
-  recordEvents(on: boolean): void {
-    for (const m of this.composite.subManagers) m.recordEvents(on);
+  recordEvents(on: boolean, options?: RecordEventsOptions): void {
+    for (const m of this.composite.subManagers) m.recordEvents(on, options);
   }
 
   /** The sub-managers keep no prefix cache today, so they record nothing; their events would say their group. */

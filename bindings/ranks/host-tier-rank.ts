@@ -15,7 +15,7 @@ import type { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import { EV_PARENT_CHAIN, EV_PARENT_NONE, EV_PARENT_SALT } from '../core/abi.js';
 import type { BlocksAnnounced } from '../managers/core-manager.js';
-import { CPU_SOURCE, type KVEventRecordVisitor } from '../managers/kv-events.js';
+import { CPU_SOURCE, type KVEventRecordVisitor, type RecordEventsOptions } from '../managers/kv-events.js';
 import { BlockTableRank, compareHolders } from './block-table-rank.js';
 import type { BlockTransferInfo, RankManager } from './rank-manager.js';
 import type { HostBlocks, SequenceState } from './sequence-state.js';
@@ -387,9 +387,9 @@ export class HostTierRank implements RankManager {
     return this.inner.stats();
   }
 
-  recordEvents(on: boolean): void {
-    this.inner.recordEvents(on);
-    this.host.recordEvents(on);
+  recordEvents(on: boolean, options?: RecordEventsOptions): void {
+    this.inner.recordEvents(on, options);
+    this.host.recordEvents(on, options);
   }
 
   drainEventRecords(visit: KVEventRecordVisitor): void {

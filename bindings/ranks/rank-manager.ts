@@ -6,7 +6,7 @@
 // around any rank (locked-rank.ts). A new variant is a new file here.
 
 import type { BlockManagerStats } from '../managers/block-manager.js';
-import type { KVEventRecordVisitor } from '../managers/kv-events.js';
+import type { KVEventRecordVisitor, RecordEventsOptions } from '../managers/kv-events.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import type { LinearStateAddOn } from './linear-state-add-on.js';
 import type { SequenceState } from './sequence-state.js';
@@ -80,7 +80,7 @@ export interface RankManager {
   numBlocksInPrefixCache(): number;
   kvCacheUtilization(): number;
   stats(): BlockManagerStats;
-  recordEvents(on: boolean): void;
+  recordEvents(on: boolean, options?: RecordEventsOptions): void;
   /** Hands each of the rank's event sources' records to `visit` (device first, then host), then forgets them. */
   drainEventRecords(visit: KVEventRecordVisitor): void;
   /** Hands `visit` a snapshot of each source's announced cache (see CoreManager.snapshotEvents). */
