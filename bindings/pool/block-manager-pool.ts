@@ -131,7 +131,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   }
 
   /** Places `s` on rank `r` for good (even if the allocation then fails). */
-  private place(s: SequenceState, r: number): void {
+  protected placeOn(s: SequenceState, r: number): void {
     if (s.dpRank >= 0) return;
     s.dpRank = r;
     s.owner = this;
@@ -150,7 +150,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const linear = rank.linear;
     rank.enter();
     try {
-      this.place(s, r);
+      this.placeOn(s, r);
       const newSingle = s.single < 0;
       if (newSingle && !this.acquireSingle(s, r)) return false;
       // A sequence whose live slot was released alone gets a new one (the reference never does).
@@ -233,7 +233,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const rank = this.ranks[r]!;
     rank.enter();
     try {
-      this.place(s, r);
+      this.placeOn(s, r);
       rank.allocateShared(s);
       if (rank.holds(s)) this.live.add(sequence);
     } finally {
@@ -290,7 +290,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     rank.enter();
     try {
       rank.adoptBeam(c, s, swap);
-      this.place(c, s.dpRank);
+      this.placeOn(c, s.dpRank);
       if (c.tokens.length < s.numTokens) c.tokens = new Int32Array(s.tokens.length);
       c.tokens.set(s.tokens.subarray(0, s.numTokens));
       c.numTokens = s.numTokens;
