@@ -1,4 +1,4 @@
-// Scenario tests for Sequence and BlockManagerPool (seed sections 5, 8, 9.5, 10).
+// Scenario tests for Sequence and BlockManagerPool (docs/pool.md, docs/concepts.md).
 
 import { describe, expect, it } from 'vitest';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';

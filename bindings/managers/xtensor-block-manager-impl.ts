@@ -1,4 +1,4 @@
-// XTensorBlockManagerImpl (SEMANTICS A.10 and part E): the scheduler-side
+// XTensorBlockManagerImpl (docs/xtensor.md): the scheduler-side
 // model of xLLM's XTensor. Block ids live on virtual pages of the KV tensors;
 // a page is mapped to physical memory when the first block on it is needed
 // and handed back to the rank's page allocator when its last block is freed.
@@ -325,7 +325,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
     return { free: [...a.free], reserved: [...a.reserved], allocated: [...a.allocated].sort((x, y) => x - y) };
   }
 
-  // ---- figures (part E, with exact per-page block counts) ----
+  // ---- figures (docs/xtensor.md, figures: exact per-page block counts) ----
 
   /** Free blocks on pages in use, reserved blocks, and every block on reserved mapped pages. */
   numFreeBlocks(): number {

@@ -1,4 +1,4 @@
-// The page allocator of one dp rank (SEMANTICS part E): virtual pages of the
+// The page allocator of one dp rank (docs/xtensor.md, which block, which page): virtual pages of the
 // KV tensors are free (unmapped), reserved (mapped but idle) or allocated
 // (mapped, owned by the block manager). Mapping a page backs it with 2L
 // physical pages (a K and a V page of every layer). Every map and unmap is

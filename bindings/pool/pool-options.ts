@@ -25,7 +25,8 @@ export interface LinearStatePoolOptions {
   /**
    * Which shared KV prefix a checkpoint makes reusable: up to the furthest
    * checkpointed block boundary (every xLLM version; default), or only the
-   * leading run of checkpointed boundaries (the seed's text).
+   * leading run of checkpointed boundaries (the rule as the reference's
+   * design description states it). See docs/linear-state.md.
    */
   linearStateReuse?: LinearStateReuse;
 }

@@ -1,4 +1,4 @@
-// The replay kernel (REPLAY.md): a deterministic closed-loop trace replay
+// The replay kernel (docs/replay-kernel.md): a deterministic closed-loop trace replay
 // that pins ids, hits and evictions. Written against a small interface so
 // the same loop drives the Wasm pool and the test reference model.
 
@@ -50,7 +50,7 @@ export interface ReplayTarget<S extends ReplaySequence> {
   blockIds?(seq: S): ArrayLike<number>;
 }
 
-/** What a replay with linear state adds to the result (see the README's "Linear state"). */
+/** What a replay with linear state adds to the result (docs/linear-state.md, replaying a trace). */
 export interface ReplayLinearStateResult {
   /** Prefills that restored the recurrent state from a checkpoint. */
   checkpointHits: number;
@@ -182,7 +182,7 @@ export interface ReplayProgress {
   (done: number, total: number): void;
 }
 
-/** Runs the loop of REPLAY.md over `requests` and returns its result object. */
+/** Runs the replay kernel's loop (docs/replay-kernel.md, the loop) over `requests` and returns its result object. */
 export function runReplay<S extends ReplaySequence>(
   target: ReplayTarget<S>,
   requests: readonly TraceRequest[],

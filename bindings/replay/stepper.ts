@@ -1,4 +1,4 @@
-// The loop of the replay kernel (REPLAY.md), one request per step: runReplay()
+// The loop of the replay kernel (docs/replay-kernel.md), one request per step: runReplay()
 // drives it to the end, and views that draw the pool between requests (the
 // pool inspector) step it themselves. One loop, so both give the same result.
 
