@@ -449,9 +449,10 @@ export class CompositeBlockManager {
    * a valid id, and each id's holders equal the times the tables hold it.
    * Returns the holder count per id of each sub-manager.
    */
-  checkHolders(tables: Iterable<CompositeBlockTables>): Int32Array[] {
+  checkHolders(tables: Iterable<CompositeBlockTables>, /** @internal other holders of one sub-manager's ids */ extra?: { index: number; counts: Int32Array }): Int32Array[] {
     this.live();
     const counts = this.subManagers.map((m) => new Int32Array(m.numBlocks));
+    if (extra) counts[extra.index]!.set(extra.counts);
     for (const t of tables) {
       this.own(t);
       for (let i = 0; i < this.subManagers.length; i++) {
