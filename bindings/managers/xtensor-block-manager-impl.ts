@@ -105,7 +105,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
   /** @internal The state every call reads and writes (and nothing else). */
   protected readonly st: XTensorState;
   /** @internal */
-  readonly allocator: PageAllocator;
+  protected readonly allocator: PageAllocator;
   /** This handle's scratch for counting releases per id (zero between calls); not state. */
   private releases: Int32Array | null = null;
   private disposed = false;
