@@ -118,6 +118,30 @@ describe('linear state', () => {
   });
 });
 
+describe('checkpoint keys of salted sequences', () => {
+  it('are the salted chain hashes, whether stamped on blocks or hashed from the tokens', () => {
+    for (const extra of [{}, { managerTypes: ['full'] as const }]) {
+      const p = new BlockManagerPool({ numBlocks: 32, blockSize: B, enableLinearState: true, ...extra });
+      const t = prompt(3);
+      const salted = new Sequence(t, { cacheSalt: 'tenant-a' });
+      const plain = new Sequence(t);
+      expect(p.allocate([salted, plain])).toBe(true);
+      const before = salted.prefixHashes();
+      expect(before).not.toEqual(plain.prefixHashes());
+      // Once its blocks are cached (their salted hashes stamped), the keys are the same.
+      salted.kvCachedTokens = 12;
+      p.cache(salted);
+      expect(salted.prefixHashes()).toEqual(before);
+      // And they are the chain of the salt's digest and the tokens: equal to another sequence of the same tenant.
+      const again = new Sequence(t, { cacheSalt: 'tenant-a' });
+      expect(p.allocate(again)).toBe(true);
+      expect(again.prefixHashes()).toEqual(before);
+      p.check();
+      p.dispose();
+    }
+  });
+});
+
 describe('XTensor blocks per page', () => {
   it('reports the reference\'s figure, floor(pageSize / blockBytes), beside the exact count of each page', () => {
     const m = new XTensorBlockManagerImpl({ numBlocks: 10, blockSize: 4, pageSize: 10, blockBytes: 4, numLayers: 1 });
