@@ -199,7 +199,7 @@ export class XTensorState {
     i[W_MAGIC] = XT_MAGIC; // last: the header says "XTensor state" only once it is one
   }
 
-  /** The shape words of `buffer`'s header, unchecked (see readShape in the concurrent manager). */
+  /** The options recorded in a header, unchecked: the concurrent manager validates them before it attaches. */
   static rawShape(i32: Int32Array, f64: Float64Array) {
     return {
       numBlocks: i32[W_NUM_BLOCKS]!,
