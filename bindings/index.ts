@@ -41,6 +41,11 @@ export {
   type XTensorBlockManagerOptions,
   type PageEvent,
 } from './managers/xtensor-block-manager-impl.js';
+export {
+  ConcurrentXTensorBlockManagerImpl,
+  type ConcurrentXTensorBlockManagerOptions,
+  type SharedXTensorDescriptor,
+} from './managers/xtensor-concurrent-block-manager-impl.js';
 export type { PoolManager } from './managers/pool-manager.js';
 export type { XTensorPoolOptions } from './pool/xtensor-options.js';
 export { Sequence, type ForkOptions, type SequenceOptions } from './pool/sequence.js';

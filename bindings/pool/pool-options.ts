@@ -136,9 +136,6 @@ export function parsePoolOptions(o: BlockManagerPoolOptions, hostNumBlocks: numb
   const concurrent = checkBool('options.enableDisaggPd', o.enableDisaggPd ?? false) || checkBool('options.enableKvcacheStore', o.enableKvcacheStore ?? false);
   if (!concurrent && o.lockTimeoutMs !== undefined) refuse('lockTimeoutMs', 'does nothing without enableDisaggPd or enableKvcacheStore (nothing takes a lock)');
   const lockTimeoutMs = checkInt('options.lockTimeoutMs', o.lockTimeoutMs ?? 10_000, 1);
-  if (concurrent && kind === 'xtensor') {
-    throw new TypeError('options: enableXtensor cannot be combined with enableDisaggPd/enableKvcacheStore: XTensor page state lives in JavaScript objects, which other threads cannot see');
-  }
 
   if (hostNumBlocks !== null && !prefixCache) {
     throw new TypeError(
