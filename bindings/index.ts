@@ -76,8 +76,9 @@ export type { KVEvent, BlockStoredEvent, BlockRemovedEvent, AllBlocksClearedEven
 export { encodeVllmEventBatches, kvEventsTopic, type VllmEncodeOptions, type BlockHashFormat, type EncodedBatch } from './events/vllm.js';
 export { replayWithEvents, type ReplayEventSink } from './replay/replay-events.js';
 export {
-  runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence, type ReplayLinearStateResult,
+  promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence, type ReplayLinearStateResult,
 } from './replay/kernel.js';
+export { runReplay } from './replay/stepper.js';
 export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './replay/trace.js';
 export { generateWorkload, type WorkloadOptions } from './replay/workload.js';
 export { ReplayStepper, type ReplayStep } from './replay/stepper.js';

@@ -4,7 +4,6 @@
 
 import { isCoreLoaded, plainCore } from '../core/plain-core.js';
 import { MAX_SEQUENCE_TOKENS, checkInt, describe } from '../validate.js';
-import { ReplayStepper } from './stepper.js';
 import type { TraceRequest } from './trace.js';
 
 /** The sequence operations the loop uses. */
@@ -180,23 +179,4 @@ export function nextOutputToken(token: number): number {
 
 export interface ReplayProgress {
   (done: number, total: number): void;
-}
-
-/** Runs the replay kernel's loop (docs/replay-kernel.md, the loop) over `requests` and returns its result object. */
-export function runReplay<S extends ReplaySequence>(
-  target: ReplayTarget<S>,
-  requests: readonly TraceRequest[],
-  params: ReplayParams,
-  onProgress?: ReplayProgress,
-): ReplayResult {
-  const { blockSize, maxRunning, publishAfterPrefill, limit } = params;
-  const stepper = new ReplayStepper(target, requests, { blockSize, maxRunning, publishAfterPrefill, limit });
-  const total = stepper.total;
-  const progressEvery = Math.max(1, Math.floor(total / 200));
-  while (stepper.step()) {
-    const r = stepper.done;
-    if (onProgress && r % progressEvery === 0 && r < total) onProgress(r, total);
-  }
-  onProgress?.(total, total);
-  return stepper.result();
 }
