@@ -55,7 +55,7 @@ export function ls_state(m: usize, slot: i32): i32 {
   return stateOf(changetype<Manager>(m), slot);
 }
 
-/** Blocks of a KV prefix match to keep (SEMANTICS C.4); `kv` is the KV manager. */
+/** Blocks of a KV prefix match to keep (docs/linear-state.md, which prefix hits are kept); `kv` is the KV manager. */
 export function ls_trim(ls: usize, kv: usize, ids: usize, from: i32, limit: i32, contiguous: i32): i32 {
   return trimTo(changetype<Manager>(ls), changetype<Manager>(kv), ids, from, limit, contiguous);
 }
@@ -71,12 +71,13 @@ export function ls_check(m: usize, counts: usize): i32 {
  * Chain hashes at the first `nBlocks` block boundaries of a sequence, 16
  * bytes each at `out`: a held KV block (ids[b], b < nHeld) that carries a
  * stamped hash gives it directly, the others are hashed from the tokens at
- * `tokens` (16 writable bytes before them) on the previous boundary's hash.
+ * `tokens` (16 writable bytes before them) on the previous boundary's hash;
+ * block 0 on the 16 bytes at `salt` (a cache salt's digest) unless it is 0.
  */
-export function ls_prefix_hashes(kv: usize, ids: usize, nHeld: i32, tokens: usize, nBlocks: i32, out: usize): void {
+export function ls_prefix_hashes(kv: usize, ids: usize, nHeld: i32, tokens: usize, nBlocks: i32, out: usize, salt: usize): void {
   const k = changetype<Manager>(kv);
   const bytes = <usize>k.blockSize << 2;
-  let parent: usize = 0;
+  let parent: usize = salt;
   for (let b = 0; b < nBlocks; b++) {
     const o = out + (<usize>b << 4);
     const id = b < nHeld ? load<i32>(ids + (<usize>b << 2)) : 0;

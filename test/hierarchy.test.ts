@@ -1,4 +1,4 @@
-// Scenario tests of HierarchyBlockManagerPool (SEMANTICS A.13): offload plan
+// Scenario tests of HierarchyBlockManagerPool (docs/host-tier.md): offload plan
 // contents, load plan contents, the chunked limit, completion, failed plans,
 // the checked precondition, and the core's insert by stamped hash.
 
@@ -376,5 +376,59 @@ describe('host tier and tenant salts', () => {
     expect(p.allocate(none)).toBe(true);
     expect(p.hostKvCachedTokens(none)).toBe(0);
     p.check();
+  });
+});
+
+describe('the KV-cache store (prefetch_from_storage)', () => {
+  const storePool = () => new HierarchyBlockManagerPool({ numBlocks: 16, blockSize: B, hostNumBlocks: 32, enableKvcacheStore: true });
+
+  it('takes host blocks for the prompt after the host hits and asks the store for all but the last', () => {
+    const p = storePool();
+    const a = prompt(3, 100, 1); // 13 tokens: 4 blocks, the last partial
+    const s = new Sequence(a);
+    const plan = p.prefetchFromStorage(s)!;
+    expect(plan.dpRank).toBe(0);
+    // No host hits: blocks 0..3 get host ids 1..4; the store is asked for 0..2.
+    expect(plan.blocks.map((b) => [b.src, b.dst, [...b.hash]])).toEqual([0, 1, 2].map((i) => [-1, i + 1, hashOf(a, i)]));
+    expect(p.hostBlockTable(s).length).toBe(4);
+    expect(p.hostKvCachedTokens(s)).toBe(0);
+    p.check();
+    // The store had the first two: they join the host prefix and its cache; the device loads them.
+    expect(p.updatePrefetchResult(s, [3, 2])).toBe(2);
+    expect(p.hostKvCachedTokens(s)).toBe(8);
+    expect(p.hostNumBlocksInPrefixCache()).toEqual([2]);
+    expect(p.allocate(s)).toBe(true);
+    expect(s.kvCachedTokens).toBe(8);
+    expect(p.takeTransfers()[0]!.loads.map((l) => [l.src, l.dst])).toEqual([[1, 1], [2, 2]]);
+    expect(p.hierarchyStats()[0]).toMatchObject({ blocksPrefetched: 3, blocksFetched: 2, blocksLoaded: 2 });
+    p.check();
+    s.kvCachedTokens = 13;
+    p.deallocate(s);
+    p.check();
+  });
+
+  it('chains on the host hits, fetches nothing for one block, and refuses without enableKvcacheStore or twice', () => {
+    const p = storePool();
+    const a = prompt(3, 100, 1);
+    // Put blocks 0..2 of `a` on the host by an offload.
+    const first = new Sequence(a);
+    expect(p.allocate(first)).toBe(true);
+    first.kvCachedTokens = 13;
+    p.deallocate(first);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    const longer = [...a.slice(0, 12), ...prompt(2, 700)]; // same first 3 blocks, then 2 new ones
+    const s = new Sequence(longer);
+    const plan = p.prefetchFromStorage(s)!;
+    expect(p.hostKvCachedTokens(s)).toBe(12); // the host hits (3 blocks; 20 tokens, so no exact-prompt cut)
+    expect(plan.blocks.map((b) => [...b.hash])).toEqual([hashOf(longer, 3)]); // blocks 3 and 4: only 3 is asked for
+    expect(() => p.prefetchFromStorage(s)).toThrow(/a prefetch of this sequence is pending/);
+    expect(p.updatePrefetchResult(s, 0)).toBe(0);
+    expect(() => p.updatePrefetchResult(s, 0)).toThrow(/no prefetch of this sequence is pending/);
+    p.check();
+    const one = new Sequence(prompt(1)); // one block: nothing to fetch
+    expect(p.prefetchFromStorage(one)).toBeNull();
+    const plain = pool();
+    expect(() => plain.prefetchFromStorage(new Sequence(a))).toThrow(/created without enableKvcacheStore/);
+    expect(() => p.updatePrefetchResult(s, [] as never)).toThrow(/non-empty array of counts/);
   });
 });

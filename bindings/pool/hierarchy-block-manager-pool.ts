@@ -7,13 +7,13 @@ import { loadCore } from '../core/plain-core.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import type { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
-import type { HierarchyRankStats, HostTierRank, OffloadPlan, RankTransfers } from '../ranks/host-tier-rank.js';
+import type { HierarchyRankStats, HostTierRank, OffloadPlan, PrefetchPlan, RankTransfers } from '../ranks/host-tier-rank.js';
 import { checkBool, checkInt, checkObject, describe } from '../validate.js';
 import { BlockManagerPool } from './block-manager-pool.js';
 import { parsePoolOptions, type BlockManagerPoolOptions, type PoolConfig } from './pool-options.js';
 import type { Sequence } from './sequence.js';
 
-export type { BlockTransfer, HierarchyRankStats, OffloadPlan, RankTransfers } from '../ranks/host-tier-rank.js';
+export type { BlockTransfer, HierarchyRankStats, OffloadPlan, PrefetchPlan, RankTransfers } from '../ranks/host-tier-rank.js';
 
 export interface HierarchyBlockManagerPoolOptions extends BlockManagerPoolOptions {
   /** Host blocks per dp rank, padding id 0 included (>= 2). */
@@ -29,11 +29,14 @@ function parse(o: HierarchyBlockManagerPoolOptions): PoolConfig {
 export class HierarchyBlockManagerPool extends BlockManagerPool {
   /** Host blocks per dp rank, padding included. */
   readonly hostNumBlocks: number;
+  /** A KV-cache store shares the managers (enableKvcacheStore): prefetches from it are allowed. */
+  private readonly kvcacheStore: boolean;
 
   constructor(options: HierarchyBlockManagerPoolOptions, /** @internal */ parsed?: PoolConfig) {
     const o = parsed ?? parse(options);
     super(options, o);
     this.hostNumBlocks = o.rank.hostNumBlocks!;
+    this.kvcacheStore = options.enableKvcacheStore === true;
   }
 
   static override async create(options: HierarchyBlockManagerPoolOptions): Promise<HierarchyBlockManagerPool> {
@@ -63,6 +66,47 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
     const n = checkInt('numTokens', numTokens);
     const k = checkInt('maxCopyBlocks', maxCopyBlocks);
     return this.allocateOne(sequence, s, n, k);
+  }
+
+  // ---- the KV-cache store ----
+
+  /**
+   * The reference's prefetch_from_storage (pools with enableKvcacheStore):
+   * attaches the host prefix hits of `sequence` (placing it), takes host
+   * blocks for the rest of its blocks, and returns the store-to-host copies
+   * to make (every block but the last, partial one), or null when there is
+   * nothing to fetch or the host is short. Report what the store delivered
+   * with `updatePrefetchResult` before the sequence's next allocation.
+   */
+  prefetchFromStorage(sequence: Sequence): PrefetchPlan | null {
+    const s = this.own(sequence);
+    if (!this.kvcacheStore) throw new TypeError('prefetchFromStorage: the pool was created without enableKvcacheStore');
+    const r = this.rankFor(s);
+    const t = this.tiers[r]!;
+    t.enter();
+    try {
+      this.placeOn(s, r);
+      const plan = t.prefetch(s);
+      if (t.holds(s)) this.live.add(sequence);
+      return plan;
+    } finally {
+      t.exit();
+    }
+  }
+
+  /**
+   * What the store delivered for the pending prefetch of `sequence`: the
+   * count of leading blocks each worker copied (the least counts), or one
+   * count. The host prefix grows by them and they enter the host cache.
+   * Returns the blocks taken.
+   */
+  updatePrefetchResult(sequence: Sequence, successCounts: number | readonly number[]): number {
+    const s = this.own(sequence);
+    const counts = typeof successCounts === 'number' ? [successCounts] : successCounts;
+    if (!Array.isArray(counts) || counts.length === 0) throw new TypeError(`successCounts must be a count or a non-empty array of counts, got ${describe(successCounts)}`);
+    counts.forEach((c, i) => checkInt(`successCounts[${i}]`, c));
+    if (s.dpRank < 0) throw new Error('updatePrefetchResult: no prefetch of this sequence is pending');
+    return this.tiers[s.dpRank]!.updatePrefetch(s, Math.min(...counts));
   }
 
   // ---- transfers ----

@@ -44,6 +44,12 @@ export interface RankTransfers {
   readonly offload: OffloadPlan | null;
 }
 
+/** Copies from the KV-cache store into host blocks (src is -1: the store), in prompt order. */
+export interface PrefetchPlan {
+  readonly dpRank: number;
+  readonly blocks: readonly BlockTransfer[];
+}
+
 /** Host-tier counters of one rank. */
 export interface HierarchyRankStats {
   /** Prompt blocks found in the host prefix cache (after the exact-prompt rule). */
@@ -54,6 +60,10 @@ export interface HierarchyRankStats {
   blocksOffloaded: number;
   /** Offloaded blocks whose plan was reported failed. */
   offloadBlocksFailed: number;
+  /** Blocks asked of the KV-cache store by prefetches. */
+  blocksPrefetched: number;
+  /** Of those, blocks the store delivered (reported by updatePrefetchResult). */
+  blocksFetched: number;
   /** Blocks in offload plans not completed yet (queued or taken). */
   offloadBlocksInFlight: number;
 }
@@ -62,7 +72,9 @@ export class HostTierRank implements RankManager {
   readonly kind = 'plain' as const;
   readonly blockSize: number;
   readonly prefixCache: boolean;
-  readonly counters: HierarchyRankStats = { hostHitBlocks: 0, blocksLoaded: 0, blocksOffloaded: 0, offloadBlocksFailed: 0, offloadBlocksInFlight: 0 };
+  readonly counters: HierarchyRankStats = {
+    hostHitBlocks: 0, blocksLoaded: 0, blocksOffloaded: 0, offloadBlocksFailed: 0, offloadBlocksInFlight: 0, blocksPrefetched: 0, blocksFetched: 0,
+  };
   private loads: BlockTransfer[] = [];
   private queued: BlockTransfer[] = [];
   readonly inFlight = new Set<OffloadPlan>();
@@ -192,7 +204,7 @@ export class HostTierRank implements RankManager {
     const nFull = Math.floor(s.numTokens / B);
     if (nFull === 0) return;
     const host = this.host;
-    const h = s.host ?? { table: new Int32Array(16), numBlocks: 0, kvTokens: 0 };
+    const h = s.host ?? newHostBlocks();
     reserve(h, nFull);
     let hits = host.matchInto(s.tokens, 0, nFull, 0, h.table, 0, s.saltKey);
     const linear = this.inner.linear;
@@ -264,7 +276,7 @@ export class HostTierRank implements RankManager {
     const cachedHost = prior === null ? 0 : Math.floor(prior.kvTokens / B);
     const heldHost = prior?.numBlocks ?? 0;
     if (cachedDev > heldHost) {
-      const h = prior ?? { table: new Int32Array(16), numBlocks: 0, kvTokens: 0 };
+      const h = prior ?? newHostBlocks();
       reserve(h, cachedDev - heldHost);
       if (host.allocateInto(cachedDev - heldHost, h.table, heldHost)) {
         h.numBlocks = cachedDev;
@@ -302,6 +314,83 @@ export class HostTierRank implements RankManager {
     h.numBlocks = keepHost;
     this.counters.blocksOffloaded += moved;
     this.counters.offloadBlocksInFlight += moved;
+  }
+
+  // ---- the KV-cache store (the reference's prefetch_from_storage) ----
+
+  /**
+   * Prefetch from the KV-cache store: the host prefix hits are attached
+   * first (if the sequence has none); then host blocks are taken for every
+   * block of the sequence after them, and the plan asks the store for all
+   * but the last (the last, partial block is never fetched). Null when there
+   * is nothing to fetch or the host is short of blocks (the host hits stay).
+   */
+  prefetch(s: SequenceState): PrefetchPlan | null {
+    if (s.host?.prefetch) throw new Error('prefetchFromStorage: a prefetch of this sequence is pending; report it with updatePrefetchResult first');
+    if (s.host === null && this.inPrefill(s)) this.matchHost(s);
+    const B = this.blockSize;
+    const h = s.host ?? newHostBlocks();
+    const shared = h.kvTokens / B;
+    if (h.numBlocks > shared) throw new Error('prefetchFromStorage: the sequence holds host blocks past its host prefix already');
+    const additional = Math.ceil(s.numTokens / B) - shared;
+    if (additional <= 1) return null;
+    reserve(h, additional);
+    if (!this.host.allocateInto(additional, h.table, shared)) return null;
+    h.numBlocks = shared + additional;
+    s.host = h;
+    // The chain hashes of the blocks to fetch, chained on the host prefix (or the salt).
+    const hashes = this.chainHashes(s, h, shared, additional - 1);
+    const blocks: BlockTransfer[] = [];
+    for (let i = 0; i < additional - 1; i++) blocks.push({ src: -1, dst: h.table[shared + i]!, hash: hashes.slice(i * 16, i * 16 + 16) });
+    h.prefetch = blocks;
+    this.counters.blocksPrefetched += blocks.length;
+    return { dpRank: this.dpRank, blocks };
+  }
+
+  /** Hashes of blocks [from, from + n) of `s`, chained on the hash stamped on host block from - 1. */
+  private chainHashes(s: SequenceState, h: HostBlocks, from: number, n: number): Uint8Array {
+    const B = this.blockSize;
+    const host = this.host;
+    const rt = host.rt;
+    const out = rt.staging.byteSpace(16 + n * 16);
+    let parent = 0;
+    if (from > 0) {
+      const p = new Uint8Array(16);
+      host.blockHashInto(h.table[from - 1]!, p, 0);
+      rt.u8.set(p, out);
+      parent = out;
+    } else if (s.saltKey !== null) {
+      rt.u8.set(s.saltKey, out);
+      parent = out;
+    }
+    const tok = rt.staging.stageTokens(s.tokens, from * B, (from + n) * B);
+    rt.ex.hash_blocks_from(tok, n * B, B, host.seedLo, host.seedHi, parent, out + 16);
+    return rt.u8.slice(out + 16, out + 16 + n * 16);
+  }
+
+  /**
+   * The store delivered the first `success` blocks of the pending prefetch
+   * (the least over the workers, capped by the plan): the host prefix grows
+   * by them and they enter the host cache under their hashes. Returns it.
+   */
+  updatePrefetch(s: SequenceState, success: number): number {
+    const h = s.host;
+    const plan = h?.prefetch;
+    if (!h || !plan) throw new Error('updatePrefetchResult: no prefetch of this sequence is pending');
+    const n = Math.min(success, plan.length);
+    if (n > 0) {
+      const ids = new Int32Array(n);
+      const hashes = new Uint8Array(n * 16);
+      for (let i = 0; i < n; i++) {
+        ids[i] = plan[i]!.dst;
+        hashes.set(plan[i]!.hash, i * 16);
+      }
+      if (this.host.insertHashesFrom(ids, 0, n, hashes, 0) < 0) throw new Error('kvpool: internal error caching prefetched host blocks');
+    }
+    h.kvTokens += n * this.blockSize;
+    h.prefetch = null;
+    this.counters.blocksFetched += n;
+    return n;
   }
 
   // ---- transfers ----
@@ -415,8 +504,8 @@ export class HostTierRank implements RankManager {
     this.host.setTime(t);
   }
 
-  check(placed: readonly SequenceState[], rank: number): void {
-    this.inner.check(placed, rank, (counts) => {
+  check(placed: readonly SequenceState[], rank: number, extra: Int32Array): void {
+    this.inner.check(placed, rank, extra, (counts) => {
       for (const b of this.queued) counts[b.src]!++;
       for (const p of this.inFlight) for (const b of p.blocks) counts[b.src]!++;
     });
@@ -426,7 +515,7 @@ export class HostTierRank implements RankManager {
     for (const s of placed) {
       const h = s.host;
       if (h === null) continue;
-      if (h.numBlocks === 0 || h.kvTokens !== h.numBlocks * B) {
+      if (h.numBlocks === 0 || h.kvTokens % B !== 0 || h.kvTokens > h.numBlocks * B) {
         throw new Error(`kvpool: a sequence's host state is inconsistent (${h.numBlocks} blocks, ${h.kvTokens} tokens)`);
       }
       for (let i = 0; i < h.numBlocks; i++) expected[h.table[i]!]!++;
@@ -450,6 +539,10 @@ export class HostTierRank implements RankManager {
     this.inner.dispose();
     this.host.dispose();
   }
+}
+
+function newHostBlocks(): HostBlocks {
+  return { table: new Int32Array(16), numBlocks: 0, kvTokens: 0, prefetch: null };
 }
 
 function reserve(h: HostBlocks, more: number): void {

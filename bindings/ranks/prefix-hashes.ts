@@ -1,4 +1,4 @@
-// Chain hashes at a sequence's block boundaries: what keys linear-state
+// Chain hashes at a sequence's block boundaries (salted like its blocks): what keys linear-state
 // checkpoints. A rank with a prefix cache takes the hashes already stamped on
 // the sequence's blocks and hashes the rest from the tokens; a rank without
 // one hashes every block from the tokens.
@@ -14,19 +14,24 @@ export function hashChainOf(kv: PoolManager, s: SequenceState, nBlocks: number):
   kv.live();
   const B = kv.blockSize;
   const rt = kv.rt;
-  const out = rt.staging.byteSpace(nBlocks * 16);
+  // The salt's digest sits in front of the hashes, in the same area.
+  const area = rt.staging.byteSpace(16 + nBlocks * 16);
+  const out = area + 16;
+  if (s.saltKey !== null) rt.u8.set(s.saltKey, area);
   const tok = rt.staging.stageTokens(s.tokens, 0, nBlocks * B);
   const nHeld = Math.min(s.numBlocks, nBlocks);
   const ids = rt.staging.stageIds(s.table, 0, nHeld);
-  rt.ex.ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out);
+  rt.ex.ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out, s.saltKey === null ? 0 : area);
   return rt.u8.slice(out, out + nBlocks * 16);
 }
 
 /** Hashes of the first `nBlocks` boundaries of `s` (blocks of `blockSize`), all from its tokens. */
 export function hashChainFromTokens(rt: CoreInstance, s: SequenceState, nBlocks: number, blockSize: number, seedLo: number, seedHi: number): Uint8Array {
   rt.live();
-  const out = rt.staging.byteSpace(nBlocks * 16);
+  const area = rt.staging.byteSpace(16 + nBlocks * 16);
+  const out = area + 16;
+  if (s.saltKey !== null) rt.u8.set(s.saltKey, area);
   const tok = rt.staging.stageTokens(s.tokens, 0, nBlocks * blockSize);
-  rt.ex.hash_blocks(tok, nBlocks * blockSize, blockSize, seedLo, seedHi, out);
+  rt.ex.hash_blocks_from(tok, nBlocks * blockSize, blockSize, seedLo, seedHi, s.saltKey === null ? 0 : area, out);
   return rt.u8.slice(out, out + nBlocks * 16);
 }

@@ -12,6 +12,8 @@ export interface HostBlocks {
   numBlocks: number;
   /** Prompt tokens whose KV the host holds (a multiple of the block size). */
   kvTokens: number;
+  /** Blocks a prefetch from the KV-cache store is filling (host ids after the first kvTokens / B), or null. */
+  prefetch: readonly { readonly dst: number; readonly hash: Uint8Array }[] | null;
 }
 
 export class SequenceState {
