@@ -37,6 +37,7 @@ type Op =
   | { kind: 'finish'; pick: number; computed: boolean }
   | { kind: 'reset'; engine: number }
   | { kind: 'offload'; engine: number; ok: boolean }
+  | { kind: 'prefetch'; pick: number; delivered: number }
   | { kind: 'join'; how: 'snapshot' | 'replay' };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -47,6 +48,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 15, arbitrary: fc.record({ kind: fc.constant('finish' as const), pick: fc.nat(), computed: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('reset' as const), engine: fc.nat() }) },
   { weight: 9, arbitrary: fc.record({ kind: fc.constant('offload' as const), engine: fc.nat(), ok: fc.boolean() }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('prefetch' as const), pick: fc.nat(), delivered: fc.nat({ max: 6 }) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('join' as const), how: fc.constantFrom('snapshot' as const, 'replay' as const) }) },
 );
 
@@ -106,12 +108,12 @@ function checkIndex(idx: KVEventIndex, engines: readonly Engine[], fromWire: boo
 }
 
 /** What the runs exercised (checked after the property, so that it cannot pass by testing nothing). */
-const seen = { stored: 0, cpu: 0, salted: 0, cleared: 0, evicted: 0, lateChecks: 0 };
+const seen = { stored: 0, cpu: 0, fetched: 0, salted: 0, cleared: 0, evicted: 0, lateChecks: 0 };
 
 function run(specs: EngineSpec[], ops: Op[]): void {
   const engines: Engine[] = specs.map((spec, i) => {
     const base = { numBlocks: spec.numBlocks, blockSize: 2, dpSize: spec.dpSize };
-    const pool = spec.host > 0 ? new HierarchyBlockManagerPool({ ...base, hostNumBlocks: spec.host }) : new BlockManagerPool(base);
+    const pool = spec.host > 0 ? new HierarchyBlockManagerPool({ ...base, hostNumBlocks: spec.host, enableKvcacheStore: true }) : new BlockManagerPool(base);
     pool.recordEvents(true);
     return { name: `engine-${i}`, spec, pool, seqs: [], published: [] };
   });
@@ -160,6 +162,10 @@ function run(specs: EngineSpec[], ops: Op[]): void {
             if (!e.pool.allocate(s, s.numTokens)) break;
             s.kvCachedTokens = s.numTokens - 1;
           }
+        } else if (op.kind === 'prefetch') {
+          // The KV-cache store path: blocks fetched into the host tier (a new sequence only).
+          if (!(e.pool instanceof HierarchyBlockManagerPool) || s.dpRank >= 0) continue;
+          if (e.pool.prefetchFromStorage(s) !== null) seen.fetched += e.pool.updatePrefetchResult(s, op.delivered);
         } else if (op.kind === 'publish') {
           // Caches what the sequence computed while it runs (a duplicate of a cached block stays the sequence's).
           if (s.dpRank >= 0) e.pool.cache(s);

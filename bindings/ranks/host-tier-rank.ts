@@ -385,12 +385,31 @@ export class HostTierRank implements RankManager {
         ids[i] = plan[i]!.dst;
         hashes.set(plan[i]!.hash, i * 16);
       }
-      if (this.host.insertHashesFrom(ids, 0, n, hashes, 0) < 0) throw new Error('kvpool: internal error caching prefetched host blocks');
+      const about = this.host.recordingEvents ? this.fetchedAbout(s, h, n) : undefined;
+      if (this.host.insertHashesFrom(ids, 0, n, hashes, 0, about) < 0) throw new Error('kvpool: internal error caching prefetched host blocks');
     }
     h.kvTokens += n * this.blockSize;
     h.prefetch = null;
     this.counters.blocksFetched += n;
     return n;
+  }
+
+  /** What the stored events of the first `n` fetched blocks say: tokens, and parents chained from the host prefix (or the salt). */
+  private fetchedAbout(s: SequenceState, h: HostBlocks, n: number): BlocksAnnounced {
+    const B = this.blockSize;
+    const from = h.kvTokens / B;
+    const plan = h.prefetch!;
+    const about: AnnouncedBlock[] = [];
+    for (let i = 0; i < n; i++) {
+      const tokens = s.tokens.slice((from + i) * B, (from + i + 1) * B);
+      if (i > 0) about.push({ kind: EV_PARENT_CHAIN, parent: plan[i - 1]!.hash, tokens });
+      else if (from > 0) {
+        const parent = new Uint8Array(16);
+        this.host.blockHashInto(h.table[from - 1]!, parent, 0);
+        about.push({ kind: EV_PARENT_CHAIN, parent, tokens });
+      } else about.push(s.saltKey !== null ? { kind: EV_PARENT_SALT, parent: s.saltKey, tokens } : { kind: EV_PARENT_NONE, parent: null, tokens });
+    }
+    return packAnnounced(about, B);
   }
 
   // ---- transfers ----
