@@ -79,7 +79,7 @@ export {
   encodeVllmEventBatches, drainVllmEventBatches, kvEventsTopic, type VllmEncodeOptions, type VllmEventFormat, type BlockHashFormat, type EncodedBatch,
 } from './events/vllm.js';
 export {
-  decodeVllmEventBatch, type VllmEventBatch, type VllmEvent, type VllmBlockStored, type VllmBlockRemoved, type VllmAllBlocksCleared, type VllmBlockHash,
+  decodeVllmEventBatch, decodeVllmEventBatches, type VllmEventBatch, type VllmEvent, type VllmBlockStored, type VllmBlockRemoved, type VllmAllBlocksCleared, type VllmBlockHash,
 } from './events/vllm-decode.js';
 export {
   KVEventIndex, type KVEventIndexOptions, type PrefixQuery, type PrefixMatch, type IndexedBlock, type IndexedHash, type IndexSourceInfo,

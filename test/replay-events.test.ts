@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
+import { decodeVllmEventBatches } from '../bindings/events/vllm-decode.js';
 import type { KVEvent } from '../bindings/managers/kv-events.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { replayWithEvents } from '../bindings/replay/replay-events.js';
@@ -87,8 +88,11 @@ describe('replay with events', () => {
       expect(r.code).toBe(0);
       const result = JSON.parse(r.out);
       expect(strip(result)).toEqual(strip(JSON.parse(JSON.stringify(replaySync(OPTS)))));
-      const batches = readBatches(readFileSync(file));
+      const bytes = readFileSync(file);
+      const batches = readBatches(bytes);
       expect(batches.length).toBeGreaterThan(10);
+      // The library reads the file as the test's reader does.
+      expect(decodeVllmEventBatches(bytes)).toEqual(batches.map(({ forms: _f, ...b }) => b));
       const known = followWire(batches, form);
       expect(known.size).toBe(result.cachedBlocksAtEnd);
       rmSync(dir, { recursive: true });

@@ -139,6 +139,23 @@ export function decodeVllmEventBatch(payload: Uint8Array): VllmEventBatch {
   } catch (e) {
     throw new TypeError(`kvpool: not a vLLM KV event batch: ${(e as Error).message}`);
   }
+  return batchOf(v);
+}
+
+/** Decodes batches written one after another (a `kvpool replay --events` file). */
+export function decodeVllmEventBatches(bytes: Uint8Array): VllmEventBatch[] {
+  if (!(bytes instanceof Uint8Array)) throw new TypeError(`bytes must be a Uint8Array, got ${describe(bytes)}`);
+  const out: VllmEventBatch[] = [];
+  try {
+    for (const v of decoder.decodeMulti(bytes)) out.push(batchOf(v));
+  } catch (e) {
+    if (e instanceof TypeError && e.message.startsWith('kvpool:')) throw e;
+    throw new TypeError(`kvpool: not a vLLM KV event batch: ${(e as Error).message}`);
+  }
+  return out;
+}
+
+function batchOf(v: unknown): VllmEventBatch {
   if (!Array.isArray(v) || v.length < 2 || v.length > 3) fail('a batch is the array [ts, events, data_parallel_rank]', v);
   const [ts, events, rank] = v as [unknown, unknown, unknown];
   if (typeof ts !== 'number') fail('ts must be a number', ts);
