@@ -10,7 +10,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { KVEventIndex } from '../bindings/events/kv-event-index.js';
-import { encodeVllmEventBatches, type VllmEncodeOptions } from '../bindings/events/vllm.js';
+import { drainVllmEventBatches, encodeVllmEventBatches, type VllmEncodeOptions } from '../bindings/events/vllm.js';
 import type { CoreManager } from '../bindings/managers/core-manager.js';
 import type { KVEvent } from '../bindings/managers/kv-events.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
@@ -18,6 +18,10 @@ import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-manager-pool.js';
 import { saltKey } from '../bindings/pool/salt.js';
 import { Sequence } from '../bindings/pool/sequence.js';
+import { replayWithEventHook } from '../bindings/replay/replay-events.js';
+import type { ReplayOptions } from '../bindings/replay/replay.js';
+import { readTraceFile } from '../bindings/node/trace-file.js';
+import { TRACE_PATH } from './support/externals.js';
 import { readBatch } from './support/vllm-wire.js';
 
 const SOAK = process.env['KVPOOL_SOAK'] === '1';
@@ -211,7 +215,7 @@ function run(specs: EngineSpec[], ops: Op[]): void {
 describe('KVEventIndex follows engines exactly', () => {
   it('after every step of random runs: each index holds each cache and answers every query as the engine matches', () => {
     fc.assert(fc.property(fc.array(engineArb, { minLength: 1, maxLength: 3 }), fc.array(opArb, { minLength: 20, maxLength: SOAK ? 300 : 120, size: 'max' }), run), {
-      numRuns: SOAK ? 1000 : 30,
+      numRuns: SOAK ? 400 : 30,
     });
     // The runs reached host-tier blocks, salts, clears, evictions and late joins. (A pool caches a chain
     // from its first unshared block, so a block waiting for its parent needs a manager: see below.)
@@ -308,5 +312,34 @@ describe('KVEventIndex', () => {
     expect(idx.longestPrefix([1, 2, 3]).get('a')).toBe(1);
     m.dispose();
     p4.dispose();
+  });
+});
+
+// ---- replays: the index against the pool at every step ----
+
+/** Replays `options` with events; after every `every`-th step, an index fed the wire batches holds exactly each rank's caches. */
+function followReplay(options: ReplayOptions, wire: VllmEncodeOptions, every: number): number {
+  const idx = new KVEventIndex();
+  let checks = 0;
+  replayWithEventHook(options, (pool, step) => {
+    for (const b of drainVllmEventBatches(pool, { ...wire, ts: step })) idx.applyBatch('replay', readBatch(b.payload));
+    if (step % every !== 0) return;
+    const engine = { name: 'replay', spec: { numBlocks: 0, dpSize: pool.dpSize, host: 0, wire }, pool, seqs: [], published: [] };
+    checkIndex(idx, [engine], true, []);
+    checks++;
+  });
+  return checks;
+}
+
+describe('KVEventIndex follows a replay', () => {
+  it('the built-in workload, plain and with a host tier: the index holds the caches after every step', () => {
+    const base = { requests: 150, numBlocks: 200, blockSize: 4, maxRunning: 4, dpSize: 2 };
+    expect(followReplay(base, { format: 'positional' }, 1)).toBeGreaterThan(100);
+    expect(followReplay({ ...base, hostBlocks: 150 }, { blockHashes: 'bytes' }, 1)).toBeGreaterThan(100);
+  });
+
+  it.runIf(SOAK)('soak: the Mooncake conversation trace, 4096 blocks, with a host tier: the index holds the caches every 50 steps', async () => {
+    const trace = await readTraceFile(TRACE_PATH);
+    expect(followReplay({ trace, numBlocks: 4096, hostBlocks: 8192 }, {}, 50)).toBeGreaterThan(200);
   });
 });
