@@ -111,8 +111,9 @@ export function recordCleared(m: Manager): void {
 /**
  * Turns recording on (forgetting every TOLD mark), keeping the mirror for
  * snapshots or not, or off. Returns 0, or -1 when the mirror cannot be
- * allocated (then nothing changed). The mirror costs a copy of each stored
- * block's tokens: a replay that only writes its events out goes without.
+ * allocated (then nothing changed). The mirror costs memory (as much again
+ * as the manager's arrays) and a copy of each stored block's tokens: off
+ * unless asked for.
  */
 export function setRecording(m: Manager, on: bool, snapshots: bool): i32 {
   if (on && m.eventsOn == 0) {

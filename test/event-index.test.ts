@@ -118,7 +118,7 @@ function run(specs: EngineSpec[], ops: Op[]): void {
   const engines: Engine[] = specs.map((spec, i) => {
     const base = { numBlocks: spec.numBlocks, blockSize: 2, dpSize: spec.dpSize };
     const pool = spec.host > 0 ? new HierarchyBlockManagerPool({ ...base, hostNumBlocks: spec.host, enableKvcacheStore: true }) : new BlockManagerPool(base);
-    pool.recordEvents(true);
+    pool.recordEvents(true, { snapshots: true });
     return { name: `engine-${i}`, spec, pool, seqs: [], published: [] };
   });
   const live = new KVEventIndex();

@@ -161,7 +161,7 @@ describe('KV-cache events', () => {
     const m = new BlockManagerImpl({ numBlocks: 8, blockSize: B });
     const ids = m.allocate(1)!;
     m.cache(T.slice(0, B), ids); // cached before recording
-    m.recordEvents(true);
+    m.recordEvents(true, { snapshots: true });
     const more = m.allocate(1)!;
     m.cache(T.slice(0, 2 * B), [ids[0]!, more[0]!], 1);
     const ev = m.drainEvents();
@@ -174,15 +174,16 @@ describe('KV-cache events', () => {
     m.dispose();
   });
 
-  it('without snapshots (a replay writing its events out), recording saves their cost and refuses to take one', () => {
+  it('snapshots are kept only when asked for (they cost memory): without, recording refuses to take one', () => {
     const p = new BlockManagerPool({ numBlocks: 8, blockSize: B });
-    p.recordEvents(true, { snapshots: false });
+    expect(() => p.snapshotEvents()).toThrow(/snapshots need recording with them/);
+    p.recordEvents(true);
     const s = new Sequence(T.slice(0, 9));
     expect(p.allocate(s)).toBe(true);
     s.kvCachedTokens = 9;
     p.deallocate(s);
     expect(p.drainEvents().map((e) => e.type)).toEqual(['stored', 'stored']);
-    expect(() => p.snapshotEvents()).toThrow(/recorded without snapshots/);
+    expect(() => p.snapshotEvents()).toThrow(/snapshots need recording with them: recordEvents\(true, \{ snapshots: true \}\)/);
     expect(() => p.recordEvents(true, { snapshots: true })).toThrow(/recorded without snapshots already; stop recording to change that/);
     p.recordEvents(true); // no options: recording goes on as it is
     expect(() => p.recordEvents(true, { snap: true } as never)).toThrow(/unknown option "snap"/);
@@ -195,7 +196,7 @@ describe('KV-cache events', () => {
 
   it('a snapshot announces the cache again, parents first, and leaves pending events pending', () => {
     const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, dpSize: 2 });
-    p.recordEvents(true);
+    p.recordEvents(true, { snapshots: true });
     const a = new Sequence(T.slice(0, 13), { cacheSalt: 's' }); // 3 full blocks
     const b = new Sequence([...T.slice(0, 8), 1, 2, 3, 4, 5]); // shares 2 blocks with nothing (no salt)
     for (const s of [a, b]) {
@@ -278,7 +279,7 @@ function follow(ops: Op[], numBlocks: number, blockSize: number, dpSize: number)
   const opts = { numBlocks, blockSize, dpSize };
   const pool = new BlockManagerPool(opts);
   const model = new ModelBlockManagerPool(opts);
-  pool.recordEvents(true);
+  pool.recordEvents(true, { snapshots: true });
   model.recordEvents(true);
   let on = true;
   let gap = false; // recording was off for a while: the router's view may lag behind the cache
@@ -295,7 +296,7 @@ function follow(ops: Op[], numBlocks: number, blockSize: number, dpSize: number)
         expect(pool.resetPrefixCache()).toEqual(model.resetPrefixCache());
       } else if (op.kind === 'toggle') {
         on = !on;
-        pool.recordEvents(on);
+        pool.recordEvents(on, { snapshots: true });
         model.recordEvents(on);
         if (on) {
           // A consumer that saw a gap starts over.

@@ -186,10 +186,8 @@ describe('kvpool replay (CLI)', () => {
 });
 
 describe('replay modes that cannot be combined', () => {
-  it('rejects two modes at once, and events with a mode', async () => {
-    const { replayWithEvents } = await import('../bindings/replay/replay-events.js');
+  it('rejects two modes at once', () => {
     expect(() => replaySync({ requests: 5, slidingWindow: 64, linearStateSlots: 8 })).toThrow(/slidingWindow and linearStateSlots cannot be combined/);
     expect(() => replaySync({ requests: 5, linearStateSlots: 8, hostBlocks: 64 })).toThrow(/linearStateSlots and hostBlocks cannot be combined/);
-    expect(() => replayWithEvents({ requests: 5, hostBlocks: 64 }, () => {})).toThrow(/hostBlocks cannot be combined with event recording/);
   });
 });

@@ -16,6 +16,7 @@ import { sharedCore } from '../bindings/core/shared-core.js';
 import { hashBlocks, xxh3_128 } from '../bindings/hash.js';
 import { LinearStatePrefixCache } from '../bindings/linear-state/linear-state-prefix-cache.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
+import { FULL_ATTENTION_GROUP } from '../bindings/managers/kv-events.js';
 import { CompositeBlockManager } from '../bindings/managers/composite-block-manager.js';
 import { ConcurrentBlockManagerImpl } from '../bindings/managers/concurrent-block-manager-impl.js';
 import { SingleBlockManager } from '../bindings/managers/single-block-manager.js';
@@ -298,8 +299,8 @@ describe('one ABI', () => {
     const ev = m.drainEvents();
     const h = hashBlocks([1, 2, 3, 4], 2);
     expect(ev).toEqual([
-      { type: 'stored', dpRank: 0, blockId: ids[0], hash: h.slice(0, 16), parentHash: null, tokenIds: Int32Array.from([1, 2]) },
-      { type: 'stored', dpRank: 0, blockId: ids[1], hash: h.slice(16, 32), parentHash: h.slice(0, 16), tokenIds: Int32Array.from([3, 4]) },
+      { type: 'stored', dpRank: 0, blockId: ids[0], hash: h.slice(0, 16), parentHash: null, tokenIds: Int32Array.from([1, 2]), salt: null, medium: 'GPU', group: FULL_ATTENTION_GROUP },
+      { type: 'stored', dpRank: 0, blockId: ids[1], hash: h.slice(16, 32), parentHash: h.slice(0, 16), tokenIds: Int32Array.from([3, 4]), salt: null, medium: 'GPU', group: FULL_ATTENTION_GROUP },
     ]);
     m.dispose();
   });

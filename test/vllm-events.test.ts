@@ -170,7 +170,7 @@ describe('vLLM KVEventBatch encoding', () => {
 
   it('host-tier blocks are announced with medium "CPU", their tokens and chain parent', () => {
     const p = new HierarchyBlockManagerPool({ numBlocks: 8, blockSize: B, hostNumBlocks: 8 });
-    p.recordEvents(true);
+    p.recordEvents(true, { snapshots: true });
     const s = new Sequence(T);
     expect(p.allocate(s)).toBe(true);
     s.kvCachedTokens = s.numTokens;

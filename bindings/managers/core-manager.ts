@@ -161,8 +161,9 @@ export abstract class CoreManager {
    * Starts (true) or stops recording KV-cache events (off by default). Starting
    * assumes a consumer that knows nothing yet: blocks already cached are never
    * removed in an event, nor put in a snapshot, since none announced them.
-   * With snapshots (the default), recording keeps per block what announced
-   * it: a RangeError when memory for that runs out, and nothing changes.
+   * With `{ snapshots: true }`, recording keeps per block what announced it
+   * (for snapshotEvents): a RangeError when memory for that runs out, and
+   * nothing changes.
    * Already recording, the options must be the same (stop first to change them).
    */
   recordEvents(on: boolean, options?: RecordEventsOptions): void {
@@ -234,8 +235,8 @@ export abstract class CoreManager {
   /** @internal Hands `visit` the records of a snapshot (see snapshotEvents); pending records stay. */
   snapshotEventRecords(source: KVEventSource, visit: KVEventRecordVisitor): void {
     this.live();
-    if (this.snapshots === false) {
-      throw new RangeError('kvpool: events are recorded without snapshots (recordEvents(true, { snapshots: false })): there is none to take');
+    if (this.snapshots !== true) {
+      throw new RangeError('kvpool: snapshots need recording with them: recordEvents(true, { snapshots: true })');
     }
     const e = this.ex;
     const before = e.mgr_events_len(this.ptr);

@@ -37,19 +37,20 @@ export const CPU_SOURCE: KVEventSource = Object.freeze({ medium: 'CPU', group: F
 export interface RecordEventsOptions {
   /**
    * Keep what each stored event said, so that `snapshotEvents` can announce
-   * the cache again to a consumer that joins late (default true). It costs a
-   * copy of each stored block's tokens; a replay that only writes its events
-   * to a file goes without. Taken when recording starts.
+   * the cache again to a consumer that joins late (default false). It costs
+   * 20 + 4 x blockSize bytes of Wasm memory per block (about as much again
+   * as the manager) and a copy of each stored block's tokens. Taken when
+   * recording starts.
    */
   snapshots?: boolean;
 }
 
 /** Checks `options` of recordEvents; returns whether snapshots are kept. */
 export function parseRecordOptions(options: RecordEventsOptions | undefined): boolean {
-  if (options === undefined) return true;
+  if (options === undefined) return false;
   if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${String(options)}`);
   for (const k of Object.keys(options)) if (k !== 'snapshots') throw new TypeError(`options: unknown option ${JSON.stringify(k)} (known: snapshots)`);
-  const s = options.snapshots ?? true;
+  const s = options.snapshots ?? false;
   if (typeof s !== 'boolean') throw new TypeError(`options.snapshots must be a boolean, got ${String(s)}`);
   return s;
 }

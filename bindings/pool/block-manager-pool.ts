@@ -435,7 +435,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /**
    * Starts (true) or stops recording KV-cache events on every rank (off by
-   * default); `options.snapshots` (default true): keep what snapshotEvents needs.
+   * default); `options.snapshots` (default false): keep what snapshotEvents needs.
    */
   recordEvents(on: boolean, options?: RecordEventsOptions): void {
     this.ensureOpen();

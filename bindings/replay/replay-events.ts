@@ -57,8 +57,8 @@ export class EventReplay {
     this.config = replayConfig(p, given === undefined ? undefined : (traceName ?? 'requests'));
     this.open = openReplay(p);
     try {
-      // Events go out step by step: nobody takes snapshots, so their cost is saved.
-      this.open.pool.recordEvents(true, { snapshots: false });
+      // Events go out step by step: nobody takes snapshots.
+      this.open.pool.recordEvents(true);
       const target = eventTarget(this.open.target, () => this.flush());
       const { blockSize, maxRunning, publishAfterPrefill, limit } = p;
       this.stepper = new ReplayStepper(target, trace, { blockSize, maxRunning, publishAfterPrefill, limit });
