@@ -3,6 +3,7 @@
 
 import { chainKey } from './chain-key.js';
 import { blockRetention, ModelPrefixCache, MODEL_DEFAULT_PRIORITY, type ModelEvictionPolicy, type ModelRetention } from './prefix-cache.js';
+import { modelInt, modelInt32s } from './validate.js';
 
 /** A recorded event, by block id and key (the model's keys are not XXH3). */
 export type ModelEvent =
@@ -62,6 +63,7 @@ export class ModelBlockManager {
   }
 
   allocate(n: number): number[] | null {
+    modelInt('n', n);
     if (n > this.free.length && this.prefixOn) this.evict(n - this.free.length);
     if (n > this.free.length) {
       this.counters.allocationFailures++;
@@ -81,6 +83,7 @@ export class ModelBlockManager {
 
   /** Throws (changing nothing) if some id has no holder besides the cache. */
   validateRelease(ids: number[]): void {
+    modelInt32s('ids', ids);
     const left = new Map<number, number>();
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks) throw new RangeError(`ids[${i}] = ${id} is not a block id`);
@@ -96,6 +99,7 @@ export class ModelBlockManager {
   }
 
   retain(ids: number[]): void {
+    modelInt32s('ids', ids);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id] === 0) throw new RangeError(`ids[${i}] = ${id} cannot be retained`);
     });
@@ -108,6 +112,7 @@ export class ModelBlockManager {
   }
 
   evict(k: number): number {
+    modelInt('n', k);
     let done = 0;
     if (this.prefix.policy !== 'lru') {
       for (; done < k; done++) {
@@ -150,7 +155,13 @@ export class ModelBlockManager {
   }
 
   allocateShared(tokens: ArrayLike<number>, existing: number[] = [], salt = ''): number[] {
+    modelInt32s('tokens', tokens);
+    modelInt32s('existingShared', existing);
     const nFull = Math.floor(tokens.length / this.blockSize);
+    if (existing.length > nFull) throw new RangeError(`model: ${existing.length} existing ids for ${nFull} full blocks`);
+    existing.forEach((id, i) => {
+      if (id <= 0 || id >= this.numBlocks || this.ref[id] === 0) throw new RangeError(`model: existingShared[${i}] = ${id} is not held`);
+    });
     if (nFull <= existing.length) return []; // nothing to look up: not counted
     this.counters.matchCalls++;
     this.counters.blocksQueried += nFull - existing.length;
@@ -174,7 +185,11 @@ export class ModelBlockManager {
   }
 
   cache(tokens: ArrayLike<number>, ids: number[], existing = 0, salt = '', retention: readonly ModelRetention[] = []): number {
+    modelInt32s('tokens', tokens);
+    modelInt32s('ids', ids);
+    if (ids.length > Math.ceil(tokens.length / this.blockSize)) throw new RangeError(`model: ${ids.length} ids for ${tokens.length} tokens`);
     const n = Math.min(Math.floor(tokens.length / this.blockSize), ids.length);
+    modelInt('existingSharedCount', existing, 0, n);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id]! - this.cachedCount(id) <= 0) {
         throw new RangeError(`ids[${i}] = ${id} is not held`);
@@ -218,12 +233,15 @@ export class ModelBlockManager {
 
   /** The priority policy's clock (never backwards). */
   setTime(t: number): void {
-    if (t < this.prefix.now) throw new RangeError(`t ${t} is before ${this.prefix.now}`);
+    if (typeof t !== 'number') throw new TypeError('model: t is not a number');
+    if (!(t >= this.prefix.now) || t === Infinity) throw new RangeError(`model: t ${t} is not a finite time from ${this.prefix.now} on`);
     this.prefix.now = t;
   }
 
   /** Caches ids[i] under keys[i] (insert by stamped key: blocks copied in from another tier). */
   cacheByKeys(ids: number[], keys: string[]): number {
+    modelInt32s('ids', ids);
+    if (keys.length !== ids.length) throw new RangeError(`model: ${keys.length} keys for ${ids.length} ids`);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id]! - this.cachedCount(id) <= 0) {
         throw new RangeError(`ids[${i}] = ${id} is not held`);

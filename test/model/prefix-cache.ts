@@ -15,6 +15,32 @@ export interface ModelRetention {
 
 export const MODEL_DEFAULT_PRIORITY = 35;
 
+/**
+ * Token ranges as a caller writes them ({ start?, end?, priority, duration? }),
+ * checked and normalized: start defaults to 0, end and duration to Infinity;
+ * start >= 0, end > start, priority an integer in 0..100, duration >= 0.
+ */
+export function modelRetentionRanges(ranges: unknown): ModelRetention[] {
+  if (!Array.isArray(ranges)) throw new TypeError('model: ranges is not an array');
+  return ranges.map((r: unknown, i) => {
+    if (r === null || typeof r !== 'object') throw new TypeError(`model: ranges[${i}] is not an object`);
+    const o = r as Record<string, unknown>;
+    for (const k of Object.keys(o)) if (!['start', 'end', 'priority', 'duration'].includes(k)) throw new TypeError(`model: ranges[${i}].${k}`);
+    const int = (k: string, v: unknown, min: number, max: number): number => {
+      if (typeof v !== 'number') throw new TypeError(`model: ranges[${i}].${k} is not a number`);
+      if (!Number.isInteger(v) || v < min || v > max) throw new RangeError(`model: ranges[${i}].${k} = ${v}`);
+      return v;
+    };
+    const start = int('start', o['start'] ?? 0, 0, 0x7fffffff);
+    const end = o['end'] === undefined ? Infinity : int('end', o['end'], start + 1, 0x7fffffff);
+    const priority = int('priority', o['priority'], 0, 100);
+    const d = o['duration'] ?? Infinity;
+    if (typeof d !== 'number') throw new TypeError(`model: ranges[${i}].duration is not a number`);
+    if (!(d >= 0)) throw new RangeError(`model: ranges[${i}].duration = ${d}`);
+    return { start, end, priority, duration: d };
+  });
+}
+
 /** The (priority, duration) of the block holding tokens [lo, hi): the highest overlapping priority, its longest duration. */
 export function blockRetention(ranges: readonly ModelRetention[], lo: number, hi: number): [number, number] {
   const over = ranges.filter((r) => r.start < hi && r.end > lo);
