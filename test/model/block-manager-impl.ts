@@ -3,7 +3,7 @@
 
 import { chainKey } from './chain-key.js';
 import { blockRetention, ModelPrefixCache, MODEL_DEFAULT_PRIORITY, type ModelEvictionPolicy, type ModelRetention } from './prefix-cache.js';
-import { modelInt, modelInt32s } from './validate.js';
+import { modelCheckInt32s, modelInt } from './validate.js';
 
 /** A recorded event, by block id and key (the model's keys are not XXH3). */
 export type ModelEvent =
@@ -83,7 +83,7 @@ export class ModelBlockManager {
 
   /** Throws (changing nothing) if some id has no holder besides the cache. */
   validateRelease(ids: number[]): void {
-    modelInt32s('ids', ids);
+    modelCheckInt32s('ids', ids);
     const left = new Map<number, number>();
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks) throw new RangeError(`ids[${i}] = ${id} is not a block id`);
@@ -99,7 +99,7 @@ export class ModelBlockManager {
   }
 
   retain(ids: number[]): void {
-    modelInt32s('ids', ids);
+    modelCheckInt32s('ids', ids);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id] === 0) throw new RangeError(`ids[${i}] = ${id} cannot be retained`);
     });
@@ -155,8 +155,8 @@ export class ModelBlockManager {
   }
 
   allocateShared(tokens: ArrayLike<number>, existing: number[] = [], salt = ''): number[] {
-    modelInt32s('tokens', tokens);
-    modelInt32s('existingShared', existing);
+    modelCheckInt32s('tokens', tokens);
+    modelCheckInt32s('existingShared', existing);
     const nFull = Math.floor(tokens.length / this.blockSize);
     if (existing.length > nFull) throw new RangeError(`model: ${existing.length} existing ids for ${nFull} full blocks`);
     existing.forEach((id, i) => {
@@ -185,8 +185,8 @@ export class ModelBlockManager {
   }
 
   cache(tokens: ArrayLike<number>, ids: number[], existing = 0, salt = '', retention: readonly ModelRetention[] = []): number {
-    modelInt32s('tokens', tokens);
-    modelInt32s('ids', ids);
+    modelCheckInt32s('tokens', tokens);
+    modelCheckInt32s('ids', ids);
     if (ids.length > Math.ceil(tokens.length / this.blockSize)) throw new RangeError(`model: ${ids.length} ids for ${tokens.length} tokens`);
     const n = Math.min(Math.floor(tokens.length / this.blockSize), ids.length);
     modelInt('existingSharedCount', existing, 0, n);
@@ -240,7 +240,7 @@ export class ModelBlockManager {
 
   /** Caches ids[i] under keys[i] (insert by stamped key: blocks copied in from another tier). */
   cacheByKeys(ids: number[], keys: string[]): number {
-    modelInt32s('ids', ids);
+    modelCheckInt32s('ids', ids);
     if (keys.length !== ids.length) throw new RangeError(`model: ${keys.length} keys for ${ids.length} ids`);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id]! - this.cachedCount(id) <= 0) {

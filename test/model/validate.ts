@@ -18,11 +18,19 @@ export function modelInt32s(name: string, v: unknown): number[] {
   if (v === null || typeof v !== 'object' || typeof (v as ArrayLike<unknown>).length !== 'number') {
     throw new TypeError(`model: ${name} is not an array`);
   }
-  const a = Array.from(v as ArrayLike<unknown>);
-  a.forEach((x, i) => {
-    if (typeof x !== 'number' || !Number.isInteger(x) || x < -INT32_MAX - 1 || x > INT32_MAX) {
-      throw new RangeError(`model: ${name}[${i}] = ${String(x)} is not an int32`);
-    }
-  });
-  return a as number[];
+  const a = Array.from(v as ArrayLike<number>);
+  for (let i = 0; i < a.length; i++) {
+    // An int32 is exactly a value that survives `| 0` unchanged.
+    if ((a[i]! | 0) !== a[i]) throw new RangeError(`model: ${name}[${i}] = ${String(a[i])} is not an int32`);
+  }
+  return a;
+}
+
+/** Checks an array-like of int32 integers without copying it. */
+export function modelCheckInt32s(name: string, v: unknown): void {
+  if (v === null || typeof v !== 'object' || typeof (v as ArrayLike<unknown>).length !== 'number') {
+    throw new TypeError(`model: ${name} is not an array`);
+  }
+  const a = v as ArrayLike<number>;
+  for (let i = 0; i < a.length; i++) if ((a[i]! | 0) !== a[i]) throw new RangeError(`model: ${name}[${i}] = ${String(a[i])} is not an int32`);
 }
