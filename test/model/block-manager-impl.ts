@@ -37,6 +37,8 @@ export class ModelBlockManager {
   /** The most ids ever used at once (kept only with trackPeak: it costs a scan per step). */
   peakUsed = 0;
   trackPeak = false;
+  /** Called with every id popped off the free stack, in order (the replay's id checksum watches this). */
+  onPop: ((id: number) => void) | null = null;
   counters = { matchCalls: 0, blocksQueried: 0, blocksHit: 0, blocksInserted: 0, blocksEvicted: 0, blocksAllocated: 0, allocationFailures: 0 };
 
   constructor(o: ModelManagerOptions) {
@@ -75,6 +77,7 @@ export class ModelBlockManager {
       this.ref[id] = 1;
       this.stamp.delete(id);
       out.push(id);
+      this.onPop?.(id);
     }
     this.counters.blocksAllocated += n;
     this.notePeak();

@@ -31,6 +31,8 @@ export class ModelBlockManagerPool {
   /** One linear-state cache per rank when linear state is on, else empty. */
   readonly linear: ModelLinearStateCache[] = [];
   readonly contiguous: boolean;
+  /** Per rank: shared blocks given back for lack of a checkpoint, below the cap (linear state). */
+  readonly trimmedBlocks: number[];
 
   constructor(o: ModelPoolOptions) {
     this.blockSize = o.blockSize;
@@ -45,6 +47,7 @@ export class ModelBlockManagerPool {
       if (o.enableLinearState) this.linear.push(new ModelLinearStateCache(o.linearStateNumSlots ?? 202));
     }
     this.contiguous = o.linearStateReuse === 'contiguous';
+    this.trimmedBlocks = this.managers.map(() => 0);
   }
 
   /** The chain key at boundary k (after block k-1) of the sequence's tokens. */
@@ -67,7 +70,10 @@ export class ModelBlockManagerPool {
       if (this.linear[r]!.contains(keys[i]!)) safe = i + 1;
       else if (this.contiguous) break;
     }
-    if (safe < total) this.managers[r]!.deallocate(table.slice(safe));
+    if (safe < total) {
+      this.trimmedBlocks[r]! += Math.max(0, limit - safe);
+      this.managers[r]!.deallocate(table.slice(safe));
+    }
     return table.slice(0, safe);
   }
 
