@@ -14,6 +14,7 @@ import { PoolReplayTarget } from '../bindings/replay/replay.js';
 import { ReplayStepper } from '../bindings/replay/stepper.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
 import { ModelBlockManagerPool } from './model/block-manager-pool.js';
+import { modelReplay } from './model/replay.js';
 import { ModelReplayTarget } from './support/model-replay-target.js';
 
 function withoutTimings(r: ReplayResult) {
@@ -29,7 +30,7 @@ describe('ReplayStepper', () => {
   ];
   const trace = generateWorkload({ requests: 200, seed: 11 });
   for (const [name, o, params] of cases) {
-    it(`gives runReplay's result when stepped to the end (${name})`, () => {
+    it(`gives runReplay's result, and the model loop's, when stepped to the end (${name})`, () => {
       const a = new BlockManagerPool(o);
       const b = new BlockManagerPool(o);
       try {
@@ -41,6 +42,8 @@ describe('ReplayStepper', () => {
         expect(st.finished).toBe(true);
         expect(st.step()).toBeNull();
         expect(withoutTimings(st.result())).toEqual(withoutTimings(expected));
+        // The model's own loop (test/model/replay.ts) shares no code with either.
+        expect(withoutTimings(st.result())).toEqual(modelReplay(trace, { ...o, ...params }));
         expect(b.numFreeBlocks()).toEqual(a.numFreeBlocks());
         expect([...b.managers[0]!.lruOrder()]).toEqual([...a.managers[0]!.lruOrder()]);
       } finally {
@@ -131,6 +134,7 @@ describe('ReplayStepper', () => {
             }
             const expected = runReplay(new ModelReplayTarget(new ModelBlockManagerPool({ numBlocks, blockSize, dpSize })), trace, params);
             expect(withoutTimings(a.result())).toEqual(withoutTimings(expected));
+            expect(withoutTimings(a.result())).toEqual(modelReplay(trace, { numBlocks, dpSize, ...params }));
           } finally {
             pool.dispose();
           }

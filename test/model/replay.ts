@@ -37,6 +37,8 @@ export interface ModelReplayOptions {
   blockSize: number;
   numBlocks: number;
   maxRunning: number;
+  /** Data-parallel ranks of the plain pool (default 1, as in the rules; ids popped on any rank count). */
+  dpSize?: number;
   publishAfterPrefill?: boolean;
   limit?: number;
   evictionPolicy?: ModelEvictionPolicy;
@@ -86,8 +88,8 @@ interface Pool {
   publish(s: ModelSequence): void;
   finish(s: ModelSequence): void;
   prefilled(s: ModelSequence): void;
-  /** The manager whose pops make the id figures. */
-  readonly ids: ModelBlockManager;
+  /** The managers whose pops make the id figures. */
+  readonly ids: ModelBlockManager[];
   evicted(): number;
   free(): number;
   cached(): number;
@@ -97,7 +99,7 @@ interface Pool {
 function plainPool(o: ModelReplayOptions): Pool {
   const linear = o.linearStateSlots !== undefined;
   const p = new ModelBlockManagerPool({
-    numBlocks: o.numBlocks, blockSize: o.blockSize, evictionPolicy: o.evictionPolicy,
+    numBlocks: o.numBlocks, blockSize: o.blockSize, evictionPolicy: o.evictionPolicy, dpSize: o.dpSize ?? 1,
     ...(linear && { enableLinearState: true, linearStateNumSlots: o.linearStateSlots }),
   });
   let hits = 0;
@@ -131,7 +133,7 @@ function plainPool(o: ModelReplayOptions): Pool {
       c.commitBatch(batch);
       saved += c.counters.checkpointsCommitted - before;
     },
-    ids: p.managers[0]!,
+    ids: p.managers,
     evicted: () => p.managers.reduce((a, m) => a + m.counters.blocksEvicted, 0),
     free: () => p.numFreeBlocks().reduce((a, b) => a + b, 0),
     cached: () => p.numBlocksInPrefixCache().reduce((a, b) => a + b, 0),
@@ -163,7 +165,7 @@ function compositePool(o: ModelReplayOptions): Pool {
     publish: () => {}, // no prefix cache
     finish: (s) => p.deallocate(s as never),
     prefilled: () => {},
-    ids: m.subs[m.capacityIndex]!,
+    ids: [m.subs[m.capacityIndex]!],
     evicted: () => 0,
     free: () => m.subs[m.capacityIndex]!.numFreeBlocks(),
     cached: () => 0,
@@ -196,7 +198,7 @@ function hostTierPool(o: ModelReplayOptions): Pool {
       complete();
     },
     prefilled: (s) => void (matched += s.sharedBlocks),
-    ids: p.managers[0]!,
+    ids: p.managers,
     evicted: () => p.managers.reduce((a, m) => a + m.counters.blocksEvicted, 0),
     free: () => p.numFreeBlocks().reduce((a, b) => a + b, 0),
     cached: () => p.numBlocksInPrefixCache().reduce((a, b) => a + b, 0),
@@ -216,10 +218,12 @@ export function modelReplay(trace: readonly ModelTraceRequest[], o: ModelReplayO
   const B = o.blockSize;
   let allocatedBlocks = 0;
   let idChecksum = 0;
-  pool.ids.onPop = (id) => {
-    allocatedBlocks++;
-    idChecksum = (Math.imul(idChecksum, 31) + id) >>> 0; // (h * 31 + id) mod 2^32
-  };
+  for (const m of pool.ids) {
+    m.onPop = (id) => {
+      allocatedBlocks++;
+      idChecksum = (Math.imul(idChecksum, 31) + id) >>> 0; // (h * 31 + id) mod 2^32
+    };
+  }
   const running: ModelSequence[] = [];
   const finishOldest = () => pool.finish(running.shift()!);
   const n = Math.min(trace.length, o.limit ?? Infinity);
