@@ -119,8 +119,17 @@ describe('pool.metricsText()', () => {
     p.dispose();
   });
 
+  it('escapes a newline in a label value, and reports a 0 hit rate before any lookup', () => {
+    const p = new BlockManagerPool({ numBlocks: 4, blockSize: B, dpSize: 2 });
+    expect(p.metricsText({ note: 'a\nb' })).toContain('kvpool_blocks_total{note="a\\nb",dp_rank="0"} 3\n');
+    expect(p.stats().map((s) => s.prefixHitRate)).toEqual([0, 0]);
+    expect(p.totalStats().prefixHitRate).toBe(0);
+    p.dispose();
+  });
+
   it('rejects bad labels', () => {
     const p = new BlockManagerPool({ numBlocks: 4, blockSize: B });
+    expect(() => p.metricsText({ __name: 'x' })).toThrow(/"__name" is not a valid Prometheus label name/);
     expect(() => p.metricsText({ 'bad-name': 'x' })).toThrow(/"bad-name" is not a valid Prometheus label name/);
     expect(() => p.metricsText({ dp_rank: '1' })).toThrow(/"dp_rank" is set by the pool/);
     expect(() => p.metricsText({ model: 3 as unknown as string })).toThrow(/labels.model must be a string, got 3/);

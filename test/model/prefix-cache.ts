@@ -60,6 +60,31 @@ export class ModelPrefixCache {
   readonly expiry = new Map<number, number>();
   /** The priority policy's clock. */
   now = 0;
+  /** How many entries have each stored policy key (to know the smallest one without a scan). */
+  private readonly keyCount = new Map<number, number>();
+
+  private setKey(id: number, k: number): void {
+    const old = this.policyKey.get(id);
+    if (old !== undefined) this.countKey(old, -1);
+    this.policyKey.set(id, k);
+    this.countKey(k, 1);
+  }
+
+  private countKey(k: number, d: number): void {
+    const n = (this.keyCount.get(k) ?? 0) + d;
+    if (n === 0) this.keyCount.delete(k);
+    else this.keyCount.set(k, n);
+  }
+
+  /**
+   * No entry's key is below this: the smallest stored key (and, under the
+   * priority policy, at most 35, which an ended retention falls back to).
+   */
+  private keyFloor(): number {
+    let min = Infinity;
+    for (const k of this.keyCount.keys()) if (k < min) min = k;
+    return this.policy === 'priority' ? Math.min(min, MODEL_DEFAULT_PRIORITY) : min;
+  }
 
   constructor(readonly policy: ModelEvictionPolicy = 'lru') {}
 
@@ -72,7 +97,7 @@ export class ModelPrefixCache {
   /** The priority policy: the entry takes `priority` until `expiry`. */
   setPriority(key: string, priority: number, expiry: number): void {
     const id = this.entries.get(key)!;
-    this.policyKey.set(id, priority);
+    this.setKey(id, priority);
     this.expiry.set(id, expiry);
   }
 
@@ -87,7 +112,7 @@ export class ModelPrefixCache {
   add(key: string, id: number): void {
     this.entries.set(key, id);
     this.keyOf.set(id, key);
-    this.policyKey.set(id, this.policy === 'priority' ? MODEL_DEFAULT_PRIORITY : 0);
+    this.setKey(id, this.policy === 'priority' ? MODEL_DEFAULT_PRIORITY : 0);
     this.expiry.set(id, Infinity);
   }
 
@@ -95,6 +120,7 @@ export class ModelPrefixCache {
     const id = this.entries.get(key)!;
     this.entries.delete(key);
     this.keyOf.delete(id);
+    this.countKey(this.policyKey.get(id)!, -1);
     this.policyKey.delete(id);
     this.expiry.delete(id);
   }
@@ -107,7 +133,7 @@ export class ModelPrefixCache {
       for (const k of keys) {
         const id = this.entries.get(k)!;
         const n = Math.min(this.policyKey.get(id)! + 1, cap);
-        this.policyKey.set(id, n);
+        this.setKey(id, n);
         cap = n;
       }
     }
@@ -127,20 +153,23 @@ export class ModelPrefixCache {
     return ids.sort((a, b) => this.key(a) - this.key(b) || pos.get(a)! - pos.get(b)!);
   }
 
-  /** The next victim: the first id in lruOrder() that `evictable` accepts (a plain scan), or undefined. */
+  /**
+   * The next victim: the first id in lruOrder() that `evictable` accepts, or
+   * undefined. A scan in recency order that keeps the smallest key; it stops
+   * early at an entry whose key is the floor, since nothing can beat that.
+   */
   victim(evictable: (id: number) => boolean): number | undefined {
+    const floor = this.keyFloor();
     let best: number | undefined;
-    let pos = 0;
-    let bestPos = 0;
+    let bestKey = Infinity;
     for (const id of this.entries.values()) {
-      if (evictable(id)) {
-        const k = this.key(id);
-        if (best === undefined || k < this.key(best) || (k === this.key(best) && pos < bestPos)) {
-          best = id;
-          bestPos = pos;
-        }
+      if (!evictable(id)) continue;
+      const k = this.key(id);
+      if (k === floor) return id;
+      if (k < bestKey) {
+        best = id;
+        bestKey = k;
       }
-      pos++;
     }
     return best;
   }
