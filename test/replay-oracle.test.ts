@@ -259,7 +259,7 @@ const full = process.env['KVPOOL_FULL_REPLAY'] === '1';
  * prefix that already evicts heavily.
  */
 const CI_LIMIT: Record<string, number | undefined> = {
-  'lru, publish after prefill': 2000,
+  'lru, publish after prefill': 3000,
   lfu: 1000,
   priority: 1000,
 };

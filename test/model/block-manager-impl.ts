@@ -37,6 +37,11 @@ export class ModelBlockManager {
   /** The most ids ever used at once (kept only with trackPeak: it costs a scan per step). */
   peakUsed = 0;
   trackPeak = false;
+  /**
+   * Check token arrays (O(tokens) per call). A pool turns this off for its
+   * managers: it passes them tokens its sequences already checked.
+   */
+  checkTokens = true;
   /** Called with every id popped off the free stack, in order (the replay's id checksum watches this). */
   onPop: ((id: number) => void) | null = null;
   counters = { matchCalls: 0, blocksQueried: 0, blocksHit: 0, blocksInserted: 0, blocksEvicted: 0, blocksAllocated: 0, allocationFailures: 0 };
@@ -158,7 +163,7 @@ export class ModelBlockManager {
   }
 
   allocateShared(tokens: ArrayLike<number>, existing: number[] = [], salt = ''): number[] {
-    modelCheckInt32s('tokens', tokens);
+    if (this.checkTokens) modelCheckInt32s('tokens', tokens);
     modelCheckInt32s('existingShared', existing);
     const nFull = Math.floor(tokens.length / this.blockSize);
     if (existing.length > nFull) throw new RangeError(`model: ${existing.length} existing ids for ${nFull} full blocks`);
@@ -188,7 +193,7 @@ export class ModelBlockManager {
   }
 
   cache(tokens: ArrayLike<number>, ids: number[], existing = 0, salt = '', retention: readonly ModelRetention[] = []): number {
-    modelCheckInt32s('tokens', tokens);
+    if (this.checkTokens) modelCheckInt32s('tokens', tokens);
     modelCheckInt32s('ids', ids);
     if (ids.length > Math.ceil(tokens.length / this.blockSize)) throw new RangeError(`model: ${ids.length} ids for ${tokens.length} tokens`);
     const n = Math.min(Math.floor(tokens.length / this.blockSize), ids.length);

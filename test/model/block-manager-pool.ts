@@ -46,6 +46,8 @@ export class ModelBlockManagerPool {
       this.swaps.push([]);
       if (o.enableLinearState) this.linear.push(new ModelLinearStateCache(o.linearStateNumSlots ?? 202));
     }
+    // Sequences check their tokens when made and appended to: the managers need not again.
+    for (const m of this.managers) m.checkTokens = false;
     this.contiguous = o.linearStateReuse === 'contiguous';
     this.trimmedBlocks = this.managers.map(() => 0);
   }
