@@ -15,20 +15,25 @@
 import { alloc, release } from "./heap";
 import { Manager, TOLD, flagsOf, setFlags, hashPtr, copyHash } from "./layout";
 import { tableFind } from "./table";
-
-export const EV_STORED: i32 = 1;
-export const EV_REMOVED: i32 = 2;
-export const EV_CLEARED: i32 = 3;
+import {
+  EV_STORED, EV_REMOVED, EV_CLEARED, EV_HEADER, EV_KIND, EV_BLOCK_ID, EV_HAS_PARENT, EV_NUM_TOKENS, EV_HASH, EV_PARENT_HASH,
+} from "../bindings/core/abi";
 
 // Record: kind i32, block id i32, has-parent i32, token count i32, hash 16 B,
-// parent hash 16 B, then the tokens (stored events only).
-export const EV_HEADER: i32 = 48;
+// parent hash 16 B, then the tokens (stored events only): EV_* offsets in
+// bindings/core/abi.ts.
 
 /** Room for one record of `bytes` bytes, or 0 (then `eventsLost` is set). */
 function reserve(m: Manager, bytes: i32): usize {
   if (m.eventsLen + bytes > m.eventsCap) {
-    let cap = m.eventsCap > 0 ? m.eventsCap * 2 : 4096;
-    while (cap < m.eventsLen + bytes) cap *= 2;
+    // Undrained records are capped at 1 GiB (the i32 length); past it they are lost, and said so.
+    const need = <u64>m.eventsLen + <u64>bytes;
+    let cap: u64 = m.eventsCap > 0 ? <u64>m.eventsCap * 2 : 4096;
+    while (cap < need) cap *= 2;
+    if (cap > 0x40000000) {
+      m.eventsLost = 1;
+      return 0;
+    }
     const buf = alloc(<usize>cap);
     if (buf == 0) {
       m.eventsLost = 1;
@@ -37,7 +42,7 @@ function reserve(m: Manager, bytes: i32): usize {
     if (m.eventsLen > 0) memory.copy(buf, m.events, <usize>m.eventsLen);
     release(m.events);
     m.events = buf;
-    m.eventsCap = cap;
+    m.eventsCap = <i32>cap;
   }
   const p = m.events + <usize>m.eventsLen;
   m.eventsLen += bytes;
@@ -51,12 +56,12 @@ export function recordStored(m: Manager, id: i32, parent: usize, tokens: usize):
   if (p == 0) return;
   let pid = parent != 0 ? tableFind(m, parent) : 0;
   const hasParent = pid != 0 && (flagsOf(m, pid) & TOLD) != 0;
-  store<i32>(p, EV_STORED);
-  store<i32>(p, id, 4);
-  store<i32>(p, hasParent ? 1 : 0, 8);
-  store<i32>(p, ntok, 12);
-  copyHash(p + 16, hashPtr(m, id));
-  if (hasParent) copyHash(p + 32, parent);
+  store<i32>(p + EV_KIND, EV_STORED);
+  store<i32>(p + EV_BLOCK_ID, id);
+  store<i32>(p + EV_HAS_PARENT, hasParent ? 1 : 0);
+  store<i32>(p + EV_NUM_TOKENS, ntok);
+  copyHash(p + EV_HASH, hashPtr(m, id));
+  if (hasParent) copyHash(p + EV_PARENT_HASH, parent);
   memory.copy(p + <usize>EV_HEADER, tokens, <usize>ntok << 2);
   setFlags(m, id, flagsOf(m, id) | TOLD);
 }
@@ -66,16 +71,16 @@ export function recordRemoved(m: Manager, id: i32): void {
   if ((flagsOf(m, id) & TOLD) == 0) return;
   const p = reserve(m, EV_HEADER);
   if (p == 0) return;
-  store<i32>(p, EV_REMOVED);
-  store<i32>(p, id, 4);
-  copyHash(p + 16, hashPtr(m, id));
+  store<i32>(p + EV_KIND, EV_REMOVED);
+  store<i32>(p + EV_BLOCK_ID, id);
+  copyHash(p + EV_HASH, hashPtr(m, id));
 }
 
 export function recordCleared(m: Manager): void {
   const p = reserve(m, EV_HEADER);
   if (p == 0) return;
-  store<i32>(p, EV_CLEARED);
-  store<i32>(p, 0, 4);
+  store<i32>(p + EV_KIND, EV_CLEARED);
+  store<i32>(p + EV_BLOCK_ID, 0);
 }
 
 /** Turns recording on (forgetting every TOLD mark) or off. */

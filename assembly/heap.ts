@@ -2,60 +2,64 @@
 //
 // The core never uses AssemblyScript's managed heap (runtime "stub"): every
 // manager is a few flat arrays carved out of linear memory here. Regions are
-// rare and large (one set per manager, one staging area), so a first-fit free
-// list over a bump pointer is enough; what matters is that running out of
-// memory is a 0 return the bindings turn into a clear error, never a trap.
+// rare and large (one set per manager, a staging area), so an address-ordered
+// free list that splits on allocation and merges neighbours on release is
+// enough; what matters is that a huge or impossible request is a 0 return the
+// bindings turn into a clear error, never a trap or a wrapped size, and that
+// memory given back is usable again whatever its size.
+//
+// Sizes and addresses are unsigned 32-bit: the whole 4 GiB of a wasm32
+// memory works. Arithmetic that can pass 2^32 is done in u64.
+//
+// The allocator's state lives in linear memory right after the data segments,
+// in both builds. The shared-memory build runs one instance per thread over
+// the same memory, and each instance has its own globals, so the state must be
+// in memory there and changes under a spin lock; the single-threaded build
+// uses the same layout without the lock.
 
-const ALIGN: usize = 16;
-const HEADER: usize = 16; // size of the region (usize) + next free region, padded
+import { REGION_ALIGN, MAX_REGION_BYTES, MAX_PAGES, MAX_CHUNKS } from "../bindings/core/abi";
 
-// The shared-memory build (threads enabled) runs one instance per thread over
-// the same memory, and each instance has its own globals: there the
-// allocator's state lives in linear memory right after the data segments
-// (which every instantiation re-applies, so nothing mutable may sit in them)
-// and changes under a spin lock. The single-threaded build keeps plain globals.
 // @ts-ignore: decorator
 @inline const SHARED: bool = ASC_FEATURE_THREADS;
-// Shared state block: lock (i32), thread counter (i32), top, free list.
-// @ts-ignore: decorator
-@inline const STATE_LOCK: usize = 0;
-// @ts-ignore: decorator
-@inline const STATE_THREADS: usize = 4;
-// @ts-ignore: decorator
-@inline const STATE_TOP: usize = 8;
-// @ts-ignore: decorator
-@inline const STATE_FREE: usize = 12;
-// @ts-ignore: decorator
-@inline const STATE_SIZE: usize = 64;
+const ALIGN: usize = <usize>REGION_ALIGN;
+const HEADER: usize = 16; // before each region: its size (u32), the next free region (u32), padding
+/** A free region is split only when the rest can hold a header and this much. */
+const MIN_SPLIT: usize = 64;
 
-let top: usize = 0; // first byte never handed out
-let freeList: usize = 0; // regions given back, linked through their headers
+// The state block.
+// @ts-ignore: decorator
+@inline const STATE_LOCK: usize = 0; // i32: the region lock (shared build)
+// @ts-ignore: decorator
+@inline const STATE_THREADS: usize = 4; // i32: instances made so far
+// @ts-ignore: decorator
+@inline const STATE_TOP: usize = 8; // u32: first byte never handed out (0: state not set up yet)
+// @ts-ignore: decorator
+@inline const STATE_FREE: usize = 12; // u32: first free region, in address order
+// @ts-ignore: decorator
+@inline const STATE_CLEAN: usize = 16; // u32: every byte from here on was never handed out (still zero)
+// @ts-ignore: decorator
+@inline export const STATE_GEN: usize = 20; // u32: the last object generation handed out (handles.ts)
+// @ts-ignore: decorator
+@inline export const STATE_SLOT_FREE: usize = 24; // u32: first free header slot (handles.ts)
+// @ts-ignore: decorator
+@inline export const STATE_CHUNKS: usize = 28; // u32: chunks of header slots (handles.ts)
+// @ts-ignore: decorator
+@inline export const STATE_DIR: usize = 32; // u32[MAX_CHUNKS]: where each chunk is (handles.ts)
+const STATE_SIZE: usize = 32 + 4 * <usize>MAX_CHUNKS;
 
 // @ts-ignore: decorator
-@inline function stateBase(): usize {
+@inline export function stateBase(): usize {
   return (__heap_base + ALIGN - 1) & ~(ALIGN - 1);
 }
 
 // @ts-ignore: decorator
-@inline function getTop(): usize {
-  return SHARED ? load<usize>(stateBase() + STATE_TOP) : top;
+@inline export function getState(off: usize): u32 {
+  return load<u32>(stateBase() + off);
 }
 
 // @ts-ignore: decorator
-@inline function setTop(v: usize): void {
-  if (SHARED) store<usize>(stateBase() + STATE_TOP, v);
-  else top = v;
-}
-
-// @ts-ignore: decorator
-@inline function getFree(): usize {
-  return SHARED ? load<usize>(stateBase() + STATE_FREE) : freeList;
-}
-
-// @ts-ignore: decorator
-@inline function setFree(v: usize): void {
-  if (SHARED) store<usize>(stateBase() + STATE_FREE, v);
-  else freeList = v;
+@inline export function setState(off: usize, v: u32): void {
+  store<u32>(stateBase() + off, v);
 }
 
 // Region calls are rare and short (a manager or a staging area), so waiting
@@ -67,8 +71,8 @@ let freeList: usize = 0; // regions given back, linked through their headers
 @inline const SPIN_LIMIT: i32 = 1 << 27;
 let stuck: i32 = 0;
 
-// @ts-ignore: decorator
-@inline function lockHeap(): bool {
+/** Takes the region lock (a no-op in the single-threaded build); false when it gave up. */
+export function lockHeap(): bool {
   if (SHARED) {
     let n = 0;
     while (atomic.cmpxchg<i32>(stateBase() + STATE_LOCK, 0, 1) != 0) {
@@ -78,11 +82,15 @@ let stuck: i32 = 0;
       }
     }
   }
+  if (getState(STATE_TOP) == 0) {
+    const first = <u32>((stateBase() + STATE_SIZE + ALIGN - 1) & ~(ALIGN - 1));
+    setState(STATE_TOP, first);
+    setState(STATE_CLEAN, first);
+  }
   return true;
 }
 
-// @ts-ignore: decorator
-@inline function unlockHeap(): void {
+export function unlockHeap(): void {
   if (SHARED) atomic.store<i32>(stateBase() + STATE_LOCK, 0);
 }
 
@@ -93,9 +101,9 @@ export function heapLockStuck(): i32 {
   return s;
 }
 
-/** Byte offset of the shared allocator state (lock word first); for tests. */
+/** Byte offset of the allocator state (lock word first); for tests. */
 export function heapState(): usize {
-  return SHARED ? stateBase() : 0;
+  return stateBase();
 }
 
 /** A process-wide id for the calling instance (shared build: 1, 2, ... in instantiation order). */
@@ -103,67 +111,155 @@ export function nextThreadId(): i32 {
   return SHARED ? atomic.add<i32>(stateBase() + STATE_THREADS, 1) + 1 : 1;
 }
 
-function alignUp(n: usize): usize {
-  return (n + ALIGN - 1) & ~(ALIGN - 1);
+// @ts-ignore: decorator
+@inline function sizeOf(r: usize): usize {
+  return load<u32>(r - HEADER);
 }
 
-function ensureMemory(end: usize): bool {
-  const have = (<usize>memory.size()) << 16;
+// @ts-ignore: decorator
+@inline function setSize(r: usize, v: usize): void {
+  store<u32>(r - HEADER, <u32>v);
+}
+
+// @ts-ignore: decorator
+@inline function nextOf(r: usize): usize {
+  return load<u32>(r - HEADER + 4);
+}
+
+// @ts-ignore: decorator
+@inline function setNext(r: usize, v: usize): void {
+  store<u32>(r - HEADER + 4, <u32>v);
+}
+
+/** Links `r` after `prev` (0: at the head). */
+// @ts-ignore: decorator
+@inline function link(prev: usize, r: usize): void {
+  if (prev == 0) setState(STATE_FREE, <u32>r);
+  else setNext(prev, r);
+}
+
+/** Makes [start, end) of linear memory exist; false when memory cannot grow that far. */
+function ensureMemory(end: u64): bool {
+  const have = (<u64>memory.size()) << 16;
   if (end <= have) return true;
   const pages = <i32>((end - have + 0xffff) >> 16);
+  if (<u64>memory.size() + <u64>pages > <u64>MAX_PAGES) return false;
   return memory.grow(pages) >= 0;
 }
 
-/** A zeroed region of `bytes` bytes, 16-byte aligned, or 0 when memory is exhausted. */
+/** Zeroes [r, r + size): only the part below the clean mark can hold old data. */
+function zero(r: usize, size: usize): void {
+  const clean = <usize>getState(STATE_CLEAN);
+  if (r >= clean) return;
+  const end = r + size;
+  memory.fill(r, 0, (end < clean ? end : clean) - r);
+}
+
+/** A zeroed region of `bytes` bytes, 16-byte aligned, or 0 when memory is exhausted or `bytes` is too large. */
 export function alloc(bytes: usize): usize {
+  if (bytes > <usize>MAX_REGION_BYTES) return 0;
   if (!lockHeap()) return 0;
   const r = allocLocked(bytes);
   unlockHeap();
   return r;
 }
 
-function allocLocked(bytes: usize): usize {
-  let t = getTop();
-  if (t == 0) t = SHARED ? stateBase() + STATE_SIZE : alignUp(__heap_base);
-  const size = alignUp(bytes > 0 ? bytes : 1);
-  // First fit among given-back regions.
+/** alloc() with the region lock already held (handles.ts). */
+export function allocLocked(bytes: usize): usize {
+  if (bytes > <usize>MAX_REGION_BYTES) return 0;
+  const size = (max<usize>(bytes, 1) + ALIGN - 1) & ~(ALIGN - 1);
+  // First fit among given-back regions, in address order.
   let prev: usize = 0;
-  let cur = getFree();
+  let cur = <usize>getState(STATE_FREE);
   while (cur != 0) {
-    const curSize = load<usize>(cur - HEADER);
-    const next = load<usize>(cur - HEADER + sizeof<usize>());
-    if (curSize >= size) {
-      if (prev == 0) setFree(next);
-      else store<usize>(prev - HEADER + sizeof<usize>(), next);
-      memory.fill(cur, 0, curSize);
+    const have = sizeOf(cur);
+    if (have >= size) {
+      const rest = have - size;
+      if (rest >= HEADER + MIN_SPLIT) {
+        const tail = cur + size + HEADER;
+        setSize(tail, rest - HEADER);
+        setNext(tail, nextOf(cur));
+        link(prev, tail);
+        setSize(cur, size);
+      } else {
+        link(prev, nextOf(cur));
+      }
+      setNext(cur, 0);
+      zero(cur, sizeOf(cur));
       return cur;
     }
     prev = cur;
-    cur = next;
+    cur = nextOf(cur);
   }
-  const start = t + HEADER;
-  const end = start + size;
-  if (end < start || !ensureMemory(end)) {
-    setTop(t);
-    return 0;
-  }
-  setTop(end);
-  store<usize>(start - HEADER, size);
-  store<usize>(start - HEADER + sizeof<usize>(), 0);
-  memory.fill(start, 0, size); // memory given back to a grown page is zero, reused tops may not be
-  return start;
+  const t = <u64>getState(STATE_TOP);
+  const start = t + <u64>HEADER;
+  const end = start + <u64>size;
+  // The top stays below 2^32 so that it fits its u32 (4 GiB minus 16 bytes is the most).
+  if (end > 0xfffffff0 || !ensureMemory(end)) return 0;
+  const r = <usize>start;
+  setState(STATE_TOP, <u32>end);
+  setSize(r, size);
+  setNext(r, 0);
+  zero(r, size);
+  if (end > <u64>getState(STATE_CLEAN)) setState(STATE_CLEAN, <u32>end);
+  return r;
 }
 
-/** Gives a region back; it is reused by later allocations of at most its size. */
+/**
+ * Gives a region back. It merges with free neighbours, and a free run that
+ * ends at the top lowers the top, so any size can be handed out again.
+ */
 export function release(ptr: usize): void {
   if (ptr == 0) return;
   if (!lockHeap()) return; // the region is lost rather than the lock broken
-  store<usize>(ptr - HEADER + sizeof<usize>(), getFree());
-  setFree(ptr);
+  releaseLocked(ptr);
   unlockHeap();
 }
 
-/** Bytes of linear memory handed out so far (regions given back included). */
+function releaseLocked(ptr: usize): void {
+  let pp: usize = 0; // the free region before prev
+  let prev: usize = 0;
+  let cur = <usize>getState(STATE_FREE);
+  while (cur != 0 && cur < ptr) {
+    pp = prev;
+    prev = cur;
+    cur = nextOf(cur);
+  }
+  if (cur == ptr) return; // already free: never done by the bindings; ignored rather than corrupting the list
+  let size = sizeOf(ptr);
+  let after = cur;
+  if (cur != 0 && ptr + size + HEADER == cur) {
+    size += HEADER + sizeOf(cur);
+    after = nextOf(cur);
+  }
+  let node = ptr;
+  let before = prev;
+  if (prev != 0 && prev + sizeOf(prev) + HEADER == ptr) {
+    size += HEADER + sizeOf(prev);
+    node = prev;
+    before = pp;
+  }
+  if (<u64>node + <u64>size == <u64>getState(STATE_TOP)) {
+    // The run ends at the top: it goes back to the untouched part.
+    link(before, after);
+    setState(STATE_TOP, <u32>(node - HEADER));
+    return;
+  }
+  setSize(node, size);
+  setNext(node, after);
+  link(before, node);
+}
+
+/** Bytes of linear memory handed out so far (regions given back below the top included). */
 export function heapTop(): usize {
-  return SHARED ? atomic.load<usize>(stateBase() + STATE_TOP) : top;
+  return SHARED ? atomic.load<u32>(stateBase() + STATE_TOP) : getState(STATE_TOP);
+}
+
+/** Bytes in given-back regions below the top (for tests of the allocator). */
+export function heapFreeBytes(): f64 {
+  if (!lockHeap()) return -1;
+  let total: f64 = 0;
+  for (let cur = <usize>getState(STATE_FREE); cur != 0; cur = nextOf(cur)) total += <f64>sizeOf(cur);
+  unlockHeap();
+  return total;
 }

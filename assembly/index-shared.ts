@@ -2,7 +2,7 @@
 // compiled with threads over an imported shared memory, one instance per
 // thread. See heap.ts for what differs.
 export * from "./index";
-export { nextThreadId, heapLockStuck, heapState } from "./heap";
+export { nextThreadId } from "./heap";
 
 import { release } from "./heap";
 import { prefixScratch } from "./prefix";

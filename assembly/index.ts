@@ -1,5 +1,6 @@
 // The core's exports: numbers in, numbers out; bulk data through linear memory.
-export { alloc, release, heapTop } from "./heap";
+export { alloc, release, heapTop, heapFreeBytes, heapLockStuck, heapState } from "./heap";
+export * from "./abi-exports";
 export * from "./hash-exports";
 export * from "./manager-exports";
 export * from "./linear-state-exports";

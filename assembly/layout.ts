@@ -3,8 +3,23 @@
 // the arrays directly for audits and views, and a shared-memory build can
 // hand the same header to other threads.
 
+import {
+  FLAG_CACHED, FLAG_STAMPED, FLAG_LINKED, FLAG_TOLD, FLAG_LIVE, FLAG_PENDING, FLAG_AUDIT_MARK, FLAG_IN_HEAP,
+  ERR_UNSTAMPED_PARENT as E_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE as E_OUT_OF_RANGE, ERR_PADDING as E_PADDING,
+  ERR_NOT_HELD as E_NOT_HELD, ERR_FREE as E_FREE,
+  AUX_SIZE as A_SIZE, AUX_HEAP_POS as A_HEAP_POS, AUX_KEY as A_KEY, AUX_EXPIRY as A_EXPIRY, AUX_EXP_POS as A_EXP_POS,
+  POLICY_LRU as P_LRU, POLICY_LFU as P_LFU, POLICY_PRIORITY as P_PRIORITY,
+} from "../bindings/core/abi";
+
+// The header sits in a slot of the handle table (handles.ts); its first four
+// fields are the slot's (offsets HDR_* in bindings/core/abi.ts, checked by
+// abi_check): kind, generation and the lock a shared-memory manager runs under.
 @unmanaged
 export class Manager {
+  magic: u32 = 0;
+  gen: u32 = 0;
+  lockWord: i32 = 0;
+  lockDepth: i32 = 0;
   numBlocks: i32 = 0;
   blockSize: i32 = 0;
   prefixOn: i32 = 0; // 0: plain id pool (single-id managers, caching off)
@@ -36,6 +51,7 @@ export class Manager {
   free: usize = 0; // i32[numBlocks]: free stack, top = free[freeTop - 1]
   heap: usize = 0; // i32[numBlocks]: side heap of returning entries by stamp
   table: usize = 0; // (u32 fingerprint, i32 id)[tableMask + 1]; id 0 = empty slot
+  arrays: usize = 0; // the region every array above lives in
 
   // Counters (monotonic).
   matchCalls: u64 = 0;
@@ -65,23 +81,23 @@ export class Manager {
   batch: usize = 0; // (f64 priority, f64 expiry)[numBlocks]
 }
 
-export const CACHED: u8 = 1;
-export const STAMPED: u8 = 2;
-export const LINKED: u8 = 4; // in the recency ring (its newest entry for the id is live)
-export const TOLD: u8 = 8; // announced in a stored event (events.ts)
-// Every flag is defined here so that no two features share a bit.
-export const LIVE: u8 = 16; // a linear-state slot held live by a sequence (linear-state.ts)
-export const PENDING: u8 = 32; // a linear-state slot reserved for a checkpoint (linear-state.ts)
-export const AUDIT_MARK: u8 = 0x80; // set and cleared within one audit (manager-exports.ts)
-export const IN_HEAP: u8 = 64; // in the side heap (lru.ts); its position is AUX_HEAP_POS
+// Flag bits, error codes, cold fields and policies: bindings/core/abi.ts.
+export const CACHED: u8 = <u8>FLAG_CACHED;
+export const STAMPED: u8 = <u8>FLAG_STAMPED;
+export const LINKED: u8 = <u8>FLAG_LINKED; // in the recency ring (its newest entry for the id is live)
+export const TOLD: u8 = <u8>FLAG_TOLD; // announced in a stored event (events.ts)
+export const LIVE: u8 = <u8>FLAG_LIVE; // a linear-state slot held live by a sequence (linear-state.ts)
+export const PENDING: u8 = <u8>FLAG_PENDING; // a linear-state slot reserved for a checkpoint (linear-state.ts)
+export const AUDIT_MARK: u8 = <u8>FLAG_AUDIT_MARK; // set and cleared within one audit (manager-exports.ts)
+export const IN_HEAP: u8 = <u8>FLAG_IN_HEAP; // in the side heap (lru.ts); its position is AUX_HEAP_POS
 
 // Error codes returned by exports (negative); the offending index is kept in
 // `errorIndex` so the bindings can name the argument element.
-export const ERR_UNSTAMPED_PARENT: i32 = -2;
-export const ERR_OUT_OF_RANGE: i32 = -3;
-export const ERR_PADDING: i32 = -4;
-export const ERR_NOT_HELD: i32 = -5;
-export const ERR_FREE: i32 = -6;
+export const ERR_UNSTAMPED_PARENT: i32 = E_UNSTAMPED_PARENT;
+export const ERR_OUT_OF_RANGE: i32 = E_OUT_OF_RANGE;
+export const ERR_PADDING: i32 = E_PADDING;
+export const ERR_NOT_HELD: i32 = E_NOT_HELD;
+export const ERR_FREE: i32 = E_FREE;
 
 /** Index of the element an export rejected (read by the bindings for the message). */
 export let errorIndex: i32 = -1;
@@ -91,16 +107,16 @@ export function setErrorIndex(i: i32): void {
 }
 
 // Cold per-id fields (byte offsets in an AUX_SIZE-byte slot of m.aux).
-export const AUX_SIZE: usize = 24;
-export const AUX_HEAP_POS: usize = 0; // i32: index + 1 in the side heap, 0 when absent
-export const AUX_KEY: usize = 4; // u32: policy key, lower evicted first (LFU: hits; priority; unused under LRU)
-export const AUX_EXPIRY: usize = 8; // f64: when the retention of a priority ends (priority.ts)
-export const AUX_EXP_POS: usize = 16; // i32: index + 1 in the expiry heap, 0 when absent
+export const AUX_SIZE: usize = <usize>A_SIZE;
+export const AUX_HEAP_POS: usize = <usize>A_HEAP_POS;
+export const AUX_KEY: usize = <usize>A_KEY;
+export const AUX_EXPIRY: usize = <usize>A_EXPIRY;
+export const AUX_EXP_POS: usize = <usize>A_EXP_POS;
 
 /** Eviction policies (Manager.policy). */
-export const POLICY_LRU: i32 = 0;
-export const POLICY_LFU: i32 = 1;
-export const POLICY_PRIORITY: i32 = 2;
+export const POLICY_LRU: i32 = P_LRU;
+export const POLICY_LFU: i32 = P_LFU;
+export const POLICY_PRIORITY: i32 = P_PRIORITY;
 /** The priority of a block nothing marked, and of one whose retention expired (TensorRT-LLM's). */
 export const DEFAULT_PRIORITY: u32 = 35;
 

@@ -4,14 +4,15 @@
 
 import { Manager, STAMPED, flagsOf, hashPtr, copyHash } from "./layout";
 import { chainHash } from "./chain";
-import { mgr_create, mgr_check } from "./manager-exports";
+import { createManager, mgr_check } from "./manager-exports";
+import { MAGIC_LINEAR_STATE } from "../bindings/core/abi";
 import {
   LIVE, takeSlot, giveBack, committed, pin, unpin, reserve, commit, promote, stateOf, trimTo, auditStates, PENDING,
 } from "./linear-state";
 
 /** grows: a cache of `numSlots` slots (slot 0 padding), or 0 when memory is exhausted. */
 export function ls_create(numSlots: i32): usize {
-  return mgr_create(numSlots, 1, 1, 0, 0);
+  return createManager(numSlots, 1, 1, 0, 0, <u32>MAGIC_LINEAR_STATE);
 }
 
 export function ls_acquire_live(m: usize): i32 {
@@ -70,12 +71,13 @@ export function ls_check(m: usize, counts: usize): i32 {
  * Chain hashes at the first `nBlocks` block boundaries of a sequence, 16
  * bytes each at `out`: a held KV block (ids[b], b < nHeld) that carries a
  * stamped hash gives it directly, the others are hashed from the tokens at
- * `tokens` (16 writable bytes before them) on the previous boundary's hash.
+ * `tokens` (16 writable bytes before them) on the previous boundary's hash;
+ * block 0 on the 16 bytes at `salt` (a cache salt's digest) unless it is 0.
  */
-export function ls_prefix_hashes(kv: usize, ids: usize, nHeld: i32, tokens: usize, nBlocks: i32, out: usize): void {
+export function ls_prefix_hashes(kv: usize, ids: usize, nHeld: i32, tokens: usize, nBlocks: i32, out: usize, salt: usize): void {
   const k = changetype<Manager>(kv);
   const bytes = <usize>k.blockSize << 2;
-  let parent: usize = 0;
+  let parent: usize = salt;
   for (let b = 0; b < nBlocks; b++) {
     const o = out + (<usize>b << 4);
     const id = b < nHeld ? load<i32>(ids + (<usize>b << 2)) : 0;

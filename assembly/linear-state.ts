@@ -20,15 +20,15 @@ import {
   LIVE, PENDING,
 } from "./layout";
 import { allocate, addRef, dropRef } from "./idpool";
+import { sideScratch } from "./prefix";
+import { ERR_OUT_OF_RANGE, LS_ERR_STATE as E_STATE, CHECK_SLOT_STATE } from "../bindings/core/abi";
 import { lruAdd, touch } from "./lru";
 import { tableFind, tableInsert } from "./table";
 
 export { LIVE, PENDING } from "./layout";
 
-export const LS_ERR_RANGE: i32 = -3;
-export const LS_ERR_STATE: i32 = -7; // the slot is not in the state the call needs
-
-const one = memory.data(4, 4);
+export const LS_ERR_RANGE: i32 = ERR_OUT_OF_RANGE;
+export const LS_ERR_STATE: i32 = E_STATE; // the slot is not in the state the call needs
 
 @inline function inRange(m: Manager, slot: i32): bool {
   return slot > 0 && slot < m.numBlocks;
@@ -36,6 +36,7 @@ const one = memory.data(4, 4);
 
 /** A free slot (evicting at most one checkpoint), marked with `flag`; 0 when none. */
 export function takeSlot(m: Manager, flag: u8): i32 {
+  const one = sideScratch() + 16;
   if (allocate(m, 1, one) < 0) return 0;
   const slot = load<i32>(one);
   setFlags(m, slot, flag);
@@ -169,7 +170,7 @@ export function auditStates(m: Manager, counts: usize): i32 {
     const f = flagsOf(m, s) & (LIVE | PENDING | CACHED);
     if ((f != LIVE && f != PENDING && f != CACHED) || (f != CACHED && r != 1)) {
       setErrorIndex(s);
-      return -30;
+      return CHECK_SLOT_STATE;
     }
     if (f == LIVE) live++;
     else if (f == PENDING) pending++;

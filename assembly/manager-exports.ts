@@ -1,6 +1,14 @@
 // Exports of the block manager core. `m` is a manager's header pointer.
 
 import { alloc, release as releaseRegion } from "./heap";
+import { slotNew, slotPublish, slotFree, slotValid } from "./handles";
+import {
+  SLOT_SIZE, MAGIC_MANAGER, MAGIC_LINEAR_STATE, MAX_REGION_BYTES,
+  STAT_FREE, STAT_USED, STAT_CACHED, STAT_TOTAL, STAT_EVICTABLE, STAT_MATCH_CALLS, STAT_BLOCKS_QUERIED, STAT_BLOCKS_HIT,
+  STAT_BLOCKS_INSERTED, STAT_BLOCKS_EVICTED, STAT_BLOCKS_ALLOCATED, STAT_ALLOCATION_FAILURES, STAT_PEAK_USED,
+  CHECK_FREE_SIZE, CHECK_FREE_RANGE, CHECK_FREE_TWICE, CHECK_FREE_HELD, CHECK_LOST, CHECK_PADDING, CHECK_USED, CHECK_CACHED,
+  CHECK_TABLE, CHECK_HEADER, CHECK_ORDER, CHECK_ORDER_MEMBERS, CHECK_FUTURE, CHECK_NO_CACHE, CHECK_TOLD, CHECK_RETENTION,
+} from "../bindings/core/abi";
 import {
   Manager, AUX_SIZE, AUDIT_MARK, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
@@ -16,46 +24,85 @@ import { setRecording, clearEvents } from "./events";
 }
 
 /**
+ * Bytes of the arrays of a manager of `numBlocks` ids (u64: a huge request is
+ * measured, not wrapped). Refs, flags and the free stack; with caching also
+ * stamps, fingerprints, hashes, the cold fields, the side heap, the recency
+ * ring and the table (both `tableCap(numBlocks)` entries).
+ */
+function arrayBytes(numBlocks: i32, prefixOn: i32): u64 {
+  const n = <u64>numBlocks;
+  let size: u64 = (n * 4 + 16) + (n + 16) + (n * 4 + 16);
+  if (prefixOn != 0) {
+    const cap = tableCap(numBlocks);
+    size += 2 * (n * 4 + 16) + n * 16 + (n * <u64>AUX_SIZE + 16) + (n * 4 + 16) + cap * 8 + cap * 8;
+  }
+  return size;
+}
+
+/** Entries of the hash table and of the recency ring: a power of two >= 2 * numBlocks. */
+function tableCap(numBlocks: i32): u64 {
+  let cap: u64 = 16;
+  while (cap < <u64>numBlocks * 2) cap <<= 1;
+  return cap;
+}
+
+/**
+ * Bytes of linear memory a manager of `numBlocks` ids takes (arrays and its
+ * header slot; an eviction policy other than LRU and recorded events take
+ * more), so that a caller can refuse a set of managers that cannot fit
+ * before creating any of them. An f64: sums of many stay exact.
+ */
+export function mgr_region_bytes(numBlocks: i32, prefixOn: i32): f64 {
+  if (numBlocks < 1) return 0;
+  return <f64>(arrayBytes(numBlocks, prefixOn) + <u64>SLOT_SIZE + 16);
+}
+
+/**
  * Creates a manager of `numBlocks` ids (id 0 taken as padding) and returns its
  * header pointer, or 0 when linear memory is exhausted. Grows memory.
  */
 export function mgr_create(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo: u32, seedHi: u32): usize {
-  if (numBlocks < 2 || blockSize < 1) return 0;
+  return createManager(numBlocks, blockSize, prefixOn, seedLo, seedHi, <u32>MAGIC_MANAGER);
+}
+
+/** mgr_create for a manager of kind `magic` (a linear-state cache is one too). */
+export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, seedLo: u32, seedHi: u32, magic: u32): usize {
+  if (numBlocks < 1 || blockSize < 1) return 0;
+  const bytes = arrayBytes(numBlocks, prefixOn);
+  if (bytes > <u64>MAX_REGION_BYTES) return 0;
+  const slot = slotNew();
+  if (slot == 0) return 0;
+  const base = alloc(<usize>bytes);
+  if (base == 0) {
+    slotFree(slot);
+    return 0;
+  }
   const n = <usize>numBlocks;
-  // Sizes in u64 so a huge request is refused instead of wrapping around.
-  const n64 = <u64>numBlocks;
-  let cap: u64 = 16;
-  while (cap < n64 * 2) cap <<= 1;
-  const header = align16(offsetof<Manager>());
-  // refs, flags and the free stack; with caching also stamps, hashes, the
-  // cold fields, the side heap, the recency ring (cap entries) and the table.
-  let size64: u64 = <u64>header + (n64 * 4 + 16) + (n64 + 16) + (n64 * 4 + 16);
-  if (prefixOn != 0) size64 += 2 * (n64 * 4 + 16) + n64 * 16 + (n64 * <u64>AUX_SIZE + 16) + (n64 * 4 + 16) + cap * 8 + cap * 8;
-  if (size64 >= 0xffff0000) return 0;
-  const base = alloc(<usize>size64);
-  if (base == 0) return 0;
-  const m = changetype<Manager>(base);
+  const m = changetype<Manager>(slot);
+  m.arrays = base;
   m.numBlocks = numBlocks;
   m.blockSize = blockSize;
   m.prefixOn = prefixOn;
   m.seed = (<u64>seedHi << 32) | <u64>seedLo;
-  let p = base + header;
+  let p = base;
   m.refs = p; p += align16(n * 4);
   m.flags = p; p += align16(n);
   m.free = p; p += align16(n * 4);
   if (prefixOn != 0) {
+    const cap = <usize>tableCap(numBlocks);
     m.stamps = p; p += align16(n * 4);
     m.fps = p; p += align16(n * 4);
     m.hashes = p; p += n * 16;
     m.aux = p; p += align16(n * AUX_SIZE);
     m.heap = p; p += align16(n * 4);
-    m.ring = p; p += <usize>cap * 8;
+    m.ring = p; p += cap * 8;
     m.ringMask = <u32>(cap - 1);
     m.table = p;
     m.tableMask = <i32>(cap - 1);
   }
   initIds(m);
-  return base;
+  slotPublish(slot, magic);
+  return slot;
 }
 
 /**
@@ -104,11 +151,23 @@ export function mgr_policy(m: usize): i32 {
   return changetype<Manager>(m).policy;
 }
 
+/** Ends a manager: its slot stops naming it at once, then its regions go back. */
 export function mgr_destroy(m: usize): void {
-  releaseRegion(changetype<Manager>(m).events);
-  releaseRegion(changetype<Manager>(m).expHeap);
-  releaseRegion(changetype<Manager>(m).batch);
-  releaseRegion(m);
+  const mg = changetype<Manager>(m);
+  const events = mg.events;
+  const expHeap = mg.expHeap;
+  const batch = mg.batch;
+  const arrays = mg.arrays;
+  slotFree(m);
+  releaseRegion(events);
+  releaseRegion(expHeap);
+  releaseRegion(batch);
+  releaseRegion(arrays);
+}
+
+/** 1 when `m` is the header of a live manager (`magic`: its kind) of generation `gen`. */
+export function obj_valid(m: usize, gen: u32, magic: u32): i32 {
+  return slotValid(m, gen, magic);
 }
 
 /** Turns event recording on (1) or off (0). */
@@ -214,6 +273,16 @@ export function mgr_set_clock(m: usize, v: u32): void {
   if (<u64>v > mg.clock) mg.clock = <u64>v;
 }
 
+/** Writes numBlocks, blockSize, prefixOn, seed low and high halves (i32 each) to `out`: what an attaching thread reads instead of trusting a descriptor. */
+export function mgr_info(m: usize, out: usize): void {
+  const mg = changetype<Manager>(m);
+  store<i32>(out, mg.numBlocks);
+  store<i32>(out, mg.blockSize, 4);
+  store<i32>(out, mg.prefixOn, 8);
+  store<u32>(out, <u32>mg.seed, 12);
+  store<u32>(out, <u32>(mg.seed >> 32), 16);
+}
+
 export function mgr_free_ptr(m: usize): usize {
   return changetype<Manager>(m).free;
 }
@@ -222,22 +291,26 @@ export function mgr_error_index(): i32 {
   return errorIndex;
 }
 
-/** Writes the counters as f64: see STAT_FIELDS in bindings/core/manager-exports.ts. */
+/** Writes the counters as f64, STAT_COUNT of them in STAT_* order (bindings/core/abi.ts). */
 export function mgr_stats(m: usize, out: usize): void {
   const mg = changetype<Manager>(m);
-  store<f64>(out, <f64>mg.freeTop);
-  store<f64>(out, <f64>mg.numUsed, 8);
-  store<f64>(out, <f64>mg.numCached, 16);
-  store<f64>(out, <f64>(mg.numBlocks - 1), 24);
-  store<f64>(out, <f64>mg.numEvictable, 32);
-  store<f64>(out, <f64>mg.matchCalls, 40);
-  store<f64>(out, <f64>mg.blocksQueried, 48);
-  store<f64>(out, <f64>mg.blocksHit, 56);
-  store<f64>(out, <f64>mg.blocksInserted, 64);
-  store<f64>(out, <f64>mg.blocksEvicted, 72);
-  store<f64>(out, <f64>mg.blocksAllocated, 80);
-  store<f64>(out, <f64>mg.allocFailures, 88);
-  store<f64>(out, <f64>mg.peakUsed, 96);
+  stat(out, STAT_FREE, <f64>mg.freeTop);
+  stat(out, STAT_USED, <f64>mg.numUsed);
+  stat(out, STAT_CACHED, <f64>mg.numCached);
+  stat(out, STAT_TOTAL, <f64>(mg.numBlocks - 1));
+  stat(out, STAT_EVICTABLE, <f64>mg.numEvictable);
+  stat(out, STAT_MATCH_CALLS, <f64>mg.matchCalls);
+  stat(out, STAT_BLOCKS_QUERIED, <f64>mg.blocksQueried);
+  stat(out, STAT_BLOCKS_HIT, <f64>mg.blocksHit);
+  stat(out, STAT_BLOCKS_INSERTED, <f64>mg.blocksInserted);
+  stat(out, STAT_BLOCKS_EVICTED, <f64>mg.blocksEvicted);
+  stat(out, STAT_BLOCKS_ALLOCATED, <f64>mg.blocksAllocated);
+  stat(out, STAT_ALLOCATION_FAILURES, <f64>mg.allocFailures);
+  stat(out, STAT_PEAK_USED, <f64>mg.peakUsed);
+}
+
+@inline function stat(out: usize, i: i32, v: f64): void {
+  store<f64>(out + (<usize>i << 3), v);
 }
 
 /**
@@ -259,14 +332,15 @@ function fail(code: i32, id: i32): i32 {
 
 function audit(m: Manager): i32 {
   const n = m.numBlocks;
-  if (m.freeTop < 0 || m.freeTop > n - 1) return fail(-10, -1);
-  if (refOf(m, 0) != 1 || (flagsOf(m, 0) & ~AUDIT_MARK) != 0) return fail(-15, 0);
+  if ((m.magic != <u32>MAGIC_MANAGER && m.magic != <u32>MAGIC_LINEAR_STATE) || m.gen == 0 || n < 1 || m.arrays == 0) return fail(CHECK_HEADER, -1);
+  if (m.freeTop < 0 || m.freeTop > n - 1) return fail(CHECK_FREE_SIZE, -1);
+  if (refOf(m, 0) != 1 || (flagsOf(m, 0) & ~AUDIT_MARK) != 0) return fail(CHECK_PADDING, 0);
   for (let i = 0; i < m.freeTop; i++) {
     const id = load<i32>(m.free + (<usize>i << 2));
-    if (id <= 0 || id >= n) return fail(-11, id);
+    if (id <= 0 || id >= n) return fail(CHECK_FREE_RANGE, id);
     const f = flagsOf(m, id);
-    if ((f & AUDIT_MARK) != 0) return fail(-12, id);
-    if (refOf(m, id) != 0 || (f & CACHED) != 0) return fail(-13, id);
+    if ((f & AUDIT_MARK) != 0) return fail(CHECK_FREE_TWICE, id);
+    if (refOf(m, id) != 0 || (f & CACHED) != 0) return fail(CHECK_FREE_HELD, id);
     setFlags(m, id, f | AUDIT_MARK);
   }
   let used = 0;
@@ -278,30 +352,30 @@ function audit(m: Manager): i32 {
     if ((f & IN_HEAP) != 0) inHeapFlags++;
     const r = refOf(m, id);
     if ((f & AUDIT_MARK) != 0) continue; // on the free stack
-    if (r <= 0) return fail(-14, id);
+    if (r <= 0) return fail(CHECK_LOST, id);
     const c = <i32>(f & CACHED);
-    if ((f & TOLD) != 0 && c == 0) return fail(-24, id);
+    if ((f & TOLD) != 0 && c == 0) return fail(CHECK_TOLD, id);
     if (c != 0) {
-      if (m.prefixOn == 0) return fail(-23, id);
+      if (m.prefixOn == 0) return fail(CHECK_NO_CACHE, id);
       cached++;
-      if (stampOf(m, id) > m.clock) return fail(-22, id);
+      if (stampOf(m, id) > m.clock) return fail(CHECK_FUTURE, id);
     }
     if (r - c > 0) used++;
     if (c != 0 && r == 1) {
       evictable++;
-      if (!isLinked(m, id) && !inHeap(m, id)) return fail(-21, id);
+      if (!isLinked(m, id) && !inHeap(m, id)) return fail(CHECK_ORDER_MEMBERS, id);
     }
-    if (c == 0 && m.prefixOn != 0 && (isLinked(m, id) || inHeap(m, id))) return fail(-21, id);
+    if (c == 0 && m.prefixOn != 0 && (isLinked(m, id) || inHeap(m, id))) return fail(CHECK_ORDER_MEMBERS, id);
   }
-  if (used != m.numUsed) return fail(-16, -1);
-  if (cached != m.numCached) return fail(-17, -1);
+  if (used != m.numUsed) return fail(CHECK_USED, -1);
+  if (cached != m.numCached) return fail(CHECK_CACHED, -1);
   if (m.prefixOn != 0) {
-    if (tableCount(m) != cached) return fail(-18, -1);
-    if (evictable != m.numEvictable) return fail(-20, -1);
-    if (inHeapFlags != m.heapSize) return fail(-21, -1);
+    if (tableCount(m) != cached) return fail(CHECK_TABLE, -1);
+    if (evictable != m.numEvictable) return fail(CHECK_ORDER, -1);
+    if (inHeapFlags != m.heapSize) return fail(CHECK_ORDER_MEMBERS, -1);
     const ordered = lruAudit(m);
-    if (ordered < evictable) return fail(-20, -1);
-    if (m.policy == POLICY_PRIORITY && expAudit(m) != 0) return fail(-25, -1);
+    if (ordered < evictable) return fail(CHECK_ORDER, -1);
+    if (m.policy == POLICY_PRIORITY && expAudit(m) != 0) return fail(CHECK_RETENTION, -1);
   }
   return 0;
 }

@@ -17,13 +17,17 @@ import { tableFind, tableInsertAtMiss, tableHome } from "./table";
 import { chainHash, hashChain } from "./chain";
 import { recordStored } from "./events";
 import { alloc } from "./heap";
+import { MATCH_TOUCH as M_TOUCH, MATCH_COUNT as M_COUNT } from "../bindings/core/abi";
 
 // Scratch: two 16-byte slots (the hash being computed and the previous one),
 // a 16-byte parent carried between insert windows, then one window of hashes
 // (INSERT_WINDOW x 16 bytes). The shared-memory build gives each instance
 // (thread) its own.
 const INSERT_WINDOW: i32 = 64;
-const SCRATCH_BYTES: i32 = 48 + INSERT_WINDOW * 16;
+// After them, SIDE_SCRATCH bytes for the host tier's peek and the
+// linear-state cache (sideScratch).
+const SIDE_SCRATCH: i32 = 32;
+const SCRATCH_BYTES: i32 = 48 + INSERT_WINDOW * 16 + SIDE_SCRATCH;
 const scratch: usize = ASC_FEATURE_THREADS ? alloc(SCRATCH_BYTES) : memory.data(SCRATCH_BYTES, 16);
 /** Keeps the prefetch loads of insert() alive (never read). */
 let sink: u32 = 0;
@@ -31,6 +35,15 @@ let sink: u32 = 0;
 /** This instance's scratch region (the shared build gives it back when a thread leaves). */
 export function prefixScratch(): usize {
   return scratch;
+}
+
+/**
+ * 32 bytes of this instance's scratch that prefix calls never use. Static
+ * data (memory.data) would be one address for every thread of the shared
+ * build, so two threads working on two managers would share it.
+ */
+export function sideScratch(): usize {
+  return scratch + 48 + <usize>INSERT_WINDOW * 16;
 }
 
 /**
@@ -47,8 +60,8 @@ export function prefixScratch(): usize {
 }
 
 /** match() flags: re-append the hits now; count this call in the statistics. */
-export const MATCH_TOUCH: i32 = 1;
-export const MATCH_COUNT: i32 = 2;
+export const MATCH_TOUCH: i32 = M_TOUCH;
+export const MATCH_COUNT: i32 = M_COUNT;
 
 /**
  * Matches up to `nBlocks` full blocks of tokens (at `tokens`, 16 writable bytes

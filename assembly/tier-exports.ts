@@ -7,9 +7,7 @@
 import { Manager, CACHED, flagsOf, hashPtr } from "./layout";
 import { tableFind } from "./table";
 import { chainHash } from "./chain";
-import { checkInsertIds, insertOne, touchVisited } from "./prefix";
-
-const scratch = memory.data(16, 16);
+import { checkInsertIds, insertOne, touchVisited, sideScratch } from "./prefix";
 
 /**
  * Caches `ids[i]` under the 16-byte hash at `hashes + 16*i`, for i in [0, n).
@@ -33,15 +31,17 @@ export function mgr_insert_hashes(mp: usize, ids: usize, hashes: usize, n: i32):
 }
 
 /**
- * How many of the `nBlocks` full blocks of tokens (from block 0; 16 writable
- * bytes before `tokens`) a match would hit, without taking references,
- * refreshing entries or counting statistics.
+ * How many of the `nBlocks` full blocks of tokens (from block 0, chained on
+ * the 16 bytes at `salt` when it is not 0; 16 writable bytes before
+ * `tokens`) a match would hit, without taking references, refreshing
+ * entries or counting statistics.
  */
-export function mgr_peek(mp: usize, tokens: usize, nBlocks: i32): i32 {
+export function mgr_peek(mp: usize, tokens: usize, nBlocks: i32, salt: usize): i32 {
   const m = changetype<Manager>(mp);
   if (m.prefixOn == 0) return 0;
   const bytes = <usize>m.blockSize << 2;
-  let parent: usize = 0;
+  const scratch = sideScratch();
+  let parent: usize = salt;
   let hits = 0;
   for (let b = 0; b < nBlocks; b++) {
     chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, scratch);

@@ -5,10 +5,9 @@
 //   npm run bench -- --quick      micro-benchmarks and the core's replays only
 //   npm run bench -- --micro      micro-benchmarks only
 
-import { existsSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import '../bindings/wasm-node.js';
-import { core } from '../bindings/core/instance.js';
+import { plainCore } from '../bindings/core/plain-core.js';
 import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
@@ -19,11 +18,12 @@ import { replaySync } from '../bindings/replay/replay.js';
 import { ModelBlockManager } from '../test/model/block-manager-impl.js';
 import { ModelBlockManagerPool } from '../test/model/block-manager-pool.js';
 import { ModelReplayTarget } from '../test/support/model-replay-target.js';
+import { phase, progress } from './progress.js';
 
 const quick = process.argv.includes('--quick');
 const N = 65536;
 const B = 16;
-const TRACE = process.env['KVPOOL_TRACE'] ?? new URL('../../shared/traces/mooncake_conversation.jsonl', import.meta.url).pathname;
+const TRACE = process.env['KVPOOL_TRACE'] ?? 'mooncake-conversation';
 
 type Manager = BlockManagerImpl | ModelBlockManager;
 type Ids = Int32Array | number[];
@@ -173,7 +173,18 @@ async function micro(): Promise<void> {
   bench.add('core: hashBlocks 1 MiB of tokens (B=16)', () => {
     hashBlocks(mib, B);
   });
+  // Measured on the shared 2-core VM: tinybench first warms every task up
+  // (about half the time, no task finished meanwhile), then times each.
+  phase(`micro-benchmarks: ${bench.tasks.length} tasks`, quick ? '~1-1.5 min' : '~2-3 min');
+  bench.addEventListener('warmup', () => phase('micro-benchmarks: warming every task up before timing any'));
+  let bar = null as ReturnType<typeof progress> | null;
+  let done = 0;
+  bench.addEventListener('cycle', (e) => {
+    bar ??= progress('micro, timed', bench.tasks.length);
+    bar.update(++done, (e as unknown as { task?: { name: string } }).task?.name ?? '');
+  });
   await bench.run();
+  bar?.stop();
 
   const rows = new Map<string, { core?: number; model?: number }>();
   for (const task of bench.tasks) {
@@ -194,7 +205,7 @@ async function micro(): Promise<void> {
 }
 
 function memoryPerBlock(): void {
-  const e = core();
+  const e = plainCore().ex;
   const before = e.heapTop();
   const m = new BlockManagerImpl({ numBlocks: N, blockSize: B });
   const kv = (e.heapTop() - before) / N;
@@ -207,10 +218,7 @@ function memoryPerBlock(): void {
 }
 
 async function replays(): Promise<void> {
-  if (!existsSync(TRACE)) {
-    console.log(`\n(no trace at ${TRACE}: replay benchmarks skipped)`);
-    return;
-  }
+  phase(`replays of ${TRACE}`, quick ? 'the core only, ~20 s' : 'the core, then the reference model: ~4 min in all');
   const trace = await readTraceFile(TRACE);
   const configs = [
     { label: 'defaults (65536 blocks)', numBlocks: 65536, publishAfterPrefill: false },
@@ -222,27 +230,35 @@ async function replays(): Promise<void> {
   for (const c of configs) {
     const runs: number[] = [];
     let last;
+    const bar = progress(`core, ${c.label}`, 3);
     for (let i = 0; i < 3; i++) {
+      bar.update(i, `run ${i + 1} of 3`);
       last = replaySync({ trace, numBlocks: c.numBlocks, publishAfterPrefill: c.publishAfterPrefill });
       runs.push(last.seconds);
     }
+    bar.update(3);
+    bar.stop();
     runs.sort((a, b) => a - b);
     const heap = process.memoryUsage().heapUsed / 2 ** 20;
     console.log(`| ${c.label} | core (median of 3) | ${runs[1]!.toFixed(2)} | ${last!.allocateCallsPerSecond.toLocaleString('en-US')} | ${last!.hitRate} | ${heap.toFixed(0)} |`);
     if (!quick) {
+      phase(`reference model, ${c.label}`, 'the slow side: ~1.5 min');
+      const mbar = progress('model', trace.length);
       const model = runReplay(new ModelReplayTarget(new ModelBlockManagerPool({ numBlocks: c.numBlocks, blockSize: B })), trace, {
         blockSize: B,
         maxRunning: 32,
         publishAfterPrefill: c.publishAfterPrefill,
-      });
+      }, (d) => mbar.update(d, 'requests'));
+      mbar.stop();
       const mheap = process.memoryUsage().heapUsed / 2 ** 20;
       console.log(`| ${c.label} | model | ${model.seconds.toFixed(2)} | ${model.allocateCallsPerSecond.toLocaleString('en-US')} | ${model.hitRate} | ${mheap.toFixed(0)} |`);
       console.log(`|  | model / core | ${(model.seconds / runs[1]!).toFixed(1)}x |  |  |  |`);
     }
   }
-  console.log(`Wasm linear memory: ${(core().memory.buffer.byteLength / 2 ** 20).toFixed(1)} MB`);
+  console.log(`Wasm linear memory: ${(plainCore().memory.buffer.byteLength / 2 ** 20).toFixed(1)} MB`);
 }
 
+phase('npm run bench: the Wasm core against the reference model; tables on stdout, progress here');
 await micro();
 memoryPerBlock();
 if (!process.argv.includes('--micro')) await replays();

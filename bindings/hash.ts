@@ -1,8 +1,7 @@
 // Public hashing API: XXH3-128 (bit-identical to xxHash's
 // XXH3_128bits_withSeed) and the chained block hashes of token sequences.
 
-import { core, mem } from './core/instance.js';
-import { byteSpace, stageTokens } from './core/staging.js';
+import { plainCore } from './core/plain-core.js';
 
 const TWO_32 = 0x1_0000_0000;
 const U64_END = 1n << 64n;
@@ -50,11 +49,12 @@ export function xxh3_128(data: Uint8Array, seed: number | bigint = 0): Uint8Arra
   }
   const [lo, hi] = seedHalves('xxh3_128', seed);
   const len = data.length;
-  const ptr = byteSpace(len + 16); // input, then the 16-byte result
+  const rt = plainCore();
+  const ptr = rt.staging.byteSpace(len + 16); // input, then the 16-byte result
   const out = ptr + len;
-  mem.u8.set(data, ptr); // read mem.u8 only after staging: staging may grow memory
-  core().hash_xxh3_128(ptr, len, lo, hi, out);
-  return mem.u8.slice(out, out + 16);
+  rt.u8.set(data, ptr); // read the views only after staging: staging may grow memory
+  rt.ex.hash_xxh3_128(ptr, len, lo, hi, out);
+  return rt.u8.slice(out, out + 16);
 }
 
 /**
@@ -94,8 +94,9 @@ export function hashBlocks(
   const numTokens = n * blockSize;
   // Tokens first, then the result area: they are separate staging regions, so
   // growing the second refreshes the views but leaves the first pointer valid.
-  const tp = stageTokens(tokens, 0, numTokens);
-  const out = byteSpace(16 * n);
-  core().hash_blocks(tp, numTokens, blockSize, lo, hi, out);
-  return mem.u8.slice(out, out + 16 * n);
+  const rt = plainCore();
+  const tp = rt.staging.stageTokens(tokens, 0, numTokens);
+  const out = rt.staging.byteSpace(16 * n);
+  rt.ex.hash_blocks(tp, numTokens, blockSize, lo, hi, out);
+  return rt.u8.slice(out, out + 16 * n);
 }

@@ -1,8 +1,13 @@
 // The Node entry: everything in index.ts, with the core loaded synchronously
-// from the package's build/kvpool.wasm on first use, plus trace files.
+// from the package's build/kvpool.wasm on first use, plus trace files, a
+// `replay` that also takes a trace by name, and sweeps on worker threads.
 
 import './wasm-node.js';
 
 export * from './index.js';
-export { readTraceFile } from './node/trace-file.js';
+export { readTraceFile, resolveTrace, BUILTIN_TRACES, MAX_TRACE_LINE_BYTES, type ReadTraceOptions } from './node/trace-file.js';
+// Shadows the platform-neutral replay of index.js (an explicit export wins over `export *`).
+export { replay } from './node/replay-file.js';
+export { sweep, sweepConfigurations, SWEEP_GRID_KEYS, type SweepOptions, type SweepGrid, type SweepGridKey, type SweepProgress } from './node/sweep.js';
+export { writeReport, reportHtml, reportSvg } from './node/report.js';
 export { ZmqEventPublisher, type ZmqPublisherOptions } from './node/zmq-publisher.js';

@@ -5,7 +5,7 @@
 
 import './wasm-default.js';
 
-export { loadCore, isCoreLoaded, type WasmSource } from './core/instance.js';
+export { loadCore, isCoreLoaded, type WasmSource } from './core/plain-core.js';
 export { xxh3_128, hashBlocks } from './hash.js';
 export type { BlockManager, BlockManagerStats } from './managers/block-manager.js';
 export { BlockManagerImpl, type BlockManagerOptions } from './managers/block-manager-impl.js';
@@ -45,13 +45,14 @@ export type { PoolManager } from './managers/pool-manager.js';
 export type { XTensorPoolOptions } from './pool/xtensor-options.js';
 export { Sequence, type ForkOptions, type SequenceOptions } from './pool/sequence.js';
 export type { KVCacheManager, BlockTransferInfo } from './pool/kv-cache-manager.js';
-export { BlockManagerPool, type BlockManagerPoolOptions, type PoolRankStats } from './pool/block-manager-pool.js';
+export { BlockManagerPool, type BlockManagerPoolOptions, type PoolRankStats, type RankBlocks } from './pool/block-manager-pool.js';
 export {
   LinearStatePrefixCache, type LinearStatePrefixCacheOptions, type LinearStatePin, type LinearStateReservation,
   type LinearStateReserveResult, type LinearStateCacheOp, type LinearStatePromotion, type ResolvedLinearStateOps,
   type LinearStateStats, type LinearSlotState,
 } from './linear-state/linear-state-prefix-cache.js';
-export type { LinearStateReuse, LinearStatePoolOptions } from './linear-state/pool-linear-state.js';
+export type { LinearStateReuse } from './ranks/linear-state-add-on.js';
+export type { LinearStatePoolOptions, CompositePoolOptions } from './pool/pool-options.js';
 export {
   HierarchyBlockManagerPool,
   type HierarchyBlockManagerPoolOptions,
@@ -60,13 +61,18 @@ export {
   type RankTransfers,
   type HierarchyRankStats,
 } from './pool/hierarchy-block-manager-pool.js';
-export { replay, replaySync, PoolReplayTarget, type ReplayOptions } from './replay/replay.js';
-export type { CompositeReplayResult, SubManagerReplayStats } from './replay/composite-replay.js';
-export type { HierarchyReplayResult, HostTierResult } from './replay/hierarchy-replay.js';
+export {
+  replay, replaySync, PoolReplayTarget, type ReplayOptions, type ReplayRun, type ReplayMode, type ReplayRunBase, type PlainReplayRun,
+  type LinearStateReplayRun, type CompositeReplayRun, type HostTierReplayRun, type ReplayConfig, type ReplayRankFigures,
+} from './replay/replay.js';
+export type { SubManagerReplayStats } from './replay/composite-replay.js';
+export type { HostTierResult } from './replay/hierarchy-replay.js';
 export type { KVEvent, BlockStoredEvent, BlockRemovedEvent, AllBlocksClearedEvent } from './managers/kv-events.js';
 export { encodeVllmEventBatches, kvEventsTopic, type VllmEncodeOptions, type BlockHashFormat, type EncodedBatch } from './events/vllm.js';
 export { replayWithEvents, type ReplayEventSink } from './replay/replay-events.js';
-export { runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence } from './replay/kernel.js';
+export {
+  runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence, type ReplayLinearStateResult,
+} from './replay/kernel.js';
 export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './replay/trace.js';
 export { generateWorkload, type WorkloadOptions } from './replay/workload.js';
 export { ReplayStepper, type ReplayStep } from './replay/stepper.js';

@@ -4,6 +4,13 @@
 
 const INT32_MAX = 0x7fffffff;
 
+/**
+ * Most tokens one sequence may hold: 2^28, so that its tokens (1 GiB) fit a
+ * staging area of the 32-bit core. Calls that would need more are refused
+ * before anything is allocated.
+ */
+export const MAX_SEQUENCE_TOKENS = 1 << 28;
+
 export function describe(v: unknown): string {
   if (typeof v === 'string') return JSON.stringify(v);
   if (typeof v === 'bigint') return `${v}n`;
@@ -20,8 +27,8 @@ export function checkInt(name: string, v: unknown, min = 0, max = INT32_MAX): nu
   if (typeof v !== 'number') throw new TypeError(`${name} must be a number, got ${describe(v)}`);
   if (!Number.isInteger(v)) throw new RangeError(`${name} must be an integer, got ${describe(v)}`);
   if (v < min || v > max) {
-    const range = max === INT32_MAX && min >= 0 ? `>= ${min}` : `in [${min}, ${max}]`;
-    throw new RangeError(`${name} must be ${range}, got ${v}`);
+    if (max !== INT32_MAX || min < 0) throw new RangeError(`${name} must be in [${min}, ${max}], got ${v}`);
+    throw new RangeError(v < min ? `${name} must be >= ${min}, got ${v}` : `${name} must be at most ${max} (int32), got ${v}`);
   }
   return v;
 }
@@ -38,7 +45,9 @@ export function checkInt32Array(name: string, v: unknown): ArrayLike<number> {
     throw new TypeError(`${name} must be an Int32Array or an array of integers, got ${describe(v)}`);
   }
   const a = v as ArrayLike<number>;
-  for (let i = 0; i < a.length; i++) {
+  const n = a.length;
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${name}.length must be a non-negative integer, got ${describe(n)}`);
+  for (let i = 0; i < n; i++) {
     const x = a[i]!;
     // `x | 0` is x itself exactly for int32 numbers: fractions, NaN, values
     // outside int32 and non-numbers all differ (one operation per element).

@@ -6,6 +6,6 @@
 // compiles while the bytes arrive. The Node entry registers a file loader
 // that takes precedence over this fallback.
 
-import { setDefaultSource } from './core/instance.js';
+import { setDefaultSource } from './core/plain-core.js';
 
 setDefaultSource(() => fetch(new URL('../build/kvpool.wasm', import.meta.url)), true);

@@ -3,8 +3,8 @@
 // without an `await`.
 
 import { readFileSync } from 'node:fs';
-import { setDefaultSource, setSyncLoader } from './core/instance.js';
-import { setSharedSyncLoader } from './core/shared-instance.js';
+import { setDefaultSource, setSyncLoader } from './core/plain-core.js';
+import { setSharedSyncLoader } from './core/shared-core.js';
 
 const wasmUrl = new URL('../build/kvpool.wasm', import.meta.url);
 

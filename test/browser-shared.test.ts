@@ -21,7 +21,7 @@ describe('ConcurrentBlockManagerImpl in a browser', () => {
   it.skipIf(!haveChromium)('a page and a Web Worker share a manager; the page\'s main thread spins for the lock', async () => {
     const dist = mkdtempSync(join(tmpdir(), 'kvpool-dist-'));
     const profile = mkdtempSync(join(tmpdir(), 'kvpool-chromium-'));
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', dist, '--declaration', 'false', '--sourceMap', 'false']);
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', dist, '--declaration', 'false', '--sourceMap', 'false', '--inlineSources', 'false']);
     let resolveResult!: (r: Record<string, unknown>) => void;
     const result = new Promise<Record<string, unknown>>((res) => (resolveResult = res));
     const files: Record<string, () => [string, Buffer | string]> = {

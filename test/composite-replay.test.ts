@@ -3,9 +3,9 @@
 // per-sub-manager peaks and window releases; the default replay is unchanged.
 
 import { describe, expect, it } from 'vitest';
-import { main } from '../bindings/cli.js';
+import { main } from '../bindings/cli/main.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
-import type { CompositeReplayResult } from '../bindings/replay/composite-replay.js';
+import type { CompositeReplayRun } from '../bindings/replay/replay.js';
 import { runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
@@ -14,11 +14,8 @@ import { ModelCompositePool } from './model/composite-ranks.js';
 import { TRACE_PATH as TRACE, haveTrace } from './support/externals.js';
 import { ModelCompositeReplayTarget } from './support/model-composite-replay-target.js';
 import { capture } from './support/capture.js';
+import { figures } from './support/replay-figures.js';
 
-function withoutTimings(r: ReplayResult) {
-  const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
-  return rest;
-}
 
 interface Run {
   numBlocks: number;
@@ -32,7 +29,7 @@ function both(trace: TraceRequest[], o: Run) {
   const blockSize = o.blockSize ?? 16;
   const maxRunning = o.maxRunning ?? 32;
   const ratios = o.compressRatios ?? [1];
-  const core = replaySync({ trace, numBlocks: o.numBlocks, blockSize, maxRunning, slidingWindow: o.slidingWindow, compressRatios: o.compressRatios }) as CompositeReplayResult;
+  const core = replaySync({ trace, numBlocks: o.numBlocks, blockSize, maxRunning, slidingWindow: o.slidingWindow, compressRatios: o.compressRatios }) as CompositeReplayRun;
   const target = new ModelCompositeReplayTarget(
     new ModelCompositePool({
       blockSize,
@@ -52,7 +49,7 @@ describe('composite replay: core vs reference model', () => {
 
   it('agrees on the built-in workload, with the window releasing blocks', () => {
     const { core, model } = both(workload, { numBlocks: 3000, slidingWindow: 64, compressRatios: [1, 4] });
-    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+    expect(figures(core)).toEqual(figures(model));
     const [swa, full, coarse] = core.subManagers;
     expect(swa!.kind).toBe('sliding-window');
     expect(swa!.releasedBlocks).toBeGreaterThan(1000);
@@ -68,13 +65,13 @@ describe('composite replay: core vs reference model', () => {
   it('agrees when requests are rejected and decodes truncated', () => {
     const { core, model } = both(workload.slice(0, 120), { numBlocks: 600, maxRunning: 4, blockSize: 8, slidingWindow: 40 });
     expect(core.rejected + core.truncated).toBeGreaterThan(0);
-    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+    expect(figures(core)).toEqual(figures(model));
   });
 
   it.skipIf(!haveTrace)('agrees on the first 300 requests of the Mooncake conversation trace', async () => {
     const trace = await readTraceFile(TRACE, 300);
     const { core, model } = both(trace, { numBlocks: 65536, slidingWindow: 4096, compressRatios: [1, 4] });
-    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+    expect(figures(core)).toEqual(figures(model));
     expect(core.subManagers[0]!.releasedBlocks).toBeGreaterThan(0);
   });
 
@@ -97,14 +94,14 @@ describe('kvpool replay --sliding-window (CLI)', () => {
       ['full', 16],
       ['full', 64],
     ]);
-    const direct = replaySync({ workloadRequests: 40, numBlocks: 4096, slidingWindow: 128, compressRatios: [1, 4] });
-    expect(withoutTimings(obj)).toEqual(withoutTimings(direct));
+    const direct = replaySync({ requests: 40, numBlocks: 4096, slidingWindow: 128, compressRatios: [1, 4] });
+    expect(figures(obj)).toEqual(figures(direct));
   });
 
   it('prints the sub-manager rows in the table', async () => {
     const r = await capture(() => main(['replay', '--requests', '20', '--sliding-window', '64']));
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(/composite: window 64, ratios 1/);
+    expect(r.out).toMatch(/sliding window 64 · compress ratios 1\b/);
     expect(r.out).toMatch(/sub-manager\s+kind\s+block size\s+blocks\s+peak used\s+allocated\s+released/);
     expect(r.out).toMatch(/\n\s+0\s+sliding-window\s+16\s+/);
   });

@@ -101,11 +101,31 @@ describe('SEMANTICS B.1: layout and sizing', () => {
     expect(() => composite({ compressRatios: [0, 1, 1.5] })).toThrow(/options.compressRatios\[2\] must be an integer, got 1.5/);
     expect(() => composite({ slidingWindowSize: undefined })).toThrow(/options.slidingWindowSize is required with a sliding-window sub-manager/);
     expect(() => composite({ slidingWindowSize: 0 })).toThrow(/options.slidingWindowSize must be >= 1, got 0/);
-    expect(() => composite({ compressRatios: [0, 1, 9] })).toThrow(/options.numBlocks \/ compressRatios\[2\] = 16 \/ 9 leaves fewer than 2 blocks/);
+    expect(() => composite({ compressRatios: [0, 1, 17] })).toThrow(/options.numBlocks \/ compressRatios\[2\] = 16 \/ 17 leaves sub-manager 2 not even its padding block/);
+    expect(() => composite({ managerTypes: ['full'], compressRatios: [1], slidingWindowSize: 8 } as never)).toThrow(
+      /options.slidingWindowSize does nothing without a sliding-window sub-manager/,
+    );
     expect(() => composite({ subManagerBlocks: [10, 1, 4] })).toThrow(/options.subManagerBlocks\[1\] must be >= 2, got 1/);
     expect(() => composite({ swaBlocksPerSeq: 0 })).toThrow(/options.swaBlocksPerSeq must be >= 1, got 0/);
     expect(() => composite({ enablePrefixCache: true } as never)).toThrow(/unknown option "enablePrefixCache"/);
     expect(() => composite({ managerTypes: 'full' as never })).toThrow(/options.managerTypes must be an array, got "full"/);
+  });
+});
+
+describe('a derived sub-manager that holds only its padding block', () => {
+  it('is built, as in the reference, and every allocation that needs it fails without changing anything', () => {
+    // 16 / 9 = 1 block: the ratio-9 sub-manager has nothing but its padding block.
+    const m = composite({ compressRatios: [0, 1, 9] });
+    expect(m.specs[2]!.numBlocks).toBe(1);
+    expect(m.subManagers[2]!.numFreeBlocks()).toBe(0);
+    const t = m.newTables();
+    const before = freeStacks(m);
+    expect(m.allocate(t, 4)).toBe(false);
+    expect(freeStacks(m)).toEqual(before);
+    expect(tables(t)).toEqual([[], [], []]);
+    expect(m.subManagerStats()[2]!.roundsShort).toBe(1);
+    m.check();
+    m.dispose();
   });
 });
 
@@ -289,7 +309,7 @@ describe('SEMANTICS B.3: all-or-nothing growth', () => {
       m.dispose();
       o.dispose();
     }
-    expect(() => m.allocate(m.newTables(), 4)).toThrow(/this composite manager was disposed/);
+    expect(() => m.allocate(m.newTables(), 4)).toThrow(/this CompositeBlockManager was disposed/);
   });
 });
 
@@ -491,7 +511,7 @@ describe('SEMANTICS B.5: composite ranks of BlockManagerPool', () => {
     try {
       const s = new Sequence(toks(8));
       expect(p.allocate(s)).toBe(true);
-      const t = s._composite!;
+      const t = s.state.composite!;
       t._tables[1]![0] = 9;
       expect(() => p.check()).toThrow(/sub-manager 1 block 1 has 1 holders but tables hold it 0 times/);
       t._tables[1]![0] = 1;

@@ -82,9 +82,8 @@ function run(L: Layout, ops: Op[]): void {
     singleBlockCapacity: L.singles,
     managerTypes: L.kinds,
     compressRatios: L.ratios,
-    slidingWindowSize: L.window,
-    maxSeqsPerBatch: L.maxSeqsPerBatch,
-    maxTokensPerBatch: L.maxTokensPerBatch,
+    // Window options only shape window sub-managers (the pool refuses them otherwise).
+    ...(L.kinds.includes('sliding-window') && { slidingWindowSize: L.window, maxSeqsPerBatch: L.maxSeqsPerBatch, maxTokensPerBatch: L.maxTokensPerBatch }),
   });
   const model = new ModelCompositePool({ ...L, singleBlockCapacity: L.singles });
   const seqs: Array<[Sequence, ModelCompositeSequence]> = [];

@@ -99,18 +99,18 @@ function run(ops: Op[], numSlots: number): void {
           expect(a).toBe(b);
           if (a !== null) {
             const core = new Sequence(new Array(8).fill(1));
-            core._linearSlot = a;
-            core._kvCached = op.chunked ? 4 : 0;
-            seqs.push({ core, model: { slot: a, kvCached: core._kvCached, promptTokens: 8, initialized: false } });
+            core.state.linearSlot = a;
+            core.state.kvCached = op.chunked ? 4 : 0;
+            seqs.push({ core, model: { slot: a, kvCached: core.state.kvCached, promptTokens: 8, initialized: false } });
           }
           break;
         }
         case 'release': {
           const s = takeAt(seqs, op.pick);
           if (!s) break;
-          c.releaseLiveSlot(s.core._linearSlot);
+          c.releaseLiveSlot(s.core.state.linearSlot);
           m.releaseLive(s.model.slot);
-          s.core._linearSlot = -1;
+          s.core.state.linearSlot = -1;
           s.model.slot = -1;
           break;
         }
@@ -154,7 +154,7 @@ function run(ops: Op[], numSlots: number): void {
           const pick = (i: number | null) => (i === null || seqs.length === 0 ? null : seqs[i % seqs.length]!);
           const chosen = op.ops.map((o) => pick(o.seq));
           const coreOps = op.ops.map((o, i) => ({
-            liveSlot: chosen[i]?.core._linearSlot ?? -1,
+            liveSlot: chosen[i]?.core.state.linearSlot ?? -1,
             restoreHash: o.restore === null ? null : hashBytes(o.restore),
             saveHash: o.save === null ? null : hashBytes(o.save),
           }));
@@ -181,8 +181,8 @@ function run(ops: Op[], numSlots: number): void {
             m.abortBatch(x.model);
           }
           for (const s of seqs) {
-            expect(s.core._linearSlot).toBe(s.model.slot);
-            expect(s.core._linearInit).toBe(s.model.initialized);
+            expect(s.core.state.linearSlot).toBe(s.model.slot);
+            expect(s.core.state.linearInit).toBe(s.model.initialized);
           }
           break;
         }

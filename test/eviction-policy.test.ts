@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import { main } from '../bindings/cli.js';
+import { main } from '../bindings/cli/main.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { capture } from './support/capture.js';
 
@@ -109,13 +109,14 @@ describe('LFU eviction', () => {
     expect(() => new BlockManagerImpl({ numBlocks: 4, blockSize: 1, enablePrefixCache: false, evictionPolicy: 'lfu' })).toThrow(RangeError);
     expect(() => new BlockManagerPool({ numBlocks: 4, blockSize: 1, evictionPolicy: 3 as never })).toThrow(TypeError);
     expect(() => new BlockManagerPool({ numBlocks: 4, blockSize: 1, enablePrefixCache: false, evictionPolicy: 'lfu' })).toThrow(RangeError);
-    expect(() => replaySync({ workloadRequests: 1, hostBlocks: 8, evictionPolicy: 'lfu' })).toThrow(TypeError);
+    expect(() => replaySync({ requests: 1, slidingWindow: 64, eviction: 'lfu' })).toThrow(TypeError);
+    expect(() => replaySync({ requests: 1, eviction: 'mru' as never })).toThrow(/options.eviction must be one of/);
   });
 
   it('replays the built-in workload with either policy (LRU unchanged by the option)', () => {
-    const base = replaySync({ workloadRequests: 300, numBlocks: 512 });
-    const lru = replaySync({ workloadRequests: 300, numBlocks: 512, evictionPolicy: 'lru' });
-    const lfu = replaySync({ workloadRequests: 300, numBlocks: 512, evictionPolicy: 'lfu' });
+    const base = replaySync({ requests: 300, numBlocks: 512 });
+    const lru = replaySync({ requests: 300, numBlocks: 512, eviction: 'lru' });
+    const lfu = replaySync({ requests: 300, numBlocks: 512, eviction: 'lfu' });
     const pick = (r: typeof base) => [r.matchedBlocks, r.evictedBlocks, r.idChecksum];
     expect(pick(lru)).toEqual(pick(base));
     expect(lfu.promptBlocks).toBe(base.promptBlocks);
@@ -204,7 +205,7 @@ describe('priority eviction with retention', () => {
       const d = new Sequence([3, 3, 4]);
       d.setRetention([{ priority: 70 }]);
       expect(p.allocate(d)).toBe(true);
-      expect(d.fork()._retention).toEqual([{ start: 0, end: Infinity, priority: 70, duration: Infinity }]);
+      expect(d.fork().state.retention).toEqual([{ start: 0, end: Infinity, priority: 70, duration: Infinity }]);
       p.check();
       p.dispose();
     }
@@ -218,7 +219,7 @@ describe('priority eviction with retention', () => {
     expect(() => s.setRetention([{ priority: 1, duration: -1 }])).toThrow(new RangeError('ranges[0].duration must be >= 0, got -1'));
     expect(() => s.setRetention([{ start: 4, end: 4, priority: 1 }])).toThrow(RangeError);
     expect(() => s.setRetention([{ priority: 1, until: 3 } as never])).toThrow(TypeError);
-    expect(s._retention).toEqual([{ start: 0, end: Infinity, priority: 20, duration: Infinity }]);
+    expect(s.state.retention).toEqual([{ start: 0, end: Infinity, priority: 20, duration: Infinity }]);
     const m = new BlockManagerImpl({ numBlocks: 4, blockSize: 1, evictionPolicy: 'priority' });
     m.setTime(3);
     expect(() => m.setTime(2)).toThrow(new RangeError('t must be a finite time >= the current time 3, got 2'));
@@ -252,7 +253,7 @@ describe('kvpool replay --eviction', () => {
     }
     const fixed = (r: { matchedBlocks: number; idChecksum: number; promptBlocks: number }) => [r.matchedBlocks, r.idChecksum, r.promptBlocks];
     expect(fixed(results.lru!)).toEqual(fixed(results.default!)); // timings aside
-    const direct = replaySync({ workloadRequests: 200, numBlocks: 400, evictionPolicy: 'priority' });
+    const direct = replaySync({ requests: 200, numBlocks: 400, eviction: 'priority' });
     expect(results.priority!.idChecksum).toBe(direct.idChecksum);
     expect(results.priority!.idChecksum).not.toBe(results.lru!.idChecksum);
     expect(results.lfu!.promptBlocks).toBe(results.lru!.promptBlocks);

@@ -4,29 +4,26 @@
 // default result is unchanged.
 
 import { describe, expect, it } from 'vitest';
-import { main } from '../bindings/cli.js';
+import { main } from '../bindings/cli/main.js';
 import { runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
 import { replaySync } from '../bindings/replay/replay.js';
-import type { HierarchyReplayResult } from '../bindings/replay/hierarchy-replay.js';
+import type { HostTierReplayRun } from '../bindings/replay/replay.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
 import { ModelHierarchyPool } from './model/hierarchy-block-manager-pool.js';
 import { ModelHierarchyReplayTarget } from './support/model-hierarchy-replay-target.js';
 import { capture } from './support/capture.js';
+import { figures } from './support/replay-figures.js';
 
-function withoutTimings(r: ReplayResult) {
-  const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
-  return rest;
-}
 
 describe('replay with a host tier', () => {
   const trace = generateWorkload({ requests: 300, seed: 11 });
 
   it('agrees with the model on every figure, host tier included', () => {
-    const core = replaySync({ trace, numBlocks: 2500, hostBlocks: 12000 }) as HierarchyReplayResult;
+    const core = replaySync({ trace, numBlocks: 2500, hostBlocks: 12000 }) as HostTierReplayRun;
     const pool = new ModelHierarchyPool({ numBlocks: 2500, blockSize: 16, hostNumBlocks: 12000 });
     const model = runReplay(new ModelHierarchyReplayTarget(pool), trace, { blockSize: 16, maxRunning: 32, publishAfterPrefill: false });
     const { hostTier, ...device } = core;
-    expect(withoutTimings(device)).toEqual(withoutTimings(model));
+    expect(figures(device)).toEqual(figures(model));
     expect(hostTier).toEqual({
       hostBlocks: 12000,
       deviceHitBlocks: model.matchedBlocks,
@@ -43,9 +40,9 @@ describe('replay with a host tier', () => {
   it('leaves the device side exactly as without a host tier, and the default result unchanged', () => {
     const plain = replaySync({ trace, numBlocks: 2500 });
     expect('hostTier' in plain).toBe(false);
-    const tiered = replaySync({ trace, numBlocks: 2500, hostBlocks: 5000 }) as HierarchyReplayResult;
+    const tiered = replaySync({ trace, numBlocks: 2500, hostBlocks: 5000 }) as HostTierReplayRun;
     const { hostTier: _h, ...device } = tiered;
-    expect(withoutTimings(device)).toEqual(withoutTimings(plain));
+    expect(figures(device)).toEqual(figures(plain));
     expect(() => replaySync({ trace, hostBlocks: 1 })).toThrow(/options.hostBlocks must be >= 2, got 1/);
   });
 
@@ -54,8 +51,8 @@ describe('replay with a host tier', () => {
     const table = await capture(() => main(['replay', '--requests', '60', '--num-blocks', '600', '--host-blocks', '4000']));
     expect(json.code + table.code).toBe(0);
     const out = [json.out, table.out];
-    const obj = JSON.parse(out[0]!) as HierarchyReplayResult;
-    const direct = replaySync({ workloadRequests: 60, numBlocks: 600, hostBlocks: 4000 }) as HierarchyReplayResult;
+    const obj = JSON.parse(out[0]!) as HostTierReplayRun;
+    const direct = replaySync({ requests: 60, numBlocks: 600, hostBlocks: 4000 }) as HostTierReplayRun;
     expect(obj.hostTier).toEqual(direct.hostTier);
     expect(obj.hostTier.blocksOffloaded).toBeGreaterThan(0);
     expect(out[1]).toMatch(/host hit blocks\s+\d+/);

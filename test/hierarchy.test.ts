@@ -133,12 +133,8 @@ describe('HierarchyBlockManagerPool offload', () => {
     p.check();
   });
 
-  it('offloads nothing without a prefix cache', () => {
-    const p = pool(8, 16, { enablePrefixCache: false });
-    runAndFinish(p, prompt(3, 100, 1));
-    expect(p.takeTransfers()[0]!.offload).toBeNull();
-    expect(p.hostNumFreeBlocks()).toEqual([15]);
-    p.check();
+  it('is refused without a prefix cache: the host tier keeps prefix-cache blocks', () => {
+    expect(() => pool(8, 16, { enablePrefixCache: false })).toThrow(/a host tier keeps prefix-cache blocks, and this pool has no prefix cache \(enablePrefixCache is false\)/);
   });
 });
 
@@ -353,12 +349,119 @@ describe('BlockManagerImpl.cacheByHashes (insert by stamped hash)', () => {
 });
 
 describe('host tier and tenant salts', () => {
-  it('refuses a salted sequence (the host cache keys blocks without a salt), changing nothing', () => {
-    const p = new HierarchyBlockManagerPool({ numBlocks: 16, blockSize: 4, hostNumBlocks: 32 });
-    const s = new Sequence([1, 2, 3, 4, 5], { cacheSalt: 'tenant-a' });
-    expect(() => p.allocate(s)).toThrow(/cacheSalt is not supported with a host tier/);
-    expect(s.dpRank).toBe(-1);
-    expect(p.numFreeBlocks()).toEqual([15]);
+  it("keys host blocks with the tenant's salt: one tenant's offloaded prefix is another's miss", () => {
+    const p = pool(16, 32);
+    const a = prompt(3, 100, 1);
+    const tenant = (salt: string) => new Sequence(a, { cacheSalt: salt });
+    // Tenant A computes the prompt; it is offloaded to the host, then the device cache empties.
+    const s = tenant('A');
+    expect(p.allocate(s)).toBe(true);
+    s.kvCachedTokens = s.numTokens;
+    p.deallocate(s);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    expect(p.managers[0]!.evict(100)).toBe(3);
+    expect(p.hostNumBlocksInPrefixCache()).toEqual([3]);
+    // Tenant B with the same tokens finds nothing on the host ...
+    const b = tenant('B');
+    expect(p.allocate(b)).toBe(true);
+    expect(p.hostKvCachedTokens(b)).toBe(0);
+    expect(b.kvCachedTokens).toBe(0);
+    p.deallocateWithoutCache(b);
+    // ... tenant A loads its three blocks back, and so would an unsalted sequence not.
+    const again = tenant('A');
+    expect(p.allocate(again)).toBe(true);
+    expect(p.hostKvCachedTokens(again)).toBe(12);
+    expect(p.takeTransfers()[0]!.loads.length).toBe(3);
+    const none = new Sequence(a);
+    expect(p.allocate(none)).toBe(true);
+    expect(p.hostKvCachedTokens(none)).toBe(0);
     p.check();
+  });
+});
+
+describe('the KV-cache store (prefetch_from_storage)', () => {
+  const storePool = () => new HierarchyBlockManagerPool({ numBlocks: 16, blockSize: B, hostNumBlocks: 32, enableKvcacheStore: true });
+
+  it('takes host blocks for the prompt after the host hits and asks the store for all but the last', () => {
+    const p = storePool();
+    const a = prompt(3, 100, 1); // 13 tokens: 4 blocks, the last partial
+    const s = new Sequence(a);
+    const plan = p.prefetchFromStorage(s)!;
+    expect(plan.dpRank).toBe(0);
+    // No host hits: blocks 0..3 get host ids 1..4; the store is asked for 0..2.
+    expect(plan.blocks.map((b) => [b.src, b.dst, [...b.hash]])).toEqual([0, 1, 2].map((i) => [-1, i + 1, hashOf(a, i)]));
+    expect(p.hostBlockTable(s).length).toBe(4);
+    expect(p.hostKvCachedTokens(s)).toBe(0);
+    p.check();
+    // The store had the first two: they join the host prefix and its cache; the device loads them.
+    expect(p.updatePrefetchResult(s, [3, 2])).toBe(2);
+    expect(p.hostKvCachedTokens(s)).toBe(8);
+    expect(p.hostNumBlocksInPrefixCache()).toEqual([2]);
+    expect(p.allocate(s)).toBe(true);
+    expect(s.kvCachedTokens).toBe(8);
+    expect(p.takeTransfers()[0]!.loads.map((l) => [l.src, l.dst])).toEqual([[1, 1], [2, 2]]);
+    expect(p.hierarchyStats()[0]).toMatchObject({ blocksPrefetched: 3, blocksFetched: 2, blocksLoaded: 2 });
+    p.check();
+    s.kvCachedTokens = 13;
+    p.deallocate(s);
+    p.check();
+  });
+
+  it('chains on the host hits, fetches nothing for one block, and refuses without enableKvcacheStore or twice', () => {
+    const p = storePool();
+    const a = prompt(3, 100, 1);
+    // Put blocks 0..2 of `a` on the host by an offload.
+    const first = new Sequence(a);
+    expect(p.allocate(first)).toBe(true);
+    first.kvCachedTokens = 13;
+    p.deallocate(first);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    const longer = [...a.slice(0, 12), ...prompt(2, 700)]; // same first 3 blocks, then 2 new ones
+    const s = new Sequence(longer);
+    const plan = p.prefetchFromStorage(s)!;
+    expect(p.hostKvCachedTokens(s)).toBe(12); // the host hits (3 blocks; 20 tokens, so no exact-prompt cut)
+    expect(plan.blocks.map((b) => [...b.hash])).toEqual([hashOf(longer, 3)]); // blocks 3 and 4: only 3 is asked for
+    expect(() => p.prefetchFromStorage(s)).toThrow(/a prefetch of this sequence is pending/);
+    expect(p.updatePrefetchResult(s, 0)).toBe(0);
+    expect(() => p.updatePrefetchResult(s, 0)).toThrow(/no prefetch of this sequence is pending/);
+    p.check();
+    const one = new Sequence(prompt(1)); // one block: nothing to fetch
+    expect(p.prefetchFromStorage(one)).toBeNull();
+    const plain = pool();
+    expect(() => plain.prefetchFromStorage(new Sequence(a))).toThrow(/created without enableKvcacheStore/);
+    expect(() => p.updatePrefetchResult(s, [] as never)).toThrow(/non-empty array of counts/);
+  });
+});
+
+// Found by the host-tier differential (a failed tryAllocate dropped a sequence
+// still holding host blocks from the pool's live set; check() then failed).
+const tokensFrom = (n: number, base: number) => Array.from({ length: n }, (_, i) => base + i);
+
+describe('HierarchyBlockManagerPool tryAllocate', () => {
+  it('a failed tryAllocate of a sequence holding host blocks keeps it live (or gives them back); the pool stays whole', () => {
+    const p = new HierarchyBlockManagerPool({ numBlocks: 6, blockSize: B, hostNumBlocks: 16 });
+    // A computes 3 full blocks and a token; finishing offloads the 3 blocks to the host.
+    const a = new Sequence(tokensFrom(13, 100));
+    expect(p.allocate(a)).toBe(true);
+    a.kvCachedTokens = 13;
+    p.deallocate(a);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    expect(p.resetPrefixCache()).toEqual([3]); // the device forgets them; the host keeps them
+    // Another sequence takes all 5 device blocks.
+    const filler = new Sequence(tokensFrom(20, 900));
+    expect(p.allocate(filler)).toBe(true);
+    // B has A's prompt: its match attaches A's 3 blocks from the host tier.
+    const b = new Sequence(tokensFrom(13, 100));
+    expect(p.allocateShared(b)).toBe(0);
+    expect([...p.hostBlockTable(b)].length).toBe(3);
+    // No device block for it: tryAllocate fails...
+    expect(p.tryAllocate(b)).toBe(false);
+    // ...and the pool must still account for what b holds.
+    if (p.hostBlockTable(b).length > 0) expect(p.liveSequences().has(b)).toBe(true);
+    expect(() => p.check()).not.toThrow();
+    p.deallocate([b, filler]);
+    expect(p.hostNumUsedBlocks()).toEqual([0]);
+    p.check();
+    p.dispose();
   });
 });

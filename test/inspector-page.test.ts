@@ -19,7 +19,9 @@ import { serveStatic, type StaticServer } from './support/static-server.js';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const RESULTS = join(ROOT, 'test-results');
 // Small enough to see every block; at request 35 rank 0 has blocks in all five states.
-const OPTIONS: SessionOptions = { numBlocks: 512, blockSize: 128, dpSize: 2, maxRunning: 8, requests: 60, seed: 3, publishAfterPrefill: false };
+const OPTIONS: SessionOptions = {
+  numBlocks: 512, blockSize: 128, dpSize: 2, maxRunning: 8, requests: 60, seed: 3, publishAfterPrefill: false, eviction: 'lru', hostBlocks: 0, slidingWindow: 0,
+};
 const STOP_AT = 35;
 const STATES = ['free', 'held', 'shared', 'cached', 'padding'] as const;
 
@@ -129,17 +131,17 @@ describe.skipIf(!haveChromium)('the pool inspector in headless Chromium', () => 
     expect(fig.cached.reduce((a, b) => a + b)).toBeGreaterThan(0);
     const running = Number(await page.getByTestId('running-count').textContent());
     expect(running).toBeGreaterThan(0);
-    expect(await page.locator('#sequences tbody tr').count()).toBe(running);
+    expect(await page.locator('#sequences tbody tr:not([hidden])').count()).toBe(running);
 
     // Hover: each state by name, with the holders.
     const [free, held, shared, cached] = [0, 1, 2, 3].map((code) => fig.states[0]!.indexOf(code));
     expect(Math.min(free!, held!, shared!, cached!)).toBeGreaterThan(0);
-    expect(await hoverBlock(page, 0, 0)).toBe('rank 0 · block 0 · padding');
-    expect(await hoverBlock(page, 0, free!)).toBe(`rank 0 · block ${free} · free`);
-    expect(await hoverBlock(page, 0, cached!)).toBe(`rank 0 · block ${cached} · cached\nholders: prefix cache`);
-    expect(await hoverBlock(page, 0, shared!)).toMatch(new RegExp(`^rank 0 · block ${shared} · shared\nholders: request #\\d+, request #\\d+`));
+    expect(await hoverBlock(page, 0, 0)).toBe('dp rank 0 · block 0 · padding');
+    expect(await hoverBlock(page, 0, free!)).toBe(`dp rank 0 · block ${free} · free`);
+    expect(await hoverBlock(page, 0, cached!)).toBe(`dp rank 0 · block ${cached} · cached\nholders: prefix cache`);
+    expect(await hoverBlock(page, 0, shared!)).toMatch(new RegExp(`^dp rank 0 · block ${shared} · shared\nholders: request #\\d+, request #\\d+`));
     const text = await hoverBlock(page, 0, held);
-    expect(text).toMatch(new RegExp(`^rank 0 · block ${held} · held\\nholders: request #\\d+`));
+    expect(text).toMatch(new RegExp(`^dp rank 0 · block ${held} · held\\nholders: request #\\d+`));
     mkdirSync(RESULTS, { recursive: true });
     await page.screenshot({ path: join(RESULTS, 'inspector.png'), fullPage: true });
     expect(errors).toEqual([]);
@@ -173,6 +175,65 @@ describe.skipIf(!haveChromium)('the pool inspector in headless Chromium', () => 
     await page.setInputFiles('#trace-file', { name: 'bad.jsonl', mimeType: 'text/plain', buffer: Buffer.from('{"input_length": 5, "output_length": 1, "hash_ids": [1]}\n{"input_length": -1}\n') });
     await expect.poll(() => page.locator('#error').textContent()).toBe('bad.jsonl: trace line 2: "input_length" must be a non-negative integer, got -1');
     expect(await page.getByTestId('trace-name').textContent()).toBe('chats.jsonl (7 requests)');
+    await page.close();
+  });
+
+  it('keeps the running-sequences table in step with the status line while playing', async () => {
+    const page = await browser.context.newPage();
+    await page.goto(`${server.url}/?numBlocks=2000&requests=300&maxRunning=24&speed=4`);
+    await page.waitForFunction(() => window.kvpoolInspector?.ready === true);
+    await page.click('#play');
+    const seen = new Set<number>();
+    for (let i = 0; i < 20; i++) {
+      // Both read in one evaluation: what the page shows at one moment.
+      const [status, count, rows] = await page.evaluate(() => [
+        document.getElementById('status')!.textContent!,
+        document.querySelector('[data-testid="running-count"]')!.textContent!,
+        document.querySelectorAll('#sequences tbody tr:not([hidden])').length,
+      ] as const);
+      const running = Number(/running (\d+)/.exec(status)![1]);
+      expect(Number(count)).toBe(running);
+      expect(rows).toBe(Math.min(running, 48));
+      seen.add(Number(/^request (\d+)/.exec(status)![1]));
+      await page.waitForTimeout(30);
+    }
+    expect(seen.size).toBeGreaterThan(3); // it was really playing
+    await page.close();
+  });
+
+  it('offers the host tier, eviction policy and sliding window, and starts from the command line\'s defaults', async () => {
+    const page = await browser.context.newPage();
+    await page.goto(`${server.url}/`);
+    await page.waitForFunction(() => window.kvpoolInspector?.ready === true);
+    const opts = await page.evaluate(() => window.kvpoolInspector!.session!.options);
+    expect(opts).toMatchObject({ numBlocks: 65536, dpSize: 1, blockSize: 16, maxRunning: 32, eviction: 'lru', hostBlocks: 0, slidingWindow: 0 });
+    await page.goto(`${server.url}/?numBlocks=600&requests=80&hostBlocks=3000&eviction=lfu`);
+    await page.waitForFunction(() => window.kvpoolInspector?.ready === true);
+    expect(await page.locator('#ranks h2').allTextContents()).toEqual(['dp rank 0 · 600 blocks of 16 tokens', 'host tier · rank 0 · 3000 blocks of 16 tokens']);
+    expect(await page.locator('select[name="eviction"]').inputValue()).toBe('lfu');
+    await page.locator('#speed').fill('7');
+    await page.click('#play');
+    await expect.poll(() => page.getByTestId('status').textContent()).toMatch(/^request 80 \/ 80 · finished .* · host-tier$/);
+    const mode = await page.evaluate(() => {
+      const r = window.kvpoolInspector!.session!.result();
+      return { mode: r.mode, loaded: r.mode === 'host-tier' ? r.hostTier.blocksLoaded : -1 };
+    });
+    expect(mode.mode).toBe('host-tier');
+    expect(mode.loaded).toBeGreaterThan(0);
+    // A sliding window through the form: a composite pool.
+    await page.fill('input[name="hostBlocks"]', '0');
+    await page.fill('input[name="slidingWindow"]', '256');
+    await page.selectOption('select[name="eviction"]', 'lru');
+    await page.click('#options button[type="submit"]');
+    await expect.poll(() => page.locator('#ranks h2').allTextContents()).toEqual(['dp rank 0 · full sub-manager · 600 blocks of 16 tokens']);
+    await page.close();
+  });
+
+  it('opened from file://, the static build says it needs a server', async () => {
+    const page = await browser.context.newPage();
+    await page.goto(`file://${join(out, 'index.html')}`);
+    await expect.poll(() => page.locator('#needs-server').isVisible()).toBe(true);
+    expect(await page.locator('#needs-server').textContent()).toMatch(/npm run inspect/);
     await page.close();
   });
 });

@@ -7,9 +7,12 @@ import { describe, expect, it } from 'vitest';
 import { BlockState } from '../bindings/managers/block-state.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
-import { Samples, Session, type SessionOptions } from '../inspector/src/session.js';
+import { DEFAULT_OPTIONS, Samples, Session, type SessionOptions } from '../inspector/src/session.js';
+import { figures } from './support/replay-figures.js';
 
-const OPTIONS: SessionOptions = { numBlocks: 512, blockSize: 128, dpSize: 2, maxRunning: 8, requests: 60, seed: 3, publishAfterPrefill: false };
+const OPTIONS: SessionOptions = {
+  numBlocks: 512, blockSize: 128, dpSize: 2, maxRunning: 8, requests: 60, seed: 3, publishAfterPrefill: false, eviction: 'lru', hostBlocks: 0, slidingWindow: 0,
+};
 
 describe('inspector Session', () => {
   it('counts block states as the pool reports them, at every step', () => {
@@ -41,12 +44,12 @@ describe('inspector Session', () => {
     try {
       s.step(35);
       s.refresh();
-      const seqs = s.stepper.running();
+      const seqs = s.running();
       const reqs = s.stepper.runningRequests();
       for (let r = 0; r < 2; r++) {
         const st = s.states[r]!;
         for (let id = 1; id < st.length; id++) {
-          const expected = reqs.filter((_, i) => seqs[i]!.dpRank === r && [...seqs[i]!.blockTable].includes(id));
+          const expected = reqs.filter((_, i) => seqs[i]!.dpRank === r && Array.from(seqs[i]!.blockTable).includes(id));
           const h = s.holders(r, id);
           expect(h.requests).toEqual(expected);
           const holders = st[id] === BlockState.Held ? 1 : st[id] === BlockState.Shared ? 2 : 0;
@@ -59,20 +62,49 @@ describe('inspector Session', () => {
     }
   });
 
-  it('gives replay()\'s result once finished', () => {
-    const o = { ...OPTIONS, dpSize: 1, numBlocks: 900, blockSize: 16 };
-    const s = new Session(o);
+  it('gives replay()\'s result once finished, in every mode', () => {
+    const base = { ...OPTIONS, dpSize: 1, numBlocks: 900, blockSize: 16 };
+    const modes: Array<[Partial<SessionOptions>, Parameters<typeof replaySync>[0]]> = [
+      [{}, {}],
+      [{ eviction: 'lfu', dpSize: 2 }, { eviction: 'lfu', dpSize: 2 }],
+      [{ hostBlocks: 4000 }, { hostBlocks: 4000 }],
+      [{ slidingWindow: 256 }, { slidingWindow: 256 }],
+    ];
+    for (const [extra, opts] of modes) {
+      const s = new Session({ ...base, ...extra });
+      try {
+        s.step(Infinity);
+        const want = replaySync({ requests: 60, numBlocks: 900, blockSize: 16, maxRunning: 8, seed: 3, ...opts });
+        const got = s.result();
+        expect({ ...got, seconds: 0, allocateCallsPerSecond: 0 }).toEqual({ ...want, seconds: 0, allocateCallsPerSecond: 0 });
+      } finally {
+        s.dispose();
+      }
+    }
+  });
+
+  it('starts from the command line\'s defaults: the same workload, the same hit rate as `kvpool replay`', () => {
+    const s = new Session(DEFAULT_OPTIONS);
     try {
       s.step(Infinity);
-      const { seconds: _a, allocateCallsPerSecond: _b, ...got } = s.stepper.result();
-      const { seconds: _c, allocateCallsPerSecond: _d, ...want } = replaySync({
-        trace: generateWorkload({ requests: 60, seed: 3 }),
-        numBlocks: 900,
-        blockSize: 16,
-        maxRunning: 8,
-        seed: 3,
-      });
-      expect(got).toEqual(want);
+      const cli = replaySync({});
+      expect(figures(s.result())).toEqual(figures(cli));
+      expect(s.result().config).toEqual(cli.config);
+    } finally {
+      s.dispose();
+    }
+  });
+
+  it('shows the host tier as panels of its own, with the holders of its blocks', () => {
+    const s = new Session({ ...OPTIONS, dpSize: 1, numBlocks: 300, blockSize: 16, hostBlocks: 2000 });
+    try {
+      expect(s.panels.map((p) => p.title)).toEqual(['dp rank 0', 'host tier · rank 0']);
+      s.step(40);
+      s.refresh();
+      const host = s.panels[1]!;
+      expect(s.counts[1]![BlockState.Free]).toBe(host.manager.numFreeBlocks());
+      const held = s.running().flatMap((q) => [...(s.pool as unknown as { hostBlockTable(q: unknown): Int32Array }).hostBlockTable(q)]);
+      for (const id of held) expect(s.holders(1, id).requests.length).toBeGreaterThan(0);
     } finally {
       s.dispose();
     }

@@ -220,8 +220,8 @@ describe('LinearStatePrefixCache batch flow', () => {
 
   function chunked(slot: number): Sequence {
     const s = new Sequence(new Array(32).fill(7));
-    s._linearSlot = slot;
-    s._kvCached = 8; // 0 < kv < prompt: chunked prefill
+    s.state.linearSlot = slot;
+    s.state.kvCached = 8; // 0 < kv < prompt: chunked prefill
     return s;
   }
 
@@ -229,7 +229,7 @@ describe('LinearStatePrefixCache batch flow', () => {
     const c = cache(4);
     const live = c.acquireLiveSlot()!;
     const seq = chunked(live);
-    seq._linearInit = true;
+    seq.state.linearInit = true;
     const res = c.resolveCacheOps([{ liveSlot: live, saveHash: h(3) }], [seq]);
     expect([...res.saveDstSlots]).toEqual([live]);
     expect(res.promotions).toHaveLength(1);
@@ -250,7 +250,7 @@ describe('LinearStatePrefixCache batch flow', () => {
     const c = cache(4);
     const live = c.acquireLiveSlot()!;
     const first = chunked(live);
-    first._kvCached = 0;
+    first.state.kvCached = 0;
     const res = c.resolveCacheOps([{ liveSlot: live, saveHash: h(3) }], [first]);
     expect(res.promotions).toEqual([]);
     expect(res.reservations.map((r) => r.slot)).toEqual([2]);
@@ -267,7 +267,7 @@ describe('LinearStatePrefixCache batch flow', () => {
     // The sequence was preempted and got another slot meanwhile.
     const other = c.acquireLiveSlot()!;
     c.releaseLiveSlot(live);
-    seq._linearSlot = other;
+    seq.state.linearSlot = other;
     expect(other).toBe(3);
     expect(c.commitReservations(res)).toBe(0);
     expect(seq.linearStateSlotId).toBe(other);

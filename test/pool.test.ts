@@ -364,22 +364,36 @@ describe('bad input leaves the pool unchanged', () => {
     const p = pool();
     const s = new Sequence(prompt(1));
     p.allocate(s);
-    s._table[0] = 5;
+    s.state.table[0] = 5;
     expect(() => p.check()).toThrow(/holders but live sequences hold it/);
   });
 });
 
-describe('rank kinds that cannot be combined', () => {
+describe('rank kinds and add-ons combine', () => {
   const composite = { managerTypes: [1, 0] as const, compressRatios: [1, 1], slidingWindowSize: 8 };
   const xtensor = { enableXtensor: true, numLayers: 1, slotSize: 2, pageSize: 12 };
-  const cases: Array<[string, object, RegExp]> = [
-    ['composite + linear state', { ...composite, enableLinearState: true, linearStateNumSlots: 8 }, /managerTypes and enableLinearState cannot be combined/],
-    ['linear state + XTensor', { enableLinearState: true, linearStateNumSlots: 8, ...xtensor }, /enableLinearState and enableXtensor cannot be combined/],
-    ['composite + concurrent', { ...composite, enableKvcacheStore: true }, /managerTypes and enableDisaggPd\/enableKvcacheStore cannot be combined/],
+  const cases: Array<[string, object]> = [
+    ['composite + linear state', { ...composite, enableLinearState: true, linearStateNumSlots: 8 }],
+    ['linear state + XTensor', { enableLinearState: true, linearStateNumSlots: 8, ...xtensor }],
+    ['composite + concurrent', { ...composite, enableKvcacheStore: true }],
   ];
-  for (const [name, extra, msg] of cases) {
+  for (const [name, extra] of cases) {
     it(name, () => {
-      expect(() => new BlockManagerPool({ numBlocks: 16, blockSize: 4, ...extra } as never)).toThrow(msg);
+      const p = new BlockManagerPool({ numBlocks: 16, blockSize: 4, ...extra } as never);
+      const used = p.numUsedBlocks();
+      const s = new Sequence([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(p.allocate(s)).toBe(true);
+      expect(p.numUsedBlocks()[0]).toBeGreaterThan(used[0]!);
+      p.check();
+      p.deallocate(s);
+      expect(p.numUsedBlocks()).toEqual(used);
+      p.check();
+      p.dispose();
     });
   }
+  it('XTensor + concurrent is refused: its page state is not in shared memory', () => {
+    expect(() => new BlockManagerPool({ numBlocks: 16, blockSize: 4, ...xtensor, enableDisaggPd: true } as never)).toThrow(
+      /enableXtensor cannot be combined with enableDisaggPd\/enableKvcacheStore: XTensor page state lives in JavaScript objects/,
+    );
+  });
 });

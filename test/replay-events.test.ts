@@ -7,13 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeMulti } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { main } from '../bindings/cli.js';
+import { main } from '../bindings/cli/main.js';
 import type { KVEvent } from '../bindings/managers/kv-events.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { replayWithEvents } from '../bindings/replay/replay-events.js';
 import { capture } from './support/capture.js';
 
-const OPTS = { workloadRequests: 300, numBlocks: 600, blockSize: 16, maxRunning: 8 };
+const OPTS = { requests: 300, numBlocks: 600, blockSize: 16, maxRunning: 8 };
 const strip = ({ seconds: _s, allocateCallsPerSecond: _a, ...rest }: ReturnType<typeof replaySync>) => rest;
 
 /** A router over vLLM wire events: the set of hashes it knows; throws when it cannot follow. */

@@ -1,19 +1,26 @@
 // `kvpool replay --linear-state-slots N`: the replay loop with linear-state checkpoints.
 
 import { describe, expect, it } from 'vitest';
-import { main } from '../bindings/cli.js';
-import { replaySync } from '../bindings/replay/replay.js';
+import { main } from '../bindings/cli/main.js';
+import { replaySync, type ReplayRun } from '../bindings/replay/replay.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
 import { capture } from './support/capture.js';
+
+/** The run, which must be a linear-state one (the result type says which parts it has). */
+function linear(r: ReplayRun) {
+  if (r.mode !== 'linear-state') throw new Error(`expected a linear-state run, got mode ${r.mode}`);
+  return r;
+}
 
 describe('replay with linear state', () => {
   const trace = generateWorkload({ requests: 150, seed: 3 });
 
   it('without KV eviction or slot pressure, trimming only moves matched blocks to trimmed ones', () => {
     const plain = replaySync({ trace, numBlocks: 65536 });
-    const ls = replaySync({ trace, numBlocks: 65536, linearStateSlots: 1 << 16 });
-    expect(plain.linearState).toBeUndefined();
-    const l = ls.linearState!;
+    const ls = linear(replaySync({ trace, numBlocks: 65536, linearStateSlots: 1 << 16 }));
+    expect(plain.mode).toBe('plain');
+    expect('linearState' in plain).toBe(false);
+    const l = ls.linearState;
     expect(plain.evictedBlocks).toBe(0);
     expect(ls.evictedBlocks).toBe(0);
     expect(l.checkpointEvictions).toBe(0);
@@ -31,12 +38,12 @@ describe('replay with linear state', () => {
   });
 
   it('few slots: checkpoints are evicted and fewer blocks are reused; the run is deterministic', () => {
-    const a = replaySync({ trace, numBlocks: 65536, linearStateSlots: 40 });
-    const b = replaySync({ trace, numBlocks: 65536, linearStateSlots: 40 });
+    const a = linear(replaySync({ trace, numBlocks: 65536, linearStateSlots: 40 }));
+    const b = linear(replaySync({ trace, numBlocks: 65536, linearStateSlots: 40 }));
     const big = replaySync({ trace, numBlocks: 65536, linearStateSlots: 1 << 16 });
-    expect(a.linearState!.checkpointEvictions).toBeGreaterThan(0);
+    expect(a.linearState.checkpointEvictions).toBeGreaterThan(0);
     expect(a.matchedBlocks).toBeLessThan(big.matchedBlocks);
-    expect(a.matchedBlocks + a.linearState!.trimmedBlocks).toBe(big.matchedBlocks);
+    expect(a.matchedBlocks + a.linearState.trimmedBlocks).toBe(big.matchedBlocks);
     const strip = ({ seconds: _s, allocateCallsPerSecond: _c, ...r }: typeof a) => r;
     expect(strip(a)).toEqual(strip(b));
   });

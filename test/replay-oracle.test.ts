@@ -15,6 +15,7 @@ import { describe, expect, it } from 'vitest';
 import { replaySync, type ReplayOptions, type TraceRequest } from '../bindings/index.js';
 import { modelReplay, type ModelReplayOptions, type ModelReplayResult } from './model/replay.js';
 import { agree } from './support/agree.js';
+import { figures } from './support/replay-figures.js';
 import { haveTrace, TRACE_PATH } from './support/externals.js';
 import { soak } from './support/soak.js';
 import { countSteps } from './support/steps.js';
@@ -30,14 +31,15 @@ function checksum(ids: number[]): number {
   return h;
 }
 
-/** The library's result without its timings. */
+/** The library's figures (no timings, configuration echo, per-rank counters or warnings). */
 function core(trace: TraceRequest[], o: ReplayOptions): Record<string, unknown> {
-  const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = replaySync({ trace, ...o }) as unknown as Record<string, unknown>;
-  return rest;
+  return figures(replaySync({ trace, ...o }));
 }
 
-function model(trace: TraceRequest[], o: ModelReplayOptions): ModelReplayResult {
-  return modelReplay(trace, o);
+/** The model loop's result for the same options (the library's `eviction` is the model's `evictionPolicy`). */
+function model(trace: TraceRequest[], o: ReplayOptions): ModelReplayResult {
+  const { eviction, ...rest } = o;
+  return modelReplay(trace, { ...(rest as ModelReplayOptions), ...(eviction !== undefined && { evictionPolicy: eviction }) });
 }
 
 // Every hand trace uses blocks of 512 tokens, so block j of a prompt is
@@ -170,8 +172,8 @@ describe('replay oracle: hand-derived traces', () => {
   it('trace 3: LRU and LFU evict the oldest prompt block, priority the generated block', () => {
     const o = { numBlocks: N, blockSize: B, maxRunning: 1 };
     for (const [policy, popped] of [['lru', [1, 2, 3, 4, 1, 4, 5]], ['lfu', [1, 2, 3, 4, 1, 4, 5]], ['priority', [1, 2, 3, 4, 3, 4, 5]]] as const) {
-      expect(core(trace3, { ...o, evictionPolicy: policy }), policy).toEqual(expected3([...popped]));
-      expect(model(trace3, { ...o, evictionPolicy: policy }), policy).toEqual(expected3([...popped]));
+      expect(core(trace3, { ...o, eviction: policy }), policy).toEqual(expected3([...popped]));
+      expect(model(trace3, { ...o, eviction: policy }), policy).toEqual(expected3([...popped]));
     }
   });
 });
@@ -179,11 +181,11 @@ describe('replay oracle: hand-derived traces', () => {
 // ---- random traces, every mode ----
 
 /** The modes of `kvpool replay`, as library options and as model options. */
-const MODES: Array<[string, Partial<ReplayOptions & ModelReplayOptions>]> = [
+const MODES: Array<[string, ReplayOptions]> = [
   ['lru', {}],
   ['lru, publish after prefill', { publishAfterPrefill: true }],
-  ['lfu', { evictionPolicy: 'lfu' }],
-  ['priority', { evictionPolicy: 'priority' }],
+  ['lfu', { eviction: 'lfu' }],
+  ['priority', { eviction: 'priority' }],
   ['linear state', { linearStateSlots: 6 }],
   ['sliding window', { slidingWindow: 40, compressRatios: [1, 2] }],
   ['host tier', { hostBlocks: 40 }],
@@ -232,7 +234,7 @@ describe('replay oracle: random traces, library against the model loop', () => {
             const trace = toTrace(rows);
             const o = { blockSize, numBlocks, maxRunning, ...mode };
             const r = core(trace, o);
-            agree(r, model(trace, o as ModelReplayOptions), name);
+            agree(r, model(trace, o), name);
             note(name, r);
             countSteps(trace.length);
           },
@@ -281,7 +283,7 @@ describe.runIf(full && haveTrace)('replay oracle: the Mooncake conversation trac
         ...(mode.linearStateSlots && { linearStateSlots: 202 }),
       };
       const r = core(trace, o);
-      agree(r, model(trace, o as ModelReplayOptions), name);
+      agree(r, model(trace, o), name);
       if (!mode.slidingWindow) expect(r['evictedBlocks'], 'the replay evicts').toBeGreaterThan(1000);
       countSteps(trace.length);
     });

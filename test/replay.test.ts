@@ -6,8 +6,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { main } from '../bindings/cli.js';
-import { core } from '../bindings/core/instance.js';
+import { main } from '../bindings/cli/main.js';
+import { plainCore } from '../bindings/core/plain-core.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
 import { nextOutputToken, outputToken, promptTokens, promptTokensJs, runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
 import { replaySync } from '../bindings/replay/replay.js';
@@ -18,16 +18,13 @@ import { ModelReplayTarget } from './support/model-replay-target.js';
 
 import { TRACE_PATH as TRACE, haveTrace } from './support/externals.js';
 import { capture } from './support/capture.js';
+import { figures } from './support/replay-figures.js';
 
-function withoutTimings(r: ReplayResult) {
-  const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
-  return rest;
-}
 
-function both(trace: TraceRequest[], o: { numBlocks: number; blockSize?: number; maxRunning?: number; publishAfterPrefill?: boolean; limit?: number }) {
+function both(trace: TraceRequest[], o: { numBlocks: number; blockSize?: number; maxRunning?: number; publishAfterPrefill?: boolean; limit?: number; dpSize?: number }) {
   const blockSize = o.blockSize ?? 16;
-  const core = replaySync({ trace, numBlocks: o.numBlocks, blockSize, maxRunning: o.maxRunning, publishAfterPrefill: o.publishAfterPrefill, limit: o.limit });
-  const model = runReplay(new ModelReplayTarget(new ModelBlockManagerPool({ numBlocks: o.numBlocks, blockSize })), trace, {
+  const core = replaySync({ trace, numBlocks: o.numBlocks, blockSize, maxRunning: o.maxRunning, publishAfterPrefill: o.publishAfterPrefill, limit: o.limit, dpSize: o.dpSize });
+  const model = runReplay(new ModelReplayTarget(new ModelBlockManagerPool({ numBlocks: o.numBlocks, blockSize, dpSize: o.dpSize })), trace, {
     blockSize,
     maxRunning: o.maxRunning ?? 32,
     publishAfterPrefill: o.publishAfterPrefill ?? false,
@@ -43,32 +40,39 @@ describe('replay: core vs reference model', () => {
     const { core, model } = both(workload, { numBlocks: 3000 });
     expect(core.evictedBlocks).toBeGreaterThan(1000);
     expect(core.matchedBlocks).toBeGreaterThan(1000);
-    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+    expect(figures(core)).toEqual(figures(model));
     expect(core.freeBlocksAtEnd + core.cachedBlocksAtEnd).toBe(2999);
   });
 
   it('agrees with publishing after prefill, when running sequences hold cached blocks', () => {
     const { core, model } = both(workload, { numBlocks: 2500, publishAfterPrefill: true, maxRunning: 8 });
-    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+    expect(figures(core)).toEqual(figures(model));
   });
 
   it('agrees when requests are rejected and decodes truncated', () => {
     const { core, model } = both(workload.slice(0, 120), { numBlocks: 600, maxRunning: 4, blockSize: 8 });
     expect(core.rejected + core.truncated).toBeGreaterThan(0);
-    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+    expect(figures(core)).toEqual(figures(model));
+  });
+
+  it('agrees with several dp ranks (a new request goes to the rank with the most free blocks)', () => {
+    const { core, model } = both(workload, { numBlocks: 1200, dpSize: 3, maxRunning: 12 });
+    expect(core.evictedBlocks).toBeGreaterThan(1000);
+    expect(figures(core)).toEqual(figures(model));
+    expect(core.freeBlocksAtEnd + core.cachedBlocksAtEnd).toBe(3 * 1199);
   });
 
   it.skipIf(!haveTrace)('agrees on the first 2,000 requests of the Mooncake conversation trace', async () => {
     const trace = await readTraceFile(TRACE, 2000);
     const { core, model } = both(trace, { numBlocks: 65536 });
     expect(core.requests).toBe(2000);
-    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+    expect(figures(core)).toEqual(figures(model));
   });
 
   it.skipIf(!haveTrace)('agrees on the trace with a small cache and publishing after prefill', async () => {
     const trace = await readTraceFile(TRACE, 300);
     const { core, model } = both(trace, { numBlocks: 16384, publishAfterPrefill: true });
-    expect(withoutTimings(core)).toEqual(withoutTimings(model));
+    expect(figures(core)).toEqual(figures(model));
   });
 });
 
@@ -78,7 +82,7 @@ describe('replay: tokens (REPLAY.md)', () => {
       const hashIds = Int32Array.of(7, 3, 1_000_000, 0);
       const req: TraceRequest = { timestamp: 0, inputLength: L, outputLength: 0, hashIds };
       // The core's SIMD fill (promptTokens uses it once the core is loaded) and the plain JS one.
-      core();
+      plainCore();
       for (const fill of [promptTokens, promptTokensJs]) {
         const t = fill(req, new Int32Array(L + 5).fill(-9));
         for (let p = 0; p < L; p++) expect(t[p], `${fill.name} L=${L} p=${p}`).toBe(hashIds[Math.floor(p / 512)]! * 512 + (p % 512));
@@ -88,14 +92,14 @@ describe('replay: tokens (REPLAY.md)', () => {
   });
 
   it('promptTokens rejects a request short of hash ids, a bad length or a short buffer, writing nothing', () => {
-    core();
+    plainCore();
     for (const fill of [promptTokens, promptTokensJs]) {
       const t = new Int32Array(2000).fill(-9);
       const req = (inputLength: number, ids: number[]): TraceRequest => ({ inputLength, outputLength: 0, hashIds: Int32Array.from(ids) });
       expect(() => fill(req(1025, [1, 2]), t)).toThrow(new RangeError('req.hashIds has 2 ids but inputLength 1025 needs 3'));
-      expect(() => fill(req(-1, []), t)).toThrow(/req.inputLength must be >= 0, got -1/);
+      expect(() => fill(req(-1, []), t)).toThrow(/req.inputLength must be in \[0, 268435456\], got -1/);
       expect(() => fill(req(1.5, [1]), t)).toThrow(/req.inputLength must be an integer, got 1.5/);
-      expect(() => fill(req(600, [1, 2]), new Int32Array(599))).toThrow(/t must be an Int32Array of length >= inputLength 600, got length 599/);
+      expect(() => fill(req(600, [1, 2]), new Int32Array(599))).toThrow(/out must be an Int32Array of length >= req.inputLength 600, got length 599/);
       expect(() => fill(req(600, [1, 2]), [] as unknown as Int32Array)).toThrow(/t must be an Int32Array .* got an array of length 0/);
       expect(t.every((x) => x === -9)).toBe(true);
     }
@@ -147,14 +151,15 @@ describe('kvpool replay (CLI)', () => {
     expect(r.code).toBe(0);
     const obj = JSON.parse(r.out);
     expect(obj.requests).toBe(50);
-    expect(withoutTimings(obj)).toEqual(withoutTimings(replaySync({ workloadRequests: 50, numBlocks: 4096 })));
+    expect(figures(obj)).toEqual(figures(replaySync({ requests: 50, numBlocks: 4096 })));
   });
 
   it('prints a table by default', async () => {
     const r = await capture(() => main(['replay', '--requests', '20']));
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/built-in workload \(20 requests, seed 1024\)/);
-    expect(r.out).toMatch(/hit rate\s+\d\.\d{6}/);
+    expect(r.out).toMatch(/hit rate\s+\d+\.\d\d %/);
+    expect(r.out).toMatch(/block size 16 · blocks per rank 65536 · dp size 1 · max running 32 · seed 1024/);
   });
 
   it('rejects unknown flags and bad values with exit code 1', async () => {
@@ -182,8 +187,8 @@ describe('kvpool replay (CLI)', () => {
 describe('replay modes that cannot be combined', () => {
   it('rejects two modes at once, and events with a mode', async () => {
     const { replayWithEvents } = await import('../bindings/replay/replay-events.js');
-    expect(() => replaySync({ workloadRequests: 5, slidingWindow: 64, linearStateSlots: 8 })).toThrow(/slidingWindow and linearStateSlots cannot be combined/);
-    expect(() => replaySync({ workloadRequests: 5, linearStateSlots: 8, hostBlocks: 64 })).toThrow(/linearStateSlots and hostBlocks cannot be combined/);
-    expect(() => replayWithEvents({ workloadRequests: 5, hostBlocks: 64 }, () => {})).toThrow(/hostBlocks cannot be combined with event recording/);
+    expect(() => replaySync({ requests: 5, slidingWindow: 64, linearStateSlots: 8 })).toThrow(/slidingWindow and linearStateSlots cannot be combined/);
+    expect(() => replaySync({ requests: 5, linearStateSlots: 8, hostBlocks: 64 })).toThrow(/linearStateSlots and hostBlocks cannot be combined/);
+    expect(() => replayWithEvents({ requests: 5, hostBlocks: 64 }, () => {})).toThrow(/hostBlocks cannot be combined with event recording/);
   });
 });

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 
 const WASM = readFileSync(new URL('../build/kvpool.wasm', import.meta.url));
 
-type Instance = typeof import('../bindings/core/instance.js');
+type Instance = typeof import('../bindings/core/plain-core.js');
 
 function stubFetch() {
   const fetch = vi.fn(async (url: URL | string) => new Response(WASM, { headers: { 'content-type': 'application/wasm' }, status: String(url).endsWith('/build/kvpool.wasm') ? 200 : 404 }));
@@ -24,7 +24,7 @@ const ENTRIES = {
 async function fresh(...modules: Array<keyof typeof ENTRIES>): Promise<Instance> {
   vi.resetModules();
   for (const m of modules) await ENTRIES[m]();
-  return import('../bindings/core/instance.js');
+  return import('../bindings/core/plain-core.js');
 }
 
 describe('the default Wasm source', () => {
@@ -43,7 +43,7 @@ describe('the default Wasm source', () => {
     expect(fetch).toHaveBeenCalledTimes(1);
     expect(String(fetch.mock.calls[0]![0])).toBe(new URL('../build/kvpool.wasm', import.meta.url).href);
     expect(streaming).toHaveBeenCalledTimes(1);
-    expect(inst.core().mgr_num_free).toBeTypeOf('function');
+    expect(inst.plainCore().ex.mgr_num_free).toBeTypeOf('function');
     streaming.mockRestore();
   });
 

@@ -6,8 +6,11 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { core, mem } from '../bindings/core/instance.js';
-import { stageTokens } from '../bindings/core/staging.js';
+import { plainCore } from '../bindings/core/plain-core.js';
+
+const core = () => plainCore().ex;
+const mem = { get u8() { return plainCore().u8; }, get i32() { return plainCore().i32; }, get buffer() { return plainCore().buffer; } };
+const stageTokens = (t: ArrayLike<number>) => plainCore().staging.stageTokens(t);
 import { hashBlocks, xxh3_128 } from '../bindings/hash.js';
 import { external } from './support/externals.js';
 import { mulberry32 } from '../bindings/replay/prng.js';

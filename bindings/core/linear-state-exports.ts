@@ -24,9 +24,5 @@ export interface LinearStateExports {
   ls_trim(ls: number, kv: number, ids: number, from: number, limit: number, contiguous: number): number;
   /** manager audit then slot-state audit; writes live, pending, pinned, pins (i32) at counts */
   ls_check(m: number, counts: number): number;
-  ls_prefix_hashes(kv: number, ids: number, nHeld: number, tokens: number, nBlocks: number, out: number): void;
+  ls_prefix_hashes(kv: number, ids: number, nHeld: number, tokens: number, nBlocks: number, out: number, salt: number): void;
 }
-
-export const LS_ERR_RANGE = -3;
-export const LS_ERR_STATE = -7;
-export const LS_CHECK_STATE = -30;

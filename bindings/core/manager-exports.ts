@@ -1,9 +1,13 @@
 // Raw block-manager exports of the core (assembly/manager-exports.ts).
 
 export interface ManagerExports {
-  /** grows: header pointer of a new manager, 0 when memory is exhausted */
+  /** grows: header pointer of a new manager (a slot of the handle table), 0 when memory is exhausted */
   mgr_create(numBlocks: number, blockSize: number, prefixOn: number, seedLo: number, seedHi: number): number;
+  /** Bytes a manager of `numBlocks` ids takes (arrays and header slot), as an f64. */
+  mgr_region_bytes(numBlocks: number, prefixOn: number): number;
   mgr_destroy(m: number): void;
+  /** 1 when `m` is the header of a live object of kind `magic` (MAGIC_*) and generation `gen`. */
+  obj_valid(m: number, gen: number, magic: number): number;
   /** grows: eviction policy of a manager with an empty cache (0 LRU, 1 LFU, 2 priority); -1 refused, -2 memory exhausted */
   mgr_set_policy(m: number, policy: number): number;
   mgr_policy(m: number): number;
@@ -41,6 +45,8 @@ export interface ManagerExports {
   mgr_error_index(): number;
   mgr_stats(m: number, out: number): void;
   mgr_check(m: number): number;
+  /** Writes numBlocks, blockSize, prefixOn, seedLo, seedHi (i32 each) to `out`. */
+  mgr_info(m: number, out: number): void;
   /** Event recording on (1) / off (0); recording calls may grow memory. */
   mgr_events_record(m: number, on: number): void;
   mgr_events_ptr(m: number): number;
@@ -48,52 +54,3 @@ export interface ManagerExports {
   mgr_events_len(m: number): number;
   mgr_events_clear(m: number): void;
 }
-
-/** The cold per-id fields: stride and the policy key's offset (AUX_* in assembly/layout.ts). */
-export const AUX = { size: 24, key: 4 } as const;
-export const FLAG_CACHED = 1;
-
-/** Order of the f64 counters written by mgr_stats. */
-export const STAT_FIELDS = [
-  'numFreeBlocks',
-  'numUsedBlocks',
-  'numBlocksInPrefixCache',
-  'numTotalBlocks',
-  'numEvictableBlocks',
-  'matchCalls',
-  'blocksQueried',
-  'blocksHit',
-  'blocksInserted',
-  'blocksEvicted',
-  'blocksAllocated',
-  'allocationFailures',
-  'peakUsedBlocks',
-] as const;
-
-export const MATCH_TOUCH = 1;
-export const MATCH_COUNT = 2;
-
-export const ERR_UNSTAMPED_PARENT = -2;
-export const ERR_OUT_OF_RANGE = -3;
-export const ERR_PADDING = -4;
-export const ERR_NOT_HELD = -5;
-export const ERR_FREE = -6;
-
-/** What each mgr_check code means. */
-export const CHECK_MESSAGES: Record<number, string> = {
-  [-10]: 'free-stack size out of range',
-  [-11]: 'free stack holds an id out of range or the padding id',
-  [-12]: 'free stack holds an id twice',
-  [-13]: 'a free id still has references or is cached',
-  [-14]: 'an id is neither free nor referenced (lost)',
-  [-15]: 'padding block 0 is not reserved',
-  [-16]: 'used count does not match the ids held outside the prefix cache',
-  [-17]: 'prefix-cache size does not match the cached ids',
-  [-18]: 'hash table and cached ids disagree',
-  [-20]: 'eviction order (recency ring or side heap) is corrupt, or the evictable count is wrong',
-  [-21]: 'an evictable entry is missing from the eviction order, or an uncached id is in it',
-  [-22]: 'an entry has a recency from the future',
-  [-23]: 'a manager without prefix cache has cached ids',
-  [-24]: 'an id announced to event consumers is not cached',
-  [-25]: 'the retention heap of the priority policy is corrupt or holds an expired retention',
-};

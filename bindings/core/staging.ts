@@ -4,20 +4,28 @@
 // Areas only grow (doubling), so steady-state calls allocate nothing.
 // Each core instance has its own areas (a shared-memory instance: one set
 // per thread, so threads never stage into the same bytes).
+//
+// Every size is checked here, in JS numbers, before anything is allocated:
+// a request the core could never hold is a RangeError, and no size can wrap
+// on its way into the core's u32 parameters.
 
-import type { CoreExports } from './exports.js';
+import { MAX_REGION_BYTES, STAGING_HEADROOM } from './abi.js';
 import type { MemViews } from './views.js';
-import { growing, mem } from './instance.js';
 
-/**
- * Bytes kept writable in front of every area: chained block hashing puts the
- * parent's 16-byte hash right before a block's tokens (and restores them).
- */
-export const HEADROOM = 16;
+/** What staging needs of its core instance. */
+export interface StagingMemory extends MemViews {
+  /** A region of `bytes` bytes (unsigned pointer), 0 when memory is exhausted. */
+  alloc(bytes: number): number;
+  release(ptr: number): void;
+  /** Throws when the instance can no longer be used. */
+  live(): void;
+}
 
-export type { MemViews } from './views.js';
+/** Bytes kept writable in front of every area (a parent hash goes right before a block's tokens). */
+export const HEADROOM = STAGING_HEADROOM;
 
-type Growing = <T>(fn: (e: CoreExports) => T) => T;
+/** The largest area, in bytes. */
+export const MAX_STAGING_BYTES = MAX_REGION_BYTES - HEADROOM;
 
 class Area {
   private region = 0;
@@ -25,7 +33,8 @@ class Area {
 
   constructor(
     private readonly initial: number,
-    private readonly growing: Growing,
+    private readonly rt: StagingMemory,
+    private readonly what: string,
   ) {}
 
   /** Byte pointer of an area holding at least `bytes` bytes. */
@@ -36,19 +45,27 @@ class Area {
 
   /** Gives the region back (the area starts over empty). */
   release(): void {
-    if (this.region !== 0) this.growing((e) => e.release(this.region));
+    if (this.region !== 0) this.rt.release(this.region);
     this.region = 0;
     this.capacity = 0;
   }
 
   private grow(bytes: number): void {
+    this.rt.live();
+    if (!(bytes <= MAX_STAGING_BYTES)) {
+      throw new RangeError(
+        `kvpool: cannot stage ${bytes} bytes of ${this.what} in Wasm memory (at most ${MAX_STAGING_BYTES}); ` +
+          'the request is too large for a 32-bit core',
+      );
+    }
     let cap = Math.max(this.initial, this.capacity * 2);
     while (cap < bytes) cap *= 2;
-    const region = this.growing((e) => e.alloc(cap + HEADROOM));
+    if (cap > MAX_STAGING_BYTES) cap = bytes;
+    const region = this.rt.alloc(cap + HEADROOM);
     if (region === 0) {
-      throw new RangeError(`kvpool: Wasm memory exhausted while staging ${bytes} bytes`);
+      throw new RangeError(`kvpool: Wasm memory exhausted while staging ${bytes} bytes of ${this.what}`);
     }
-    if (this.region !== 0) this.growing((e) => e.release(this.region));
+    if (this.region !== 0) this.rt.release(this.region);
     this.region = region;
     this.capacity = cap;
   }
@@ -60,13 +77,10 @@ export class Staging {
   private readonly idArea: Area;
   private readonly byteArea: Area;
 
-  constructor(
-    growing: Growing,
-    private readonly mem: MemViews,
-  ) {
-    this.tokenArea = new Area(1 << 16, growing);
-    this.idArea = new Area(1 << 14, growing);
-    this.byteArea = new Area(1 << 12, growing);
+  constructor(private readonly mem: StagingMemory) {
+    this.tokenArea = new Area(1 << 16, mem, 'tokens');
+    this.idArea = new Area(1 << 14, mem, 'block ids');
+    this.byteArea = new Area(1 << 12, mem, 'bytes');
   }
 
   /** Gives every area's region back to the core (a thread leaving a shared memory). */
@@ -114,27 +128,11 @@ export class Staging {
   byteSpace(bytes: number): number {
     return this.byteArea.ensure(bytes);
   }
-}
 
-/** The staging areas of the plain (single-threaded) core. */
-export const plainStaging = new Staging(growing, mem);
-
-/** Copies tokens into the plain core's memory; returns their byte pointer (16 writable bytes before it). */
-export function stageTokens(tokens: ArrayLike<number>, start = 0, end = tokens.length): number {
-  return plainStaging.stageTokens(tokens, start, end);
-}
-
-/** Room for `n` int32 ids in the plain core. */
-export function idSpace(n: number): number {
-  return plainStaging.idSpace(n);
-}
-
-/** Copies ids into the plain core's memory; returns their byte pointer. */
-export function stageIds(ids: ArrayLike<number>, start = 0, end = ids.length): number {
-  return plainStaging.stageIds(ids, start, end);
-}
-
-/** Room for `bytes` bytes in the plain core. */
-export function byteSpace(bytes: number): number {
-  return plainStaging.byteSpace(bytes);
+  /** Copies bytes into the byte area; returns their pointer. */
+  stageBytes(bytes: Uint8Array): number {
+    const p = this.byteArea.ensure(bytes.length);
+    this.mem.u8.set(bytes, p);
+    return p;
+  }
 }

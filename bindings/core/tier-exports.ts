@@ -4,7 +4,7 @@ export interface TierExports {
   /** Caches ids[i] under the 16 bytes at hashes + 16*i; new entries or a negative code. */
   mgr_insert_hashes(m: number, ids: number, hashes: number, n: number): number;
   /** Prefix hits a match of nBlocks full blocks from block 0 would find; changes nothing. */
-  mgr_peek(m: number, tokens: number, nBlocks: number): number;
+  mgr_peek(m: number, tokens: number, nBlocks: number, salt: number): number;
   /** 1 when the id is a prefix-cache entry. */
   mgr_is_cached(m: number, id: number): number;
 }

@@ -1,7 +1,6 @@
-// Views of a core's linear memory, rebuilt in place after it grows so that
-// everything holding the object sees the new buffer.
+// Views of a core's linear memory, as staging areas and managers read them.
 
-/** The memory views a staging set copies through (refreshed in place by its owner). */
+/** The views of one core instance's memory; the same object, refreshed in place after memory grows. */
 export interface MemViews {
   u8: Uint8Array;
   i32: Int32Array;
@@ -20,18 +19,4 @@ export function copyInt32(src: Int32Array, start: number, n: number): Int32Array
   const out = new Int32Array(n);
   for (let i = 0; i < n; i++) out[i] = src[start + i]!;
   return out;
-}
-
-/** Views over no memory yet (a core not instantiated). */
-export function emptyViews(): MemViews {
-  return { u8: new Uint8Array(0), i32: new Int32Array(0), u32: new Uint32Array(0), f64: new Float64Array(0), buffer: new ArrayBuffer(0) };
-}
-
-/** Points every view at `buf` (after memory grew), in place so holders of `mem` see it. */
-export function rebuildViews(mem: MemViews, buf: ArrayBufferLike): void {
-  mem.buffer = buf;
-  mem.u8 = new Uint8Array(buf);
-  mem.i32 = new Int32Array(buf);
-  mem.u32 = new Uint32Array(buf);
-  mem.f64 = new Float64Array(buf);
 }

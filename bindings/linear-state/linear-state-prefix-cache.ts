@@ -6,16 +6,31 @@
 // and LRU live in the Wasm core (assembly/linear-state.ts); this class keeps
 // the handles (pins, reservations) JavaScript needs in place of destructors.
 
-import { core, loadCore, mem } from '../core/instance.js';
-import { LS_CHECK_STATE } from '../core/linear-state-exports.js';
-import { byteSpace } from '../core/staging.js';
-import { CoreManager } from '../managers/core-manager.js';
-import type { Sequence } from '../pool/sequence.js';
+import { CHECK_SLOT_STATE, SLOT_COMMITTED, SLOT_LIVE, SLOT_PENDING } from '../core/abi.js';
+import { CHECK_MESSAGES } from '../core/abi-names.js';
+import type { CoreExports } from '../core/exports.js';
+import { loadCore } from '../core/plain-core.js';
+import { CoreManager, exhausted, type CoreManagerConfig } from '../managers/core-manager.js';
+import type { CoreInstance } from '../core/core-instance.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 
 export interface LinearStatePrefixCacheOptions {
   /** Slots, padding slot 0 included (>= 2). */
   numSlots: number;
+}
+
+/** The linear-state fields of a sequence the batch flow reads and writes. */
+export interface SlotHolder {
+  linearSlot: number;
+  linearInit: boolean;
+  readonly kvCached: number;
+  readonly numPromptTokens: number;
+}
+
+/** A sequence as the batch flow takes it (a pool's `Sequence`). */
+export interface LinearStateSequence {
+  /** @internal */
+  readonly state: SlotHolder;
 }
 
 /** A committed checkpoint pinned by a restore: not evictable until unpinned. */
@@ -50,7 +65,7 @@ export interface LinearStateCacheOp {
 /** A save served by the sequence's own live slot: it becomes the checkpoint at commit. */
 export interface LinearStatePromotion {
   readonly hash: Uint8Array;
-  readonly sequence: Sequence;
+  readonly sequence: LinearStateSequence;
   readonly liveSlot: number;
   readonly replacement: number;
 }
@@ -86,8 +101,15 @@ export type LinearSlotState = (typeof STATE_NAMES)[number];
 
 /** The core's manager region of the cache (caching on, block size 1). */
 class SlotCore extends CoreManager {
-  constructor(numSlots: number) {
-    super({ numBlocks: numSlots, blockSize: 1, prefixOn: true, seedLo: 0, seedHi: 0 });
+  constructor(numSlots: number, rt?: CoreInstance) {
+    super({ numBlocks: numSlots, blockSize: 1, prefixOn: true, seedLo: 0, seedHi: 0, rt });
+  }
+
+  protected override createRegion(cfg: CoreManagerConfig): number {
+    this.rt.live();
+    const ptr = this.rt.growing((e) => e.ls_create(cfg.numBlocks));
+    if (ptr === 0) throw new RangeError(exhausted(this.rt, cfg.numBlocks, true));
+    return ptr;
   }
 }
 
@@ -102,13 +124,6 @@ export function checkHash(name: string, h: unknown): Uint8Array {
     throw new TypeError(`${name} must be a 16-byte Uint8Array (a prefix hash), got ${describe(h)}${h instanceof Uint8Array ? ` of length ${h.length}` : ''}`);
   }
   return h;
-}
-
-/** Copies a hash into the byte staging area; returns its pointer. */
-function stageHash(h: Uint8Array): number {
-  const p = byteSpace(16);
-  mem.u8.set(h, p);
-  return p;
 }
 
 function hexOf(h: Uint8Array): string {
@@ -126,10 +141,17 @@ export class LinearStatePrefixCache {
   private readonly reservations = new Set<LinearStateReservation>();
   private readonly batches = new Set<ResolvedLinearStateOps>();
   private readonly liveSet = new Set<number>();
+  /** Live slots a pool's sequences hold: the pool gives them back, not releaseLiveSlot. */
+  private readonly poolHeld = new Set<number>();
 
-  constructor(options: LinearStatePrefixCacheOptions) {
+  constructor(options: LinearStatePrefixCacheOptions, /** @internal */ rt?: CoreInstance) {
     this.numSlots = parse(options);
-    this.slots = new SlotCore(this.numSlots);
+    this.slots = new SlotCore(this.numSlots, rt);
+  }
+
+  /** @internal A cache in the core instance `kv` lives in (trimming compares their hashes in one call); the plain core without one. */
+  static onCoreOf(kv: CoreManager | null, options: LinearStatePrefixCacheOptions): LinearStatePrefixCache {
+    return new LinearStatePrefixCache(options, kv?.rt);
   }
 
   static async create(options: LinearStatePrefixCacheOptions): Promise<LinearStatePrefixCache> {
@@ -140,7 +162,19 @@ export class LinearStatePrefixCache {
 
   /** @internal header pointer in the core */
   get ptr(): number {
+    this.slots.live();
     return this.slots.ptr;
+  }
+
+  /** @internal The raw exports of the core the slots live in; throws once the cache is disposed. */
+  core(): CoreExports {
+    this.slots.live();
+    return this.slots.rt.ex;
+  }
+
+  /** Copies a hash into the slots' core's byte staging area; returns its pointer. */
+  private stageHash(h: Uint8Array): number {
+    return this.slots.rt.staging.stageBytes(h);
   }
 
   // ---- live slots ----
@@ -150,7 +184,8 @@ export class LinearStatePrefixCache {
    * least recent unpinned checkpoint; null when every slot is live, pending or pinned.
    */
   acquireLiveSlot(): number | null {
-    const s = core().ls_acquire_live(this.ptr);
+    this.slots.live();
+    const s = this.core().ls_acquire_live(this.ptr);
     if (s === 0) return null;
     this.liveSet.add(s);
     return s;
@@ -158,17 +193,35 @@ export class LinearStatePrefixCache {
 
   /** Gives a live slot back (it is free at once). */
   releaseLiveSlot(slot: number): void {
-    this.checkSlot('slot', slot, 1);
-    core().ls_release_live(this.ptr, slot);
+    this.slots.live();
+    this.checkSlot('slot', slot, SLOT_LIVE);
+    if (this.poolHeld.has(slot)) {
+      throw new Error(`slot ${slot} is the live slot of a pool's sequence; the pool gives it back (BlockManagerPool.releaseLinearStateSlot)`);
+    }
+    this.core().ls_release_live(this.ptr, slot);
     this.liveSet.delete(slot);
+  }
+
+  /** @internal A live slot for a pool's sequence (only the pool gives it back, with releasePoolSlot). */
+  acquirePoolSlot(): number | null {
+    const s = this.acquireLiveSlot();
+    if (s !== null) this.poolHeld.add(s);
+    return s;
+  }
+
+  /** @internal Gives back a live slot a pool's sequence held. */
+  releasePoolSlot(slot: number): void {
+    this.poolHeld.delete(slot);
+    this.releaseLiveSlot(slot);
   }
 
   // ---- checkpoints ----
 
   /** Pins the checkpoint of `hash` (and makes it the most recent); null on a miss. Release it with `unpin`. */
   match(hash: Uint8Array): LinearStatePin | null {
+    this.slots.live();
     checkHash('hash', hash);
-    const s = core().ls_match(this.ptr, stageHash(hash));
+    const s = this.core().ls_match(this.ptr, this.stageHash(hash));
     if (s === 0) return null;
     const pin = Object.freeze({ slot: s, hash: hash.slice() });
     this.pins.add(pin);
@@ -176,16 +229,18 @@ export class LinearStatePrefixCache {
   }
 
   unpin(pin: LinearStatePin): void {
+    this.slots.live();
     if (!this.pins.has(pin)) throw new Error(`pin ${describe(pin)} is not an open pin of this cache (already released?)`);
     this.pins.delete(pin);
-    const code = core().ls_unpin(this.ptr, pin.slot);
+    const code = this.core().ls_unpin(this.ptr, pin.slot);
     if (code < 0) throw new Error(`kvpool: internal error unpinning slot ${pin.slot} (core code ${code})`);
   }
 
   /** Whether `hash` has a committed checkpoint (no LRU change; pending ones are invisible). */
   contains(hash: Uint8Array): boolean {
+    this.slots.live();
     checkHash('hash', hash);
-    return core().ls_contains(this.ptr, stageHash(hash)) !== 0;
+    return this.core().ls_contains(this.ptr, this.stageHash(hash)) !== 0;
   }
 
   /**
@@ -194,6 +249,7 @@ export class LinearStatePrefixCache {
    * unpinned checkpoint), or slot -1 when none can be freed.
    */
   reserveCheckpoint(hash: Uint8Array): LinearStateReserveResult {
+    this.slots.live();
     checkHash('hash', hash);
     const r = this.reserveRaw(hash, false);
     return typeof r === 'number' ? { slot: r, reservation: null } : { slot: r.slot, reservation: r };
@@ -205,16 +261,18 @@ export class LinearStatePrefixCache {
    * existing checkpoint wins and the reserved slot is freed. Returns the committed slot.
    */
   commit(reservation: LinearStateReservation): number {
+    this.slots.live();
     this.takeReservation(reservation);
-    const s = core().ls_commit(this.ptr, reservation.slot);
+    const s = this.core().ls_commit(this.ptr, reservation.slot);
     if (s < 0) throw new Error(`kvpool: internal error committing slot ${reservation.slot} (core code ${s})`);
     return s;
   }
 
   /** Drops a reservation: its slot is free again. */
   abort(reservation: LinearStateReservation): void {
+    this.slots.live();
     this.takeReservation(reservation);
-    const code = core().ls_abort(this.ptr, reservation.slot);
+    const code = this.core().ls_abort(this.ptr, reservation.slot);
     if (code < 0) throw new Error(`kvpool: internal error aborting slot ${reservation.slot} (core code ${code})`);
   }
 
@@ -229,7 +287,8 @@ export class LinearStatePrefixCache {
    * `sequences`, when given, is aligned with `ops` (null entries allowed).
    * Settle the result with `commitReservations` (or `abortCacheOps`).
    */
-  resolveCacheOps(ops: readonly LinearStateCacheOp[], sequences?: readonly (Sequence | null | undefined)[]): ResolvedLinearStateOps {
+  resolveCacheOps(ops: readonly LinearStateCacheOp[], sequences?: readonly (LinearStateSequence | null | undefined)[]): ResolvedLinearStateOps {
+    this.slots.live();
     if (!Array.isArray(ops)) throw new TypeError(`ops must be an array, got ${describe(ops)}`);
     if (sequences !== undefined) {
       if (!Array.isArray(sequences)) throw new TypeError(`sequences must be an array, got ${describe(sequences)}`);
@@ -280,7 +339,7 @@ export class LinearStatePrefixCache {
         this.pins.add(pin);
         savePins.push(pin);
         slot = r;
-      } else if (seq && live > 0 && seq._linearSlot === live && seq._kvCached > 0 && seq._kvCached < seq.numPromptTokens) {
+      } else if (seq && live > 0 && seq.state.linearSlot === live && seq.state.kvCached > 0 && seq.state.kvCached < seq.state.numPromptTokens) {
         const replacement = this.acquireLiveSlot();
         if (replacement !== null) {
           promotions.push(Object.freeze({ hash: h.slice(), sequence: seq, liveSlot: live, replacement }));
@@ -311,17 +370,27 @@ export class LinearStatePrefixCache {
    * batch's pins are released. Returns how many promotions were applied.
    */
   commitReservations(result: ResolvedLinearStateOps): number {
+    this.slots.live();
+    if (!this.batches.has(result)) throw new Error(`result is not an open batch of this cache (already settled?), got ${describe(result)}`);
+    // All or nothing: a reservation of the batch settled by hand leaves the batch open for abortCacheOps.
+    for (const r of result.reservations) {
+      if (!this.reservations.has(r)) {
+        throw new Error(`reservation of slot ${r.slot} in this batch was already committed or aborted by itself; settle the batch with abortCacheOps`);
+      }
+    }
     this.takeBatch(result);
     for (const r of result.reservations) this.commit(r);
     let applied = 0;
     for (const p of result.promotions) {
-      const seq = p.sequence;
-      if (seq._linearSlot === p.liveSlot && this.liveSet.has(p.liveSlot)) {
-        const code = core().ls_promote(this.ptr, p.liveSlot, stageHash(p.hash));
+      const seq = p.sequence.state;
+      if (seq.linearSlot === p.liveSlot && this.liveSet.has(p.liveSlot)) {
+        const code = this.core().ls_promote(this.ptr, p.liveSlot, this.stageHash(p.hash));
         if (code < 0) throw new Error(`kvpool: internal error promoting slot ${p.liveSlot} (core code ${code})`);
         this.liveSet.delete(p.liveSlot);
-        seq._linearSlot = p.replacement;
-        seq._linearInit = false;
+        // The sequence's new live slot is the pool's to give back, as the old one was.
+        if (this.poolHeld.delete(p.liveSlot)) this.poolHeld.add(p.replacement);
+        seq.linearSlot = p.replacement;
+        seq.linearInit = false;
         applied++;
       } else {
         this.releaseLiveSlot(p.replacement);
@@ -333,8 +402,10 @@ export class LinearStatePrefixCache {
 
   /** Settles a batch whose states were not copied: reservations aborted, replacements given back, pins released. */
   abortCacheOps(result: ResolvedLinearStateOps): void {
+    this.slots.live();
     this.takeBatch(result);
-    for (const r of result.reservations) this.abort(r);
+    // Reservations already settled by hand are left as they are.
+    for (const r of result.reservations) if (this.reservations.has(r)) this.abort(r);
     for (const p of result.promotions) this.releaseLiveSlot(p.replacement);
     this.releasePins(result);
   }
@@ -343,31 +414,37 @@ export class LinearStatePrefixCache {
 
   /** The state of one slot (the padding slot 0 reports 'live': it is never handed out). */
   slotState(slot: number): LinearSlotState {
+    this.slots.live();
     checkInt('slot', slot, 0, this.numSlots - 1);
     if (slot === 0) return 'live';
-    return STATE_NAMES[core().ls_state(this.ptr, slot)]!;
+    return STATE_NAMES[this.core().ls_state(this.ptr, slot)]!;
   }
 
   numFreeSlots(): number {
+    this.slots.live();
     return this.slots.numFreeBlocks();
   }
 
   numCheckpoints(): number {
+    this.slots.live();
     return this.slots.numBlocksInPrefixCache();
   }
 
   /** Committed checkpoints from least to most recently used (eviction order, pinned ones skipped). */
   lruOrder(): Int32Array {
+    this.slots.live();
     return this.slots.lruOrder();
   }
 
   /** Live slots handed out (ascending). */
   liveSlots(): Int32Array {
+    this.slots.live();
     return Int32Array.from([...this.liveSet].sort((a, b) => a - b));
   }
 
   /** Replacement live slots held by promotions of unsettled batches (for audits). */
   inFlightReplacements(): number[] {
+    this.slots.live();
     const out: number[] = [];
     for (const b of this.batches) for (const p of b.promotions) out.push(p.replacement);
     return out;
@@ -375,14 +452,17 @@ export class LinearStatePrefixCache {
 
   /** Open reservations and pins (for audits). */
   openReservations(): readonly LinearStateReservation[] {
+    this.slots.live();
     return [...this.reservations];
   }
 
   openPins(): readonly LinearStatePin[] {
+    this.slots.live();
     return [...this.pins];
   }
 
   stats(): LinearStateStats {
+    this.slots.live();
     const s = this.slots.stats();
     let pinned = 0;
     const seen = new Set<number>();
@@ -406,30 +486,33 @@ export class LinearStatePrefixCache {
    * the core's states and reference counts. Throws on any inconsistency.
    */
   check(): void {
+    this.slots.live();
     this.slots.check();
-    const e = core();
-    const counts = byteSpace(16);
+    const e = this.core();
+    const rt = this.slots.rt;
+    const counts = rt.staging.byteSpace(16);
     const code = e.ls_check(this.ptr, counts);
     if (code !== 0) {
       const slot = e.mgr_error_index();
-      throw new Error(`kvpool: linear-state cache is inconsistent: ${code === LS_CHECK_STATE ? 'a slot is in no single state' : `code ${code}`} (slot ${slot})`);
+      const what = code === CHECK_SLOT_STATE ? 'a slot is in no single state' : (CHECK_MESSAGES[code] ?? `code ${code}`);
+      throw new Error(`kvpool: linear-state cache is inconsistent: ${what} (slot ${slot})`);
     }
-    const c = mem.i32.subarray(counts >>> 2, (counts >>> 2) + 4);
+    const c = rt.i32.subarray(counts >>> 2, (counts >>> 2) + 4);
     const [live, pending, pinned, pins] = [c[0]!, c[1]!, c[2]!, c[3]!];
     const fail = (what: string) => {
       throw new Error(`kvpool: linear-state cache is inconsistent: ${what}`);
     };
     if (live !== this.liveSet.size) fail(`${live} live slots in the core, ${this.liveSet.size} handed out`);
-    for (const s of this.liveSet) if (e.ls_state(this.ptr, s) !== 1) fail(`live slot ${s} is not live in the core`);
+    for (const s of this.liveSet) if (e.ls_state(this.ptr, s) !== SLOT_LIVE) fail(`live slot ${s} is not live in the core`);
     if (pending !== this.reservations.size) fail(`${pending} pending slots in the core, ${this.reservations.size} open reservations`);
-    for (const r of this.reservations) if (e.ls_state(this.ptr, r.slot) !== 2) fail(`reserved slot ${r.slot} is not pending`);
+    for (const r of this.reservations) if (e.ls_state(this.ptr, r.slot) !== SLOT_PENDING) fail(`reserved slot ${r.slot} is not pending`);
     if (pins !== this.pins.size) fail(`${pins} pins in the core, ${this.pins.size} open pins`);
     const perSlot = new Map<number, number>();
     for (const p of this.pins) perSlot.set(p.slot, (perSlot.get(p.slot) ?? 0) + 1);
     if (pinned !== perSlot.size) fail(`${pinned} pinned checkpoints in the core, ${perSlot.size} pinned slots held`);
     for (const [s, k] of perSlot) {
-      if (e.ls_state(this.ptr, s) !== 3 || e.mgr_ref(this.ptr, s) !== k + 1) fail(`slot ${s} is pinned ${k} times but the core disagrees`);
-      if (e.ls_contains(this.ptr, stageHash([...this.pins].find((p) => p.slot === s)!.hash)) !== s) {
+      if (e.ls_state(this.ptr, s) !== SLOT_COMMITTED || e.mgr_ref(this.ptr, s) !== k + 1) fail(`slot ${s} is pinned ${k} times but the core disagrees`);
+      if (e.ls_contains(this.ptr, this.stageHash([...this.pins].find((p) => p.slot === s)!.hash)) !== s) {
         fail(`pinned slot ${s} is not the checkpoint of its hash`);
       }
     }
@@ -437,16 +520,21 @@ export class LinearStatePrefixCache {
     if (lru.length !== this.numCheckpoints()) fail('LRU and table sizes differ');
   }
 
-  /** Gives the cache's memory back to the core; unusable afterwards. */
+  /** Gives the cache's memory back to the core; unusable afterwards: every call throws. */
   dispose(): void {
     this.slots.dispose();
+  }
+
+  /** True once `dispose()` ran. */
+  get isDisposed(): boolean {
+    return this.slots.isDisposed;
   }
 
   // ---- internals ----
 
   /** @internal a committed slot (number, negated by the core) or a new reservation */
   private reserveRaw(hash: Uint8Array, pinExisting: boolean): number | LinearStateReservation {
-    const r = core().ls_reserve(this.ptr, stageHash(hash), pinExisting ? 1 : 0);
+    const r = this.core().ls_reserve(this.ptr, this.stageHash(hash), pinExisting ? 1 : 0);
     if (r < 0) return -r;
     if (r === 0) return -1;
     const res = Object.freeze({ slot: r, hash: hash.slice() });
@@ -466,14 +554,15 @@ export class LinearStatePrefixCache {
     this.batches.delete(result);
   }
 
+  /** Releases the batch's pins (those not already released by hand). */
   private releasePins(result: ResolvedLinearStateOps): void {
-    for (const p of result.restorePins) this.unpin(p);
-    for (const p of result.savePins) this.unpin(p);
+    for (const p of result.restorePins) if (this.pins.has(p)) this.unpin(p);
+    for (const p of result.savePins) if (this.pins.has(p)) this.unpin(p);
   }
 
   private checkSlot(name: string, slot: number, state: number): void {
     checkInt(name, slot, 1, this.numSlots - 1);
-    const have = core().ls_state(this.ptr, slot);
+    const have = this.core().ls_state(this.ptr, slot);
     if (have !== state) {
       throw new RangeError(`${name} = ${slot} is ${STATE_NAMES[have]}, not ${STATE_NAMES[state]}`);
     }

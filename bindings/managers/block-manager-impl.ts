@@ -1,9 +1,10 @@
 // BlockManagerImpl (seed section 4): free stack + prefix cache + padding id 0.
 
 import { copyInt32 } from '../core/views.js';
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { checkBool, checkInt, checkInt32Array, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
 import type { BlockManager } from './block-manager.js';
+import type { CoreInstance } from '../core/core-instance.js';
 import { CoreManager } from './core-manager.js';
 import { throwIdError } from './core-errors.js';
 import { parseRetention, writeRetention, type Retention, type RetentionRange } from './retention.js';
@@ -24,11 +25,22 @@ export interface BlockManagerOptions {
 
 const KEYS = ['numBlocks', 'blockSize', 'enablePrefixCache', 'seed', 'evictionPolicy'] as const;
 
+/**
+ * @internal Where and how a manager is made beyond its options: in a given
+ * core instance, or holding only its padding block (a composite's derived
+ * sub-manager, as the reference builds it).
+ */
+export interface ManagerPlacement {
+  rt?: CoreInstance;
+  /** Fewest physical blocks accepted (default 2; 1: padding only, every allocation fails). */
+  minBlocks?: 1 | 2;
+}
+
 /** Validated options in the form the core takes. */
-export function parseManagerOptions(opts: BlockManagerOptions, name = 'options') {
+export function parseManagerOptions(opts: BlockManagerOptions, name = 'options', minBlocks = 2) {
   checkObject(name, opts);
   checkKeys(name, opts, KEYS);
-  const numBlocks = checkInt(`${name}.numBlocks`, opts.numBlocks, 2);
+  const numBlocks = checkInt(`${name}.numBlocks`, opts.numBlocks, minBlocks);
   const blockSize = checkInt(`${name}.blockSize`, opts.blockSize, 1);
   const prefixOn = opts.enablePrefixCache === undefined ? true : checkBool(`${name}.enablePrefixCache`, opts.enablePrefixCache);
   const seed = checkSeed(`${name}.seed`, opts.seed ?? 1024);
@@ -41,9 +53,9 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
   readonly enablePrefixCache: boolean;
 
   /** Synchronous once the core is loaded (always in Node); see `create` otherwise. */
-  constructor(options: BlockManagerOptions) {
-    const cfg = parseManagerOptions(options);
-    super(cfg);
+  constructor(options: BlockManagerOptions, /** @internal */ placement?: ManagerPlacement) {
+    const cfg = parseManagerOptions(options, 'options', placement?.minBlocks);
+    super({ ...cfg, rt: placement?.rt });
     this.enablePrefixCache = cfg.prefixOn;
     if (cfg.policy !== 0) {
       const code = this.rt.growing((e) => e.mgr_set_policy(this.ptr, cfg.policy));
@@ -60,6 +72,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
 
   /** The clock of the 'priority' policy's retentions (starts at 0; see setTime). */
   get time(): number {
+    this.live();
     return this.ex.mgr_time(this.ptr);
   }
 
@@ -80,6 +93,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
    * first..first+n (batch positions 0..n-1); a no-op unless the policy is 'priority'.
    */
   stageRetention(ranges: readonly Retention[], first: number, n: number): void {
+    this.live();
     const p = this.ex.mgr_batch_ptr(this.ptr);
     if (p === 0 || ranges.length === 0) return;
     writeRetention(ranges, first, Math.min(n, this.numBlocks), this.blockSize, this.time, this.mem.f64, p >>> 3);
@@ -96,6 +110,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
 
   /** The eviction policy (kept in the core's header, so attached managers see their creator's). */
   get evictionPolicy(): EvictionPolicy {
+    this.live();
     return EVICTION_POLICIES[this.ex.mgr_policy(this.ptr)]!;
   }
 
@@ -169,7 +184,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     this.checkHeld(list, 'ids');
     const arr = list instanceof Int32Array ? list : Int32Array.from(list);
     const r = this.insertHashesFrom(arr, 0, arr.length, hashes, 0);
-    if (r < 0) throwIdError(r, 'ids', list, 0, this.numBlocks);
+    if (r < 0) throwIdError(r, 'ids', list, 0, this.numBlocks, this.ex);
     return r;
   }
 

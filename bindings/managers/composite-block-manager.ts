@@ -8,7 +8,7 @@
 // the window blocks that slid out (B.2) given back. Sub-managers never cache,
 // so "enough free ids" is exact and a failed round changes nothing at all.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import { BlockManagerImpl } from './block-manager-impl.js';
@@ -119,6 +119,11 @@ export function parseCompositeLayout(o: CompositeBlockManagerOptions, name = 'op
   let W = 0;
   if (o.slidingWindowSize !== undefined) W = checkInt(`${name}.slidingWindowSize`, o.slidingWindowSize, 1);
   else if (hasWindow) throw new TypeError(`${name}.slidingWindowSize is required with a sliding-window sub-manager, got undefined`);
+  if (!hasWindow) {
+    for (const k of ['slidingWindowSize', 'swaBlocksPerSeq', 'maxSeqsPerBatch', 'maxTokensPerBatch'] as const) {
+      if (o[k] !== undefined) throw new RangeError(`${name}.${k} does nothing without a sliding-window sub-manager in ${name}.managerTypes`);
+    }
+  }
   const perSeq = o.swaBlocksPerSeq === undefined ? undefined : checkInt(`${name}.swaBlocksPerSeq`, o.swaBlocksPerSeq, 1);
   const maxSeqs = checkInt(`${name}.maxSeqsPerBatch`, o.maxSeqsPerBatch ?? DEFAULT_MAX_SEQS_PER_BATCH, 0);
   const maxTokens = checkInt(`${name}.maxTokensPerBatch`, o.maxTokensPerBatch ?? DEFAULT_MAX_TOKENS_PER_BATCH, 0);
@@ -134,9 +139,11 @@ export function parseCompositeLayout(o: CompositeBlockManagerOptions, name = 'op
     let numBlocks: number;
     if (override) numBlocks = override[i]!;
     else if (kind === 'full') {
+      // The reference builds a sub-manager that holds only its padding
+      // block (every allocation that needs it fails); none at all it cannot.
       numBlocks = Math.floor(N / ratio);
-      if (numBlocks < 2) {
-        throw new RangeError(`${name}.numBlocks / compressRatios[${i}] = ${N} / ${ratio} leaves fewer than 2 blocks for sub-manager ${i}`);
+      if (numBlocks < 1) {
+        throw new RangeError(`${name}.numBlocks / compressRatios[${i}] = ${N} / ${ratio} leaves sub-manager ${i} not even its padding block`);
       }
     } else {
       numBlocks = swaPoolBlocks({
@@ -159,6 +166,15 @@ export function parseCompositeLayout(o: CompositeBlockManagerOptions, name = 'op
   if (capacityIndex < 0) capacityIndex = 0;
   return { specs, slidingWindowSize: W, capacityIndex };
 }
+
+/** @internal Makes a composite's sub-manager of `spec` (a window pool gets the window size). */
+export type SubManagerFactory = (spec: SubManagerSpec, slidingWindowSize: number) => BlockManagerImpl;
+
+/** The plain sub-managers: a window pool, or a prefix-cache-off manager that may hold only its padding block. */
+const plainSubManager: SubManagerFactory = (s, W) =>
+  s.kind === 'sliding-window'
+    ? new SlidingWindowBlockManager({ numBlocks: s.numBlocks, blockSize: s.blockSize, slidingWindowSize: W })
+    : new BlockManagerImpl({ numBlocks: s.numBlocks, blockSize: s.blockSize, enablePrefixCache: false }, { minBlocks: 1 });
 
 export class CompositeBlockManager {
   /** Base tokens per block. */
@@ -183,7 +199,7 @@ export class CompositeBlockManager {
   private scratch = new Int32Array(16);
   private disposed = false;
 
-  constructor(options: CompositeBlockManagerOptions) {
+  constructor(options: CompositeBlockManagerOptions, /** @internal */ makeSub: SubManagerFactory = plainSubManager) {
     checkObject('options', options);
     checkKeys('options', options, ['blockSize', 'numBlocks', ...COMPOSITE_OPTION_KEYS]);
     const layout = parseCompositeLayout(options);
@@ -194,13 +210,7 @@ export class CompositeBlockManager {
     this.capacityIndex = layout.capacityIndex;
     const subs: BlockManagerImpl[] = [];
     try {
-      for (const s of layout.specs) {
-        subs.push(
-          s.kind === 'sliding-window'
-            ? new SlidingWindowBlockManager({ numBlocks: s.numBlocks, blockSize: s.blockSize, slidingWindowSize: layout.slidingWindowSize })
-            : new BlockManagerImpl({ numBlocks: s.numBlocks, blockSize: s.blockSize, enablePrefixCache: false }),
-        );
-      }
+      for (const s of layout.specs) subs.push(makeSub(s, layout.slidingWindowSize));
     } catch (e) {
       for (const m of subs) m.dispose();
       throw e;
@@ -226,16 +236,28 @@ export class CompositeBlockManager {
 
   /** The sub-manager capacity figures come from. */
   get capacityManager(): BlockManagerImpl {
+    this.live();
     return this.subManagers[this.capacityIndex]!;
   }
 
   /** Empty block tables for one sequence, one per sub-manager. */
   newTables(): CompositeBlockTables {
+    this.live();
     return new CompositeBlockTables(this, this.specs.map((s) => s.blockSize));
   }
 
+  /** @internal Throws once the manager is disposed: every public call starts here (or in `own`). */
+  live(): void {
+    if (this.disposed) throw new Error('kvpool: this CompositeBlockManager was disposed; it cannot be used any more');
+  }
+
+  /** True once `dispose()` ran. */
+  get isDisposed(): boolean {
+    return this.disposed;
+  }
+
   private own(tables: unknown, name = 'tables'): CompositeBlockTables {
-    if (this.disposed) throw new Error('kvpool: this composite manager was disposed');
+    this.live();
     if (!(tables instanceof CompositeBlockTables)) throw new TypeError(`${name} must be a CompositeBlockTables, got ${describe(tables)}`);
     if (tables._owner !== this) throw new Error(`${name} were made by another composite manager`);
     return tables;
@@ -333,8 +355,9 @@ export class CompositeBlockManager {
       const first = t._released[i]!;
       const upto = outOfWindowBlocks(kvCached, this.slidingWindowSize, this.sizes[i]!, t._lengths[i]!);
       if (upto <= first) continue;
-      const code = (this.subManagers[i] as SlidingWindowBlockManager).releaseWindowFrom(t._tables[i]!, first, upto);
+      const code = this.subManagers[i]!.releaseFrom(t._tables[i]!, first, upto);
       if (code < 0) throw new Error(`kvpool: internal error releasing window blocks (core code ${code})`);
+      t._tables[i]!.fill(RELEASED, first, upto);
       t._released[i] = upto;
       this.releasedOut[i]! += upto - first;
       total += upto - first;
@@ -377,6 +400,7 @@ export class CompositeBlockManager {
 
   /** Always 0: a composite does no prefix caching. */
   numBlocksInPrefixCache(): number {
+    this.live();
     return 0;
   }
 
@@ -391,6 +415,7 @@ export class CompositeBlockManager {
 
   /** Every sub-manager's counters, in index order. */
   subManagerStats(): SubManagerStats[] {
+    this.live();
     return this.subManagers.map((m, i) => ({
       ...m.stats(),
       kind: this.specs[i]!.kind,
@@ -405,6 +430,7 @@ export class CompositeBlockManager {
 
   /** Audits every sub-manager's own state. */
   check(): void {
+    this.live();
     this.subManagers.forEach((m, i) => {
       try {
         m.check();
@@ -421,6 +447,7 @@ export class CompositeBlockManager {
    * Returns the holder count per id of each sub-manager.
    */
   checkHolders(tables: Iterable<CompositeBlockTables>): Int32Array[] {
+    this.live();
     const counts = this.subManagers.map((m) => new Int32Array(m.numBlocks));
     for (const t of tables) {
       this.own(t);
@@ -449,7 +476,7 @@ export class CompositeBlockManager {
     return counts;
   }
 
-  /** Gives every sub-manager's memory back to the core. */
+  /** Gives every sub-manager's memory back to the core. The manager is unusable afterwards: every call throws. */
   dispose(): void {
     this.disposed = true;
     for (const m of this.subManagers) m.dispose();

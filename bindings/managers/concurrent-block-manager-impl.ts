@@ -4,17 +4,17 @@
 // main thread and its workers see one state; every operation runs under a
 // re-entrant lock kept in that memory beside the manager.
 
-import type { WasmSource } from '../core/instance.js';
-import type { CoreRuntime } from '../core/runtime.js';
+import { MAGIC_MANAGER } from '../core/abi.js';
+import type { CoreInstance, WasmSource } from '../core/core-instance.js';
 import {
-  attachSharedCore, loadSharedCore, releaseSharedThread, sharedCoreInfo, sharedRuntime, trackSharedManager,
-} from '../core/shared-instance.js';
+  attachSharedCore, loadSharedCore, releaseSharedThread, sharedCore, sharedCoreInfo, trackSharedManager,
+} from '../core/shared-core.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { BlockManager, BlockManagerStats } from './block-manager.js';
-import { BlockManagerImpl, parseManagerOptions, type BlockManagerOptions } from './block-manager-impl.js';
+import { BlockManagerImpl, parseManagerOptions, type BlockManagerOptions, type ManagerPlacement } from './block-manager-impl.js';
 import type { Retention, RetentionRange } from './retention.js';
 import type { CoreManagerConfig } from './core-manager.js';
-import { LOCK_BYTES, SharedLock } from './shared-lock.js';
+import { SharedLock } from './shared-lock.js';
 import type { KVEvent } from './kv-events.js';
 
 export interface ConcurrentBlockManagerOptions extends BlockManagerOptions {
@@ -28,7 +28,10 @@ export interface ConcurrentBlockManagerOptions extends BlockManagerOptions {
 
 /**
  * What `share()` returns: structured-clonable (postMessage it to a worker),
- * turned back into a manager by `ConcurrentBlockManagerImpl.attach`.
+ * turned back into a manager by `ConcurrentBlockManagerImpl.attach`. It names
+ * the manager and nothing else: `attach` checks that the header is a live
+ * manager of that generation and reads the manager's shape (blocks, block
+ * size, seed) and lock from the shared memory itself, never from here.
  */
 export interface SharedManagerDescriptor {
   readonly kind: 'kvpool.ConcurrentBlockManagerImpl';
@@ -38,26 +41,37 @@ export interface SharedManagerDescriptor {
   readonly module: WebAssembly.Module;
   /** Byte offset of the manager's header in `memory`. */
   readonly ptr: number;
-  /** Byte offset of the manager's lock in `memory`. */
-  readonly lockPtr: number;
+  /** The header's generation: a descriptor of a disposed manager is refused, even once its header is reused. */
+  readonly gen: number;
+  /** Longest wait for the lock in the attaching thread, in milliseconds. */
+  readonly lockTimeoutMs: number;
+}
+
+/** The manager a validated descriptor names, read from the shared memory. */
+interface Attaching {
+  readonly desc: SharedManagerDescriptor;
+  readonly rt: CoreInstance;
   readonly numBlocks: number;
   readonly blockSize: number;
   readonly enablePrefixCache: boolean;
   readonly seedLo: number;
   readonly seedHi: number;
-  readonly lockTimeoutMs: number;
 }
 
 const DEFAULT_LOCK_TIMEOUT_MS = 10_000;
 
-// Set by attach() for the constructor it calls (synchronously) next.
-let attaching: SharedManagerDescriptor | null = null;
+const STALE =
+  'descriptor does not name a live manager of this shared memory: the manager was disposed, ' +
+  'or the descriptor did not come from share() unchanged';
 
-function splitOptions(options: ConcurrentBlockManagerOptions): { base: BlockManagerOptions; lockTimeoutMs: number } {
+// Set by attach() for the constructor it calls (synchronously) next.
+let attaching: Attaching | null = null;
+
+function splitOptions(options: ConcurrentBlockManagerOptions, minBlocks = 2): { base: BlockManagerOptions; lockTimeoutMs: number } {
   checkObject('options', options);
   const { lockTimeoutMs, ...base } = options;
   const ms = lockTimeoutMs === undefined ? DEFAULT_LOCK_TIMEOUT_MS : checkInt('options.lockTimeoutMs', lockTimeoutMs, 1);
-  parseManagerOptions(base);
+  parseManagerOptions(base, 'options', minBlocks);
   return { base, lockTimeoutMs: ms };
 }
 
@@ -66,44 +80,32 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
   readonly threadId: number;
   /** Longest wait for the lock, in milliseconds. */
   readonly lockTimeoutMs: number;
-  /** @internal byte offset of the lock */
-  readonly lockPtr: number;
   private readonly lock: SharedLock;
   /** False for managers attached from a descriptor: they do not free the manager. */
   private readonly creator: boolean;
   private released = false;
 
   /** Synchronous once the shared core is loaded (always in Node); see `create` otherwise. */
-  constructor(options: ConcurrentBlockManagerOptions) {
-    const desc = attaching; // cleared by attach() once construction is over
-    const { base, lockTimeoutMs } = desc
+  constructor(options: ConcurrentBlockManagerOptions, /** @internal */ placement?: Pick<ManagerPlacement, 'minBlocks'>) {
+    const at = attaching; // cleared by attach() once construction is over
+    const { base, lockTimeoutMs } = at
       ? {
           base: {
-            numBlocks: desc.numBlocks,
-            blockSize: desc.blockSize,
-            enablePrefixCache: desc.enablePrefixCache,
-            seed: (BigInt(desc.seedHi) << 32n) | BigInt(desc.seedLo),
+            numBlocks: at.numBlocks,
+            blockSize: at.blockSize,
+            enablePrefixCache: at.enablePrefixCache,
+            seed: (BigInt(at.seedHi) << 32n) | BigInt(at.seedLo),
           },
-          lockTimeoutMs: desc.lockTimeoutMs,
+          lockTimeoutMs: at.desc.lockTimeoutMs,
         }
-      : splitOptions(options);
-    super(base);
+      : splitOptions(options, placement?.minBlocks);
+    super(base, { minBlocks: at || placement?.minBlocks === 1 ? 1 : 2 });
+    if (at && this.gen !== at.desc.gen) throw new RangeError(STALE);
     this.lockTimeoutMs = lockTimeoutMs;
-    this.creator = desc === null;
+    this.creator = at === null;
     this.threadId = sharedCoreInfo().threadId;
-    let lockPtr = desc?.lockPtr ?? 0;
-    if (!desc) {
-      try {
-        lockPtr = this.rt.growing((e) => e.alloc(LOCK_BYTES));
-        if (lockPtr === 0) throw new RangeError('kvpool: Wasm memory exhausted creating a manager lock');
-      } catch (e) {
-        this.ex.mgr_destroy(this.ptr);
-        throw e;
-      }
-    }
-    this.lockPtr = lockPtr;
     const mem = this.mem;
-    this.lock = new SharedLock(() => mem.i32, lockPtr, this.threadId, lockTimeoutMs);
+    this.lock = new SharedLock(() => mem.i32, this.ptr, this.gen, this.threadId, lockTimeoutMs);
     trackSharedManager(1);
   }
 
@@ -135,20 +137,30 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     if (!(descriptor.module instanceof WebAssembly.Module)) {
       throw new TypeError(`descriptor.module must be a WebAssembly.Module, got ${describe(descriptor.module)}`);
     }
-    checkKeys('descriptor', descriptor, [
-      'kind', 'memory', 'module', 'ptr', 'lockPtr', 'numBlocks', 'blockSize', 'enablePrefixCache', 'seedLo', 'seedHi', 'lockTimeoutMs',
-    ]);
-    for (const k of ['ptr', 'lockPtr', 'numBlocks', 'blockSize', 'seedLo', 'seedHi', 'lockTimeoutMs'] as const) {
-      checkInt(`descriptor.${k}`, descriptor[k], 0, 0xffffffff);
-    }
-    const bytes = descriptor.memory.buffer.byteLength;
-    if (descriptor.ptr === 0 || descriptor.ptr >= bytes || descriptor.lockPtr === 0 || descriptor.lockPtr + LOCK_BYTES > bytes) {
-      throw new RangeError(`descriptor.ptr ${descriptor.ptr} / lockPtr ${descriptor.lockPtr} lie outside the shared memory (${bytes} bytes)`);
-    }
-    attachSharedCore(descriptor.memory, descriptor.module);
-    attaching = descriptor;
+    checkKeys('descriptor', descriptor, ['kind', 'memory', 'module', 'ptr', 'gen', 'lockTimeoutMs']);
+    checkInt('descriptor.ptr', descriptor.ptr, 0, 0xffffffff);
+    checkInt('descriptor.gen', descriptor.gen, 1, 0xffffffff);
+    checkInt('descriptor.lockTimeoutMs', descriptor.lockTimeoutMs, 1);
+    const rt = attachSharedCore(descriptor.memory, descriptor.module);
+    // Only a header slot of this memory holding a live manager of that
+    // generation passes: anything else (a disposed manager, another
+    // object, an address that is no header) is refused before it is read.
+    if (rt.ex.obj_valid(descriptor.ptr, descriptor.gen, MAGIC_MANAGER) !== 1) throw new RangeError(STALE);
+    const info = rt.staging.byteSpace(20);
+    rt.ex.mgr_info(descriptor.ptr, info);
+    const w = info >>> 2;
+    const i32 = rt.i32;
+    attaching = {
+      desc: descriptor,
+      rt,
+      numBlocks: i32[w]!,
+      blockSize: i32[w + 1]!,
+      enablePrefixCache: i32[w + 2] !== 0,
+      seedLo: i32[w + 3]! >>> 0,
+      seedHi: i32[w + 4]! >>> 0,
+    };
     try {
-      return new ConcurrentBlockManagerImpl({ numBlocks: descriptor.numBlocks, blockSize: descriptor.blockSize });
+      return new ConcurrentBlockManagerImpl({ numBlocks: attaching.numBlocks, blockSize: attaching.blockSize });
     } finally {
       attaching = null;
     }
@@ -172,12 +184,7 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
       memory,
       module,
       ptr: this.ptr,
-      lockPtr: this.lockPtr,
-      numBlocks: this.numBlocks,
-      blockSize: this.blockSize,
-      enablePrefixCache: this.enablePrefixCache,
-      seedLo: this.seedLo,
-      seedHi: this.seedHi,
+      gen: this.gen,
       lockTimeoutMs: this.lockTimeoutMs,
     };
   }
@@ -196,134 +203,56 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     }
   }
 
+  /** @internal Takes the lock (one more level when this thread holds it); throws when the manager is gone or the wait times out. */
+  lockEnter(): void {
+    this.live();
+    this.lock.enter();
+  }
+
+  /** @internal Gives one level of the lock back. */
+  lockExit(): void {
+    this.lock.exit();
+  }
+
   /** Lock levels this thread holds right now (0: not holding it). */
   lockDepth(): number {
+    this.live();
     return this.lock.depth();
   }
 
   // ---- hooks ----
 
-  protected override coreRuntime(): CoreRuntime {
-    return sharedRuntime();
+  protected override coreRuntime(): CoreInstance {
+    return attaching ? attaching.rt : sharedCore();
   }
 
   protected override createRegion(cfg: CoreManagerConfig): number {
-    return attaching ? attaching.ptr : super.createRegion(cfg);
+    return attaching ? attaching.desc.ptr : super.createRegion(cfg);
   }
 
-  // ---- every operation under the lock ----
+  // ---- the calls that are more than "take the lock, call BlockManagerImpl" ----
 
   /**
    * Pops `n` ids. Short of free ids, it first evicts through `evict()` — the
-   * eviction path takes the lock again on this thread (seed 9.1: evicted
-   * entries return through the free path while the allocation holds the lock).
+   * eviction path takes the lock again on this thread (as the reference's
+   * evicted entries return through the free path while the allocation holds
+   * its recursive mutex).
    */
   override allocate(n: number): Int32Array | null {
     this.live();
     checkInt('n', n);
-    this.lock.enter();
-    try {
+    return this.withLock(() => {
       this.makeRoom(n);
       return super.allocate(n);
-    } finally {
-      this.lock.exit();
-    }
+    });
   }
 
-  override deallocate(ids: ArrayLike<number>): void {
-    this.lock.enter();
-    try {
-      super.deallocate(ids);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override retain(ids: ArrayLike<number>): void {
-    this.lock.enter();
-    try {
-      super.retain(ids);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
-    this.lock.enter();
-    try {
-      return super.allocateShared(tokens, existingShared);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0, retention?: readonly RetentionRange[]): number {
-    this.lock.enter();
-    try {
-      return super.cache(tokens, ids, existingSharedCount, retention);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override evict(n: number): number {
-    this.lock.enter();
-    try {
-      return super.evict(n);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override numFreeBlocks(): number {
-    this.lock.enter();
-    try {
-      return super.numFreeBlocks();
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override numUsedBlocks(): number {
-    this.lock.enter();
-    try {
-      return super.numUsedBlocks();
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override numBlocksInPrefixCache(): number {
-    this.lock.enter();
-    try {
-      return super.numBlocksInPrefixCache();
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  override stats(): BlockManagerStats {
-    return this.locked(() => super.stats());
-  }
-
-  override check(): void {
-    this.locked(() => super.check());
-  }
-
-  override refCount(id: number): number {
-    return this.locked(() => super.refCount(id));
-  }
-
-  override holderCounts(): Int32Array {
-    return this.locked(() => super.holderCounts());
-  }
-
-  override freeIds(): Int32Array {
-    return this.locked(() => super.freeIds());
-  }
-
-  override lruOrder(): Int32Array {
-    return this.locked(() => super.lruOrder());
+  /** @internal */
+  override allocateInto(n: number, dst: Int32Array, at: number): boolean {
+    return this.withLock(() => {
+      this.makeRoom(n);
+      return super.allocateInto(n, dst, at);
+    });
   }
 
   /**
@@ -335,143 +264,21 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     this.released = true;
     trackSharedManager(-1);
     if (!this.creator) return;
+    // Another thread may be inside a call: destroy once it is out.
     this.lock.enter();
     try {
       super.dispose();
     } finally {
       this.lock.exit();
     }
-    this.ex.release(this.lockPtr);
   }
 
-  // ---- the pool's hot paths ----
-
-  /** @internal */
-  override allocateInto(n: number, dst: Int32Array, at: number): boolean {
-    this.lock.enter();
-    try {
-      this.makeRoom(n);
-      return super.allocateInto(n, dst, at);
-    } finally {
-      this.lock.exit();
-    }
+  override get isDisposed(): boolean {
+    return this.released;
   }
 
-  /** @internal */
-  override releaseFrom(ids: Int32Array, start: number, end: number): number {
-    this.lock.enter();
-    try {
-      return super.releaseFrom(ids, start, end);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  /** @internal */
-  override retainFrom(ids: Int32Array, start: number, end: number): number {
-    this.lock.enter();
-    try {
-      return super.retainFrom(ids, start, end);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  /** @internal */
-  override matchInto(
-    tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number,
-    salt: Uint8Array | null = null,
-  ): number {
-    this.lock.enter();
-    try {
-      return super.matchInto(tokens, first, nBlocks, parentId, dst, at, salt);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  /** @internal */
-  override insertFrom(
-    tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
-    salt: Uint8Array | null = null, known = 0,
-  ): number {
-    this.lock.enter();
-    try {
-      return super.insertFrom(tokens, ids, first, nBlocks, parentId, salt, known);
-    } finally {
-      this.lock.exit();
-    }
-  }
-
-  // Calls added with the host tier, the views, KV-cache events and eviction policies: the same lock.
-
-  override setTime(t: number): void {
-    this.locked(() => super.setTime(t));
-  }
-
-  /** @internal */
-  override insertWithRetention(
-    ranges: readonly Retention[], tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
-    salt: Uint8Array | null,
-  ): number {
-    return this.locked(() => super.insertWithRetention(ranges, tokens, ids, first, nBlocks, parentId, salt));
-  }
-
-  override resetPrefixCache(): number {
-    return this.locked(() => super.resetPrefixCache());
-  }
-
-  override recordEvents(on: boolean): void {
-    this.locked(() => super.recordEvents(on));
-  }
-
-  override drainEvents(dpRank = 0, out: KVEvent[] = []): KVEvent[] {
-    return this.locked(() => super.drainEvents(dpRank, out));
-  }
-
-  override blockHash(id: number): Uint8Array | null {
-    return this.locked(() => super.blockHash(id));
-  }
-
-  override blockStates(out?: Uint8Array): Uint8Array {
-    return this.locked(() => super.blockStates(out));
-  }
-
-  override cacheByHashes(ids: ArrayLike<number>, hashes: Uint8Array): number {
-    return this.locked(() => super.cacheByHashes(ids, hashes));
-  }
-
-  /** @internal */
-  override insertHashesFrom(ids: Int32Array, start: number, end: number, hashes: Uint8Array, hashAt: number): number {
-    return this.locked(() => super.insertHashesFrom(ids, start, end, hashes, hashAt));
-  }
-
-  /** @internal */
-  override peekMatches(tokens: ArrayLike<number>, nBlocks: number): number {
-    return this.locked(() => super.peekMatches(tokens, nBlocks));
-  }
-
-  /** @internal */
-  override blockHashInto(id: number, out: Uint8Array, at: number): boolean {
-    return this.locked(() => super.blockHashInto(id, out, at));
-  }
-
-  /** @internal */
-  override isCachedId(id: number): boolean {
-    return this.locked(() => super.isCachedId(id));
-  }
-
-  protected override live(): void {
-    if (this.released) throw new Error('kvpool: this manager was disposed');
-  }
-
-  private locked<T>(fn: () => T): T {
-    this.lock.enter();
-    try {
-      return fn();
-    } finally {
-      this.lock.exit();
-    }
+  override live(): void {
+    if (this.released) throw new Error('kvpool: this ConcurrentBlockManagerImpl was disposed; it cannot be used any more');
   }
 
   // The core's allocate would evict by itself; doing it through evict()
@@ -480,5 +287,23 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     if (!this.enablePrefixCache) return;
     const free = this.ex.mgr_num_free(this.ptr);
     if (n > free) this.evict(n - free);
+  }
+}
+
+// Every other method and accessor of BlockManagerImpl (and CoreManager) runs
+// under the lock, by construction: a method added there later is covered
+// here without a line of its own. The exceptions hold no state to protect or
+// take the lock themselves.
+const UNLOCKED = new Set(['constructor', 'live', 'sameCore', 'coreRuntime', 'createRegion', 'share', 'withLock', 'lockEnter', 'lockExit', 'lockDepth', 'isDisposed', 'makeRoom']);
+const own = ConcurrentBlockManagerImpl.prototype as unknown as Record<string, unknown>;
+for (let p = Object.getPrototypeOf(own); p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+  for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(p))) {
+    if (UNLOCKED.has(name) || Object.prototype.hasOwnProperty.call(own, name)) continue;
+    const wrap = (fn: (...a: unknown[]) => unknown) =>
+      function (this: ConcurrentBlockManagerImpl, ...args: unknown[]) {
+        return this.withLock(() => fn.apply(this, args));
+      };
+    if (typeof d.value === 'function') Object.defineProperty(own, name, { ...d, value: wrap(d.value) });
+    else if (d.get) Object.defineProperty(own, name, { ...d, get: wrap(d.get), set: d.set && wrap(d.set) });
   }
 }

@@ -1,8 +1,7 @@
 // Turns the core's negative return codes into the errors users see.
 
+import { ERR_FREE, ERR_NOT_HELD, ERR_OUT_OF_RANGE, ERR_PADDING } from '../core/abi.js';
 import type { CoreExports } from '../core/exports.js';
-import { core } from '../core/instance.js';
-import { ERR_FREE, ERR_NOT_HELD, ERR_OUT_OF_RANGE, ERR_PADDING } from '../core/manager-exports.js';
 
 /** Throws for a rejected id list element (`code` < 0); `ex` is the core instance that rejected it. */
 export function throwIdError(
@@ -11,7 +10,7 @@ export function throwIdError(
   ids: ArrayLike<number>,
   offset: number,
   numBlocks: number,
-  ex: CoreExports = core(),
+  ex: CoreExports,
 ): never {
   const i = ex.mgr_error_index();
   const at = `${name}[${i + offset}]`;

@@ -4,20 +4,26 @@
 // `*Into`/`*From` methods, which write into caller-owned arrays and cross
 // the boundary once per call.
 
-import type { CoreExports } from '../core/exports.js';
-import { loadCore } from '../core/instance.js';
-import { ERR_UNSTAMPED_PARENT, CHECK_MESSAGES, FLAG_CACHED, MATCH_COUNT, MATCH_TOUCH, AUX, STAT_FIELDS } from '../core/manager-exports.js';
+import {
+  AUX_KEY, AUX_SIZE, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, STAT_COUNT,
+} from '../core/abi.js';
 
-/** Blocks staged per core call when matching (see matchInto). */
-const MATCH_WINDOW = 8;
-import { plainRuntime, type CoreRuntime } from '../core/runtime.js';
-import type { MemViews, Staging } from '../core/staging.js';
-import { copyInt32 } from '../core/views.js';
+/** Bytes of the largest linear memory. */
+const MAX_MEMORY_BYTES = MAX_PAGES * 65536;
+import { CHECK_MESSAGES, STAT_FIELDS } from '../core/abi-names.js';
+import type { CoreInstance } from '../core/core-instance.js';
+import type { CoreExports } from '../core/exports.js';
+import { loadCore, plainCore } from '../core/plain-core.js';
+import type { Staging } from '../core/staging.js';
+import { copyInt32, type MemViews } from '../core/views.js';
 import { checkBool, checkInt, checkInt32Array, describe } from '../validate.js';
 import type { BlockManagerStats } from './block-manager.js';
 import { BlockState } from './block-state.js';
 import { throwIdError } from './core-errors.js';
 import { decodeEvents, type KVEvent } from './kv-events.js';
+
+/** Blocks staged per core call when matching (see matchInto). */
+const MATCH_WINDOW = 8;
 
 export interface CoreManagerConfig {
   numBlocks: number;
@@ -25,21 +31,31 @@ export interface CoreManagerConfig {
   prefixOn: boolean;
   seedLo: number;
   seedHi: number;
+  /** The core instance to make the manager in (default: the class's, see coreRuntime). */
+  rt?: CoreInstance;
 }
 
+/**
+ * A handle on one object of the core (a manager region). It knows the core
+ * instance the object lives in and goes through it for every read and write
+ * of linear memory; once disposed, every call on it throws instead of
+ * reaching memory that may belong to another object by then.
+ */
 export abstract class CoreManager {
   /** Physical ids, padding id 0 included. */
   readonly numBlocks: number;
   /** Tokens per block. */
   readonly blockSize: number;
-  /** @internal header pointer of this manager in the core */
+  /** @internal header pointer of this manager in the core (unsigned) */
   readonly ptr: number;
+  /** @internal the header's generation: tells this manager from a later one in the same header slot */
+  readonly gen: number;
   /** @internal */
   readonly seedLo: number;
   /** @internal */
   readonly seedHi: number;
   /** @internal the core instance this manager runs on */
-  protected readonly rt: CoreRuntime;
+  readonly rt: CoreInstance;
   /** @internal its raw exports */
   protected readonly ex: CoreExports;
   /** @internal its memory views (refreshed in place) */
@@ -55,24 +71,24 @@ export abstract class CoreManager {
     this.blockSize = cfg.blockSize;
     this.seedLo = cfg.seedLo;
     this.seedHi = cfg.seedHi;
-    this.rt = this.coreRuntime();
-    this.ex = this.rt.core();
-    this.mem = this.rt.mem;
+    this.rt = cfg.rt ?? this.coreRuntime();
+    this.ex = this.rt.ex;
+    this.mem = this.rt;
     this.stg = this.rt.staging;
-    this.ptr = this.createRegion(cfg);
+    this.ptr = this.createRegion(cfg) >>> 0;
+    this.gen = Atomics.load(this.rt.u32, (this.ptr + HDR_GEN) >>> 2);
   }
 
   /** @internal Which core instance managers of this class run on (hook for the shared-memory build). */
-  protected coreRuntime(): CoreRuntime {
-    return plainRuntime;
+  protected coreRuntime(): CoreInstance {
+    return plainCore();
   }
 
   /** @internal Creates the manager's region in the core; returns its header pointer. */
   protected createRegion(cfg: CoreManagerConfig): number {
+    this.rt.live();
     const ptr = this.rt.growing((e) => e.mgr_create(cfg.numBlocks, cfg.blockSize, cfg.prefixOn ? 1 : 0, cfg.seedLo, cfg.seedHi));
-    if (ptr === 0) {
-      throw new RangeError(`kvpool: Wasm memory exhausted creating a manager of ${cfg.numBlocks} blocks`);
-    }
+    if (ptr === 0) throw new RangeError(exhausted(this.rt, cfg.numBlocks, cfg.prefixOn));
     return ptr;
   }
 
@@ -84,6 +100,7 @@ export abstract class CoreManager {
   allocate(n: number): Int32Array | null {
     this.live();
     checkInt('n', n);
+    if (n >= this.numBlocks) return this.allocateImpossible(n);
     const out = this.stg.idSpace(n);
     const code = this.ex.mgr_allocate(this.ptr, n, out);
     if (this.recording) this.rt.views();
@@ -141,6 +158,7 @@ export abstract class CoreManager {
 
   /** True while events are recorded. */
   get recordingEvents(): boolean {
+    this.live();
     return this.recording;
   }
 
@@ -152,39 +170,44 @@ export abstract class CoreManager {
     const len = e.mgr_events_len(this.ptr);
     if (len < 0) {
       e.mgr_events_clear(this.ptr);
-      throw new RangeError('kvpool: Wasm memory exhausted while recording KV-cache events; events were lost');
+      throw new RangeError('kvpool: KV-cache events were lost: Wasm memory ran out, or more than 1 GiB of records waited to be drained');
     }
     if (len > 0) {
-      this.rt.views();
-      decodeEvents(e.mgr_events_ptr(this.ptr), len, dpRank, out);
+      decodeEvents(this.rt.views(), e.mgr_events_ptr(this.ptr) >>> 0, len, dpRank, out);
       e.mgr_events_clear(this.ptr);
     }
     return out;
   }
 
   numFreeBlocks(): number {
+    this.live();
     return this.ex.mgr_num_free(this.ptr);
   }
 
   numUsedBlocks(): number {
+    this.live();
     return this.ex.mgr_num_used(this.ptr);
   }
 
   numBlocksInPrefixCache(): number {
+    this.live();
     return this.ex.mgr_num_cached(this.ptr);
   }
 
   numTotalBlocks(): number {
+    this.live();
     return this.numBlocks - 1;
   }
 
+  /** used / total; 0 for a manager that holds only its padding block. */
   kvCacheUtilization(): number {
-    return this.numUsedBlocks() / this.numTotalBlocks();
+    const total = this.numTotalBlocks();
+    return total === 0 ? 0 : this.numUsedBlocks() / total;
   }
 
   stats(): BlockManagerStats {
     this.live();
-    const out = this.stg.byteSpace(STAT_FIELDS.length * 8);
+    const out = this.stg.byteSpace(STAT_COUNT * 8);
     this.ex.mgr_stats(this.ptr, out);
     const f = this.mem.f64;
     const base = out >>> 3;
@@ -228,7 +251,7 @@ export abstract class CoreManager {
     const e = this.ex;
     const v = this.rt.views();
     const refs = e.mgr_refs_ptr(this.ptr) >>> 2;
-    const flags = e.mgr_flags_ptr(this.ptr);
+    const flags = e.mgr_flags_ptr(this.ptr) >>> 0;
     const out = new Int32Array(this.numBlocks);
     for (let id = 0; id < this.numBlocks; id++) out[id] = v.i32[refs + id]! - (v.u8[flags + id]! & FLAG_CACHED);
     return out;
@@ -252,7 +275,7 @@ export abstract class CoreManager {
     const i32 = v.i32;
     const u8 = v.u8;
     const refs = e.mgr_refs_ptr(this.ptr) >>> 2;
-    const flags = e.mgr_flags_ptr(this.ptr);
+    const flags = e.mgr_flags_ptr(this.ptr) >>> 0;
     dst[0] = BlockState.Padding;
     for (let id = 1; id < n; id++) {
       const cached = u8[flags + id]! & FLAG_CACHED;
@@ -281,8 +304,8 @@ export abstract class CoreManager {
     const e = this.ex;
     const v = this.rt.views();
     const stampsAt = e.mgr_stamps_ptr(this.ptr) >>> 2;
-    const flags = e.mgr_flags_ptr(this.ptr);
-    const aux = e.mgr_aux_ptr(this.ptr);
+    const flags = e.mgr_flags_ptr(this.ptr) >>> 0;
+    const aux = e.mgr_aux_ptr(this.ptr) >>> 0;
     const keyed = e.mgr_policy(this.ptr) !== 0; // keys are unused (stale) under LRU
     const ids: number[] = [];
     const stamps: number[] = [];
@@ -291,29 +314,55 @@ export abstract class CoreManager {
       if ((v.u8[flags + id]! & FLAG_CACHED) === 0) continue;
       ids.push(id);
       stamps[id] = v.u32[stampsAt + id]!;
-      keys[id] = keyed ? v.u32[(aux + id * AUX.size + AUX.key) >>> 2]! : 0;
+      keys[id] = keyed ? v.u32[(aux + id * AUX_SIZE + AUX_KEY) >>> 2]! : 0;
     }
     ids.sort((a, b) => keys[a]! - keys[b]! || stamps[a]! - stamps[b]!);
     return Int32Array.from(ids);
   }
 
-  /** Gives the manager's memory back to the core. The manager is unusable afterwards. */
+  /** Gives the manager's memory back to the core. The manager is unusable afterwards: every call throws. */
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    this.ex.mgr_destroy(this.ptr);
     this.recording = false;
+    if (!this.rt.isClosed) this.rt.growing((e) => e.mgr_destroy(this.ptr));
   }
 
-  /** @internal */
-  protected live(): void {
-    if (this.disposed) throw new Error('kvpool: this manager was disposed');
+  /** True once `dispose()` ran. */
+  get isDisposed(): boolean {
+    return this.disposed;
+  }
+
+  /** @internal Throws when the manager was disposed (every call starts here). */
+  live(): void {
+    if (this.disposed) throw new Error(`kvpool: this ${this.constructor.name} was disposed; it cannot be used any more`);
+  }
+
+  /** @internal Throws unless `other` lives in the same core instance (a call that hands the core both headers). */
+  sameCore(other: CoreManager, name: string): void {
+    this.live();
+    other.live();
+    if (other.rt !== this.rt) throw new TypeError(`kvpool: ${name} belongs to another core instance than this ${this.constructor.name}`);
+  }
+
+  /**
+   * An allocation of `n` >= numBlocks ids, which can never succeed: the core
+   * still evicts what it can on the way (a failed allocation keeps its
+   * evictions, as the reference's does), but nothing is staged for ids it
+   * will never write.
+   */
+  private allocateImpossible(n: number): null {
+    this.ex.mgr_allocate(this.ptr, n, 0);
+    if (this.recording) this.rt.views();
+    return null;
   }
 
   // ---- hot paths for the pool (arguments already validated) ----
 
   /** @internal Pops `n` ids into `dst[at..]`; false (nothing popped) when short. */
   allocateInto(n: number, dst: Int32Array, at: number): boolean {
+    this.live();
+    if (n >= this.numBlocks) return this.allocateImpossible(n) !== null;
     const out = this.stg.idSpace(n);
     const code = this.ex.mgr_allocate(this.ptr, n, out);
     if (this.recording) this.rt.views();
@@ -327,6 +376,7 @@ export abstract class CoreManager {
 
   /** @internal Drops one reference on each of `ids[start..end)`; returns the core's code. */
   releaseFrom(ids: Int32Array, start: number, end: number): number {
+    this.live();
     if (end <= start) return 0;
     const p = this.stg.stageIds(ids, start, end);
     return this.ex.mgr_release(this.ptr, p, end - start);
@@ -334,6 +384,7 @@ export abstract class CoreManager {
 
   /** @internal Adds one reference to each of `ids[start..end)`. */
   retainFrom(ids: Int32Array, start: number, end: number): number {
+    this.live();
     if (end <= start) return 0;
     const p = this.stg.stageIds(ids, start, end);
     return this.ex.mgr_retain(this.ptr, p, end - start);
@@ -348,6 +399,7 @@ export abstract class CoreManager {
     tokens: ArrayLike<number>, first: number, nBlocks: number, parentId: number, dst: Int32Array, at: number,
     salt: Uint8Array | null = null,
   ): number {
+    this.live();
     if (nBlocks <= 0) return 0;
     // Most matches stop within a few blocks, so tokens are staged a window at
     // a time (8 blocks, then 4x larger each time), going on only while a whole
@@ -410,6 +462,7 @@ export abstract class CoreManager {
     tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number,
     salt: Uint8Array | null = null, known = 0,
   ): number {
+    this.live();
     if (nBlocks <= 0) return 0;
     const e = this.ex;
     const B = this.blockSize;
@@ -432,6 +485,7 @@ export abstract class CoreManager {
    * negative core code (bad id).
    */
   insertHashesFrom(ids: Int32Array, start: number, end: number, hashes: Uint8Array, hashAt: number): number {
+    this.live();
     const n = end - start;
     if (n <= 0) return 0;
     const hp = this.stg.byteSpace(n * 16);
@@ -441,14 +495,16 @@ export abstract class CoreManager {
   }
 
   /** @internal Prefix hits a match of blocks `0..nBlocks` of `tokens` would find; changes nothing. */
-  peekMatches(tokens: ArrayLike<number>, nBlocks: number): number {
+  peekMatches(tokens: ArrayLike<number>, nBlocks: number, salt: Uint8Array | null = null): number {
+    this.live();
     if (nBlocks <= 0) return 0;
     const tok = this.stg.stageTokens(tokens, 0, nBlocks * this.blockSize);
-    return this.ex.mgr_peek(this.ptr, tok, nBlocks);
+    return this.ex.mgr_peek(this.ptr, tok, nBlocks, this.stageSalt(salt));
   }
 
   /** @internal Copies the hash stamped on `id` to `out[at..at+16)`; false when it has none. */
   blockHashInto(id: number, out: Uint8Array, at: number): boolean {
+    this.live();
     const p = this.stg.byteSpace(16);
     if (this.ex.mgr_block_hash(this.ptr, id, p) === 0) return false;
     out.set(this.mem.u8.subarray(p, p + 16), at);
@@ -457,6 +513,7 @@ export abstract class CoreManager {
 
   /** @internal True when `id` is a prefix-cache entry. */
   isCachedId(id: number): boolean {
+    this.live();
     return this.ex.mgr_is_cached(this.ptr, id) === 1;
   }
 
@@ -481,9 +538,36 @@ export abstract class CoreManager {
    * the parent hash of block 0 (0 without a salt: block 0 hashes its tokens alone).
    */
   private stageSalt(salt: Uint8Array | null): number {
-    if (salt === null) return 0;
-    const p = this.stg.byteSpace(16);
-    this.mem.u8.set(salt, p);
-    return p;
+    return salt === null ? 0 : this.stg.stageBytes(salt);
   }
+}
+
+/**
+ * Throws, before anything is made, when managers of these sizes cannot all
+ * fit the 4 GiB of a 32-bit core beside what it holds already (a pool of
+ * many ranks would otherwise grow the memory, which never shrinks, and fail
+ * on its last rank).
+ */
+export function checkFits(rt: CoreInstance, what: string, managers: readonly { numBlocks: number; prefixOn: boolean }[]): void {
+  let need = 0;
+  for (const m of managers) need += rt.ex.mgr_region_bytes(m.numBlocks, m.prefixOn ? 1 : 0);
+  const inUse = (rt.ex.heapTop() >>> 0) - rt.ex.heapFreeBytes();
+  if (need + inUse > MAX_MEMORY_BYTES) {
+    throw new RangeError(
+      `kvpool: ${what} needs ${fmtBytes(need)} of Wasm memory; a 32-bit core holds at most 4 GiB, ${fmtBytes(inUse)} of it in use`,
+    );
+  }
+}
+
+/** The error for a manager the core could not make room for. */
+export function exhausted(rt: CoreInstance, numBlocks: number, prefixOn: boolean): string {
+  const need = rt.ex.mgr_region_bytes(numBlocks, prefixOn ? 1 : 0);
+  return (
+    `kvpool: Wasm memory exhausted creating a manager of ${numBlocks} blocks ` +
+    `(it needs ${fmtBytes(need)}; a 32-bit core holds at most 4 GiB, ${fmtBytes(rt.ex.heapTop() >>> 0)} of it in use or given back)`
+  );
+}
+
+function fmtBytes(n: number): string {
+  return n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(2)} GiB` : n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : `${n} bytes`;
 }

@@ -1,7 +1,8 @@
 // KV-cache events as the bindings hand them out, decoded from the records the
 // core appends (assembly/events.ts) when recording is on.
 
-import { mem } from '../core/instance.js';
+import { EV_BLOCK_ID, EV_HASH, EV_HAS_PARENT, EV_HEADER, EV_KIND, EV_NUM_TOKENS, EV_PARENT_HASH, EV_REMOVED, EV_STORED } from '../core/abi.js';
+import type { MemViews } from '../core/views.js';
 
 /** A block entered the prefix cache. */
 export interface BlockStoredEvent {
@@ -32,32 +33,28 @@ export interface AllBlocksClearedEvent {
 
 export type KVEvent = BlockStoredEvent | BlockRemovedEvent | AllBlocksClearedEvent;
 
-const EV_STORED = 1;
-const EV_REMOVED = 2;
-const EV_HEADER = 48;
-
-/** Decodes `len` bytes of records at `ptr` (views must be current). */
-export function decodeEvents(ptr: number, len: number, dpRank: number, out: KVEvent[]): void {
+/** Decodes `len` bytes of records at `ptr` of the memory `mem` views (current views of the manager's own core). */
+export function decodeEvents(mem: MemViews, ptr: number, len: number, dpRank: number, out: KVEvent[]): void {
   const i32 = mem.i32;
   const u8 = mem.u8;
   let p = ptr;
   const end = ptr + len;
   while (p < end) {
     const w = p >>> 2;
-    const kind = i32[w]!;
+    const kind = i32[w + EV_KIND / 4]!;
     if (kind === EV_STORED) {
-      const ntok = i32[w + 3]!;
+      const ntok = i32[w + EV_NUM_TOKENS / 4]!;
       out.push({
         type: 'stored',
         dpRank,
-        blockId: i32[w + 1]!,
-        hash: u8.slice(p + 16, p + 32),
-        parentHash: i32[w + 2] !== 0 ? u8.slice(p + 32, p + 48) : null,
+        blockId: i32[w + EV_BLOCK_ID / 4]!,
+        hash: u8.slice(p + EV_HASH, p + EV_HASH + 16),
+        parentHash: i32[w + EV_HAS_PARENT / 4] !== 0 ? u8.slice(p + EV_PARENT_HASH, p + EV_PARENT_HASH + 16) : null,
         tokenIds: i32.slice(w + EV_HEADER / 4, w + EV_HEADER / 4 + ntok),
       });
       p += EV_HEADER + ntok * 4;
     } else if (kind === EV_REMOVED) {
-      out.push({ type: 'removed', dpRank, blockId: i32[w + 1]!, hash: u8.slice(p + 16, p + 32) });
+      out.push({ type: 'removed', dpRank, blockId: i32[w + EV_BLOCK_ID / 4]!, hash: u8.slice(p + EV_HASH, p + EV_HASH + 16) });
       p += EV_HEADER;
     } else {
       out.push({ type: 'cleared', dpRank });

@@ -1,19 +1,22 @@
 // A re-entrant lock in shared linear memory, for managers used by several
-// threads at once. Two int32 words: the lock word (the owner's thread id, 0
-// when free, plus a bit saying someone sleeps on it) and the depth (touched
-// by the owner only). An uncontended enter/exit is one compare-exchange and
-// one exchange. Waiting spins briefly, then sleeps in Atomics.wait; where
+// threads at once. It lives in the manager's header slot (HDR_LOCK): two
+// int32 words, the lock word (the owner's thread id, 0 when free, plus a bit
+// saying someone sleeps on it) and the depth (touched by the owner only).
+// The slot outlives the manager, so a thread holding a stale handle can still
+// take the lock safely; `enter` then finds the header's generation changed
+// and lets go with an error instead of running on someone else's state.
+// An uncontended enter/exit is one compare-exchange and one exchange (and a
+// load of the generation). Waiting spins briefly, then sleeps in Atomics.wait; where
 // waiting is not allowed (a browser's main thread) it keeps spinning, bounded
 // by the same timeout.
+
+import { HDR_GEN, HDR_LOCK } from '../core/abi.js';
 
 const WORD = 0;
 const DEPTH = 1;
 /** Set in the lock word while some thread sleeps on it. */
 const CONTENDED = 0x40000000;
 const OWNER_MASK = CONTENDED - 1;
-
-/** Bytes a lock takes in linear memory. */
-export const LOCK_BYTES = 16;
 
 /** Tries before a waiter goes to sleep (operations hold the lock for well under a microsecond). */
 const SPIN = 64;
@@ -41,21 +44,28 @@ export class LockTimeoutError extends Error {
 
 export class SharedLock {
   private readonly base: number;
+  private readonly genAt: number;
 
   /**
-   * `i32` views the shared memory; `ptr` is the lock's byte offset (4-aligned);
-   * `self` is this thread's id (1 .. 2^30 - 1).
+   * `i32` views the shared memory; `header` is the manager's header (its
+   * slot), `gen` the generation this handle was made for; `self` is this
+   * thread's id (1 .. 2^30 - 1).
    */
   constructor(
     private readonly i32: () => Int32Array,
-    ptr: number,
+    header: number,
+    private readonly gen: number,
     private readonly self: number,
     private readonly timeoutMs: number,
   ) {
-    this.base = ptr >>> 2;
+    this.base = (header + HDR_LOCK) >>> 2;
+    this.genAt = (header + HDR_GEN) >>> 2;
   }
 
-  /** Takes the lock, or one more level of it when this thread holds it already. */
+  /**
+   * Takes the lock, or one more level of it when this thread holds it
+   * already; throws (holding nothing) when the manager was disposed meanwhile.
+   */
   enter(): void {
     const a = this.i32();
     const b = this.base;
@@ -68,6 +78,15 @@ export class SharedLock {
       this.contend(a, b);
       a[b + DEPTH] = 1;
     }
+    if (Atomics.load(a, this.genAt) >>> 0 !== this.gen) {
+      this.exit();
+      throw new Error('kvpool: this shared manager was disposed (by the thread that created it); it cannot be used any more');
+    }
+  }
+
+  /** True while the header still holds the manager this handle was made for. */
+  current(): boolean {
+    return Atomics.load(this.i32(), this.genAt) >>> 0 === this.gen;
   }
 
   /** Gives one level back; the last one releases the lock and wakes a sleeper. */

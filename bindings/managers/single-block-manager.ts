@@ -2,7 +2,7 @@
 // (embedding ids, linear-state slots). Block size 1, id 0 reserved, no
 // prefix cache: allocateShared finds nothing and cache does nothing.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { checkInt, checkKeys, checkObject } from '../validate.js';
 import type { BlockManager } from './block-manager.js';
 import { CoreManager } from './core-manager.js';
@@ -31,10 +31,12 @@ export class SingleBlockManager extends CoreManager implements BlockManager {
   }
 
   allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
+    this.live();
     return noSharedBlocks(tokens, existingShared);
   }
 
   cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
+    this.live();
     return noCaching(tokens, ids, existingSharedCount);
   }
 }

@@ -4,7 +4,7 @@
 // has `kvCachedTokens` computed tokens, its leading blocks that only hold
 // tokens older than the last W - 1 are given back.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { checkInt, checkInt32Array, checkKeys, checkObject, describe } from '../validate.js';
 import { BlockManagerImpl } from './block-manager-impl.js';
 import { RELEASED } from './composite-block-tables.js';
@@ -92,6 +92,7 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
 
   /** No prefix cache: nothing matches. */
   override allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
+    this.live();
     checkInt32Array('tokens', tokens);
     checkInt32Array('existingShared', existingShared);
     return new Int32Array(0);
@@ -99,6 +100,7 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
 
   /** No prefix cache: nothing is cached. */
   override cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
+    this.live();
     checkInt32Array('tokens', tokens);
     checkInt32Array('ids', ids);
     checkInt('existingSharedCount', existingSharedCount);
@@ -107,6 +109,7 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
 
   /** Leading blocks of a table of `length` blocks that slid out at `kvCachedTokens` (B.2). */
   outOfWindow(kvCachedTokens: number, length: number): number {
+    this.live();
     checkInt('kvCachedTokens', kvCachedTokens);
     checkInt('length', length);
     return outOfWindowBlocks(kvCachedTokens, this.slidingWindowSize, this.blockSize, length);
@@ -130,7 +133,7 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
       if (table[i] === RELEASED) throw new RangeError(`table[${i}] = -1 follows a held block: placeholders must lead the table`);
     }
     const code = this.releaseFrom(table, first, upto);
-    if (code < 0) throwIdError(code, 'table', table, first, this.numBlocks);
+    if (code < 0) throwIdError(code, 'table', table, first, this.numBlocks, this.ex);
     table.fill(RELEASED, first, upto);
     return upto - first;
   }

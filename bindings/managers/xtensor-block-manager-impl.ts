@@ -102,6 +102,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
   private blocksAllocated = 0;
   private peakUsed = 0;
   private allocationFailures = 0;
+  private disposed = false;
 
   constructor(options: XTensorBlockManagerOptions) {
     const o = parseXTensorOptions(options);
@@ -137,14 +138,26 @@ export class XTensorBlockManagerImpl implements PoolManager {
     return new XTensorBlockManagerImpl(options);
   }
 
+  /**
+   * The reference's blocks-per-page figure, floor(pageSize / blockBytes).
+   * A page holds exactly `pageBlocks(p)` blocks, which can be one fewer
+   * (a block straddling two pages is never used); kvpool counts those.
+   */
+  get blocksPerPage(): number {
+    this.live();
+    return Math.floor(this.pageSize / this.blockBytes);
+  }
+
   /** The virtual page of block `id`, or -1 when the id is never used (it straddles pages). */
   pageOf(id: number): number {
+    this.live();
     checkInt('id', id, 0, this.numBlocks - 1);
     return this.pageOfId[id]!;
   }
 
   /** The block ids on page `page`, [first, end) (empty for a page that holds no whole block). */
   pageBlocks(page: number): [number, number] {
+    this.live();
     checkInt('page', page);
     const l = this.layout.get(page);
     return l === undefined ? [0, 0] : [l.first, l.first + l.count];
@@ -156,6 +169,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
    * tensors exist).
    */
   reservePaddingBlocks(): void {
+    this.live();
     if (this.paddingReserved) throw new Error('kvpool: the padding block is already reserved');
     if (this.allocator.sleeping) throw new Error('kvpool: the manager is asleep; wakeup() first');
     if (this.pageOfId[0] !== 0 || !this.canTake(1)) throw new Error('kvpool: page 0 cannot be mapped for the padding block');
@@ -165,6 +179,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
   }
 
   allocate(n: number): Int32Array | null {
+    this.live();
     checkInt('n', n);
     this.ready();
     const out = new Int32Array(n);
@@ -173,6 +188,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
 
   /** @internal `n` ids into dst[at..], all or nothing (false, nothing changed, when pages run out). */
   allocateInto(n: number, dst: Int32Array, at: number): boolean {
+    this.live();
     this.ready();
     if (!this.canTake(n)) {
       this.allocationFailures++;
@@ -189,6 +205,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
   }
 
   deallocate(ids: ArrayLike<number>): void {
+    this.live();
     const list = checkInt32Array('ids', ids);
     this.checkRelease(list, 0, list.length, 'ids');
     for (let i = 0; i < list.length; i++) this.drop(list[i]!);
@@ -196,6 +213,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
 
   /** @internal Drops a reference on each of ids[start..end); 0, or -1 (nothing changed) when one has no holder. */
   releaseFrom(ids: Int32Array, start: number, end: number): number {
+    this.live();
     try {
       this.checkRelease(ids, start, end, 'ids');
     } catch {
@@ -206,6 +224,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
   }
 
   retain(ids: ArrayLike<number>): void {
+    this.live();
     const list = checkInt32Array('ids', ids);
     for (let i = 0; i < list.length; i++) this.checkHeldId(list[i]!, `ids[${i}]`);
     for (let i = 0; i < list.length; i++) this.ref[list[i]!]!++;
@@ -213,6 +232,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
 
   /** @internal */
   retainFrom(ids: Int32Array, start: number, end: number): number {
+    this.live();
     for (let i = start; i < end; i++) {
       const id = ids[i]!;
       if (!(id > 0 && id < this.numBlocks && this.ref[id]! > 0)) return -1;
@@ -223,25 +243,30 @@ export class XTensorBlockManagerImpl implements PoolManager {
 
   /** No prefix cache: nothing is ever shared. */
   allocateShared(tokens: ArrayLike<number>, existingShared: ArrayLike<number> = []): Int32Array {
+    this.live();
     return noSharedBlocks(tokens, existingShared);
   }
 
   cache(tokens: ArrayLike<number>, ids: ArrayLike<number>, existingSharedCount = 0): number {
+    this.live();
     return noCaching(tokens, ids, existingSharedCount);
   }
 
   evict(n: number): number {
+    this.live();
     checkInt('n', n);
     return 0;
   }
 
   /** @internal no prefix cache */
   matchInto(): number {
+    this.live();
     return 0;
   }
 
   /** @internal no prefix cache */
   insertFrom(): number {
+    this.live();
     return 0;
   }
 
@@ -250,6 +275,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
    * (nothing changed) when fewer than `k` can be had.
    */
   tryToReserve(k: number): boolean {
+    this.live();
     checkInt('k', k);
     this.ready();
     if (!this.canTake(k)) return false;
@@ -259,35 +285,42 @@ export class XTensorBlockManagerImpl implements PoolManager {
 
   /** Gives the reserved blocks back to their pages. */
   freeReserved(): void {
+    this.live();
     for (const id of this.reserved.splice(0)) this.freeId(id);
   }
 
   /** Unmaps every reserved (mapped, idle) page. */
   trim(): void {
+    this.live();
     this.allocator.trim();
   }
 
   /** Unmaps every mapped page, keeping which pages are reserved and allocated. */
   sleep(): void {
+    this.live();
     this.allocator.sleep();
   }
 
   /** Maps again the pages sleep() unmapped. */
   wakeup(): void {
+    this.live();
     this.allocator.wakeup();
   }
 
   get sleeping(): boolean {
+    this.live();
     return this.allocator.sleeping;
   }
 
   /** Map/unmap events since the last call, oldest first. */
   takeEvents(): PageEvent[] {
+    this.live();
     return this.allocator.takeEvents();
   }
 
   /** Pages by state: free (unmapped), reserved (mapped, idle), allocated (holding blocks). */
   pageStates(): { free: number[]; reserved: number[]; allocated: number[] } {
+    this.live();
     const a = this.allocator;
     return { free: [...a.free], reserved: [...a.reserved], allocated: [...a.allocated].sort((x, y) => x - y) };
   }
@@ -296,6 +329,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
 
   /** Free blocks on pages in use, reserved blocks, and every block on reserved mapped pages. */
   numFreeBlocks(): number {
+    this.live();
     let n = this.numAvail + this.reserved.length;
     for (const p of this.allocator.reserved) n += this.layout.get(p)!.count;
     return n;
@@ -303,6 +337,7 @@ export class XTensorBlockManagerImpl implements PoolManager {
 
   /** Blocks handed out from pages (the padding block included), reserved blocks excluded. */
   numUsedBlocks(): number {
+    this.live();
     let n = -this.numAvail - this.reserved.length;
     for (const p of this.avail.values()) n += p.count;
     for (const p of this.full.values()) n += p.count;
@@ -310,19 +345,23 @@ export class XTensorBlockManagerImpl implements PoolManager {
   }
 
   numBlocksInPrefixCache(): number {
+    this.live();
     return 0;
   }
 
   /** The option `numBlocks` (the reference counts the padding block here). */
   numTotalBlocks(): number {
+    this.live();
     return this.numBlocks;
   }
 
   kvCacheUtilization(): number {
+    this.live();
     return this.numUsedBlocks() / this.numTotalBlocks();
   }
 
   stats(): BlockManagerStats {
+    this.live();
     return {
       numFreeBlocks: this.numFreeBlocks(),
       numUsedBlocks: this.numUsedBlocks(),
@@ -342,36 +381,43 @@ export class XTensorBlockManagerImpl implements PoolManager {
 
   /** XTensor blocks are never cached, so they carry no hash. */
   blockHash(id: number): Uint8Array | null {
+    this.live();
     checkInt('id', id, 0, this.numBlocks - 1);
     return null;
   }
 
   /** Nothing is ever stored in or removed from a prefix cache here: no events. */
   recordEvents(on: boolean): void {
+    this.live();
     if (typeof on !== 'boolean') throw new TypeError(`on must be a boolean, got ${describe(on)}`);
   }
 
   drainEvents(_dpRank = 0, out: KVEvent[] = []): KVEvent[] {
+    this.live();
     return out;
   }
 
   resetPrefixCache(): number {
+    this.live();
     return 0;
   }
 
   /** References held on `id` by callers. */
   refCount(id: number): number {
+    this.live();
     checkInt('id', id, 0, this.numBlocks - 1);
     return this.ref[id]!;
   }
 
   /** Holders of every id (index = id); for audits. */
   holderCounts(): Int32Array {
+    this.live();
     return this.ref.slice();
   }
 
   /** Every id's BlockState code (no prefix cache here: free, held, shared, padding). */
   blockStates(out?: Uint8Array): Uint8Array {
+    this.live();
     const n = this.numBlocks;
     if (out !== undefined && (!(out instanceof Uint8Array) || out.length < n)) {
       throw new TypeError(`out must be a Uint8Array of length >= ${n}, got ${out instanceof Uint8Array ? `one of length ${out.length}` : describe(out)}`);
@@ -386,17 +432,33 @@ export class XTensorBlockManagerImpl implements PoolManager {
 
   /** Free ids of the pages in use, by page ascending, each page's next id first. */
   freeIds(): Int32Array {
+    this.live();
     const pages = [...this.avail.keys()].sort((a, b) => a - b);
     return Int32Array.from(pages.flatMap((p) => this.avail.get(p)!.free));
   }
 
   lruOrder(): Int32Array {
+    this.live();
     return new Int32Array(0);
   }
 
-  dispose(): void {}
+  /** Forgets the manager: every call afterwards throws (it holds no Wasm memory). */
+  dispose(): void {
+    this.disposed = true;
+  }
+
+  /** True once `dispose()` ran. */
+  get isDisposed(): boolean {
+    return this.disposed;
+  }
+
+  /** @internal Throws once the manager is disposed (every public call starts here). */
+  live(): void {
+    if (this.disposed) throw new Error('kvpool: this XTensorBlockManagerImpl was disposed; it cannot be used any more');
+  }
 
   check(): void {
+    this.live();
     const a = this.allocator;
     const fail = (msg: string): never => {
       throw new Error(`kvpool: XTensor state is inconsistent: ${msg}`);

@@ -1,25 +1,130 @@
-// Node-only: streams a JSONL trace file line by line into compact requests
-// (the 12,031-request conversation trace needs a few MB this way).
+// Node-only: reads a JSONL trace into compact requests, streaming (the
+// 12,031-request conversation trace needs a few MB this way). A trace is a
+// file (plain or gzip, told by its first bytes, not its name), `-` for
+// standard input, or the name of a trace shipped in the package's traces/.
 
-import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
-import { parseTraceLine, type TraceRequest } from '../replay/trace.js';
+import { createReadStream, existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { createGunzip } from 'node:zlib';
+import { Readable } from 'node:stream';
+import { parseTraceLine, TraceError, type TraceRequest } from '../replay/trace.js';
 
-export async function readTraceFile(path: string, limit = Infinity): Promise<TraceRequest[]> {
+/** The traces shipped in the package (see traces/README.md for where they come from). */
+export const BUILTIN_TRACES: Readonly<Record<string, { file: string; description: string }>> = {
+  'mooncake-conversation': {
+    file: fileURLToPath(new URL('../../traces/mooncake-conversation.jsonl.gz', import.meta.url)),
+    description: "Mooncake FAST'25 conversation trace (12,031 requests, Apache-2.0)",
+  },
+};
+
+/** Longest line read before giving up (a real line holds a few KB). */
+export const MAX_TRACE_LINE_BYTES = 64 << 20;
+
+export interface ReadTraceOptions {
+  /** Read at most this many requests (default all). */
+  limit?: number;
+  /** Where `-` reads from (default process.stdin). */
+  stdin?: Readable;
+  /** A longer line is rejected with its number (default MAX_TRACE_LINE_BYTES). */
+  maxLineBytes?: number;
+}
+
+/** Where a trace argument points: a file (built-in names resolved) or standard input. */
+export function resolveTrace(spec: string): { path: string } | { stdin: true } {
+  if (typeof spec !== 'string' || spec === '') throw new TypeError(`trace must be a file name, "-" or a built-in trace name, got ${JSON.stringify(spec)}`);
+  if (spec === '-') return { stdin: true };
+  if (existsSync(spec)) return { path: spec };
+  const builtin = BUILTIN_TRACES[spec];
+  if (builtin) return { path: builtin.file };
+  throw new Error(`cannot read trace ${JSON.stringify(spec)}: no such file (built-in traces: ${Object.keys(BUILTIN_TRACES).join(', ')})`);
+}
+
+/**
+ * Reads a Mooncake-style JSONL trace: a `.jsonl` or gzipped file, `-` for
+ * standard input, or a built-in trace's name. A malformed line throws a
+ * TraceError with its line number; a leading UTF-8 byte-order mark is skipped.
+ */
+export async function readTraceFile(spec: string, limitOrOptions: number | ReadTraceOptions = {}): Promise<TraceRequest[]> {
+  const o: ReadTraceOptions = typeof limitOrOptions === 'number' ? { limit: limitOrOptions } : limitOrOptions;
+  const limit = o.limit ?? Infinity;
+  if (!(limit >= 0)) throw new RangeError(`limit must be >= 0, got ${limit}`);
+  const maxLine = o.maxLineBytes ?? MAX_TRACE_LINE_BYTES;
+  const where = resolveTrace(spec);
+  const source: Readable = 'stdin' in where ? (o.stdin ?? process.stdin) : createReadStream(where.path);
   const out: TraceRequest[] = [];
-  const stream = createReadStream(path, { encoding: 'utf8' });
-  const lines = createInterface({ input: stream, crlfDelay: Infinity });
+  if (limit === 0) {
+    if (!('stdin' in where)) source.destroy();
+    return out;
+  }
   let line = 0;
+  const take = (bytes: Buffer): boolean => {
+    line++;
+    let text = bytes.toString('utf8');
+    if (line === 1 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    if (text.endsWith('\r')) text = text.slice(0, -1);
+    const r = parseTraceLine(text, line);
+    if (r) out.push(r);
+    return out.length < limit;
+  };
   try {
-    for await (const text of lines) {
-      line++;
-      const r = parseTraceLine(text, line);
-      if (r) out.push(r);
-      if (out.length >= limit) break;
+    let parts: Buffer[] = [];
+    let partBytes = 0;
+    read: for await (const chunk of decompressed(source)) {
+      const buf = chunk as Buffer;
+      let start = 0;
+      for (let nl = buf.indexOf(10, start); nl !== -1; nl = buf.indexOf(10, start)) {
+        const piece = buf.subarray(start, nl);
+        if (partBytes + piece.length > maxLine) throw tooLong(line + 1, maxLine);
+        const whole = parts.length === 0 ? piece : Buffer.concat([...parts, piece]);
+        parts = [];
+        partBytes = 0;
+        start = nl + 1;
+        if (!take(whole)) break read;
+      }
+      if (start < buf.length) {
+        partBytes += buf.length - start;
+        if (partBytes > maxLine) throw tooLong(line + 1, maxLine);
+        parts.push(buf.subarray(start));
+      }
     }
+    if (partBytes > 0 && out.length < limit) take(Buffer.concat(parts));
+  } catch (e) {
+    if (e instanceof TraceError) throw e;
+    const err = e as NodeJS.ErrnoException;
+    const what = 'stdin' in where ? 'standard input' : JSON.stringify(spec);
+    const why = err.code === 'ENOENT' ? 'no such file' : err.code?.startsWith('Z_') ? `not a valid gzip stream (${err.message})` : err.message;
+    throw new Error(`cannot read trace ${what}: ${why}`);
   } finally {
-    lines.close();
-    stream.destroy();
+    if (!('stdin' in where)) source.destroy();
   }
   return out;
+}
+
+function tooLong(line: number, max: number): TraceError {
+  return new TraceError(line, `longer than ${max} bytes (not a JSONL trace?)`);
+}
+
+/** The source's bytes, gunzipped when they start with gzip's magic number. */
+async function* decompressed(source: Readable): AsyncGenerator<Buffer> {
+  const it = source[Symbol.asyncIterator]() as AsyncIterator<Buffer | string>;
+  let first = await it.next();
+  while (!first.done && first.value.length === 0) first = await it.next();
+  if (first.done) return;
+  const head = typeof first.value === 'string' ? Buffer.from(first.value) : first.value;
+  const rest = async function* () {
+    yield head;
+    for (let n = await it.next(); !n.done; n = await it.next()) yield typeof n.value === 'string' ? Buffer.from(n.value) : n.value;
+  };
+  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) {
+    const gunzip = createGunzip();
+    const input = Readable.from(rest());
+    input.on('error', (e) => gunzip.destroy(e));
+    input.pipe(gunzip);
+    try {
+      yield* gunzip as AsyncIterable<Buffer>;
+    } finally {
+      input.destroy();
+      gunzip.destroy();
+    }
+  } else yield* rest();
 }

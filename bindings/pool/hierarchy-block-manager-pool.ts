@@ -1,139 +1,59 @@
-// HierarchyBlockManagerPool (seed 9.4, SEMANTICS A.13): a BlockManagerPool
-// with a second, larger tier in host memory. Per dp rank a host
-// BlockManagerImpl with its own prefix cache keeps KV that left the device,
-// so a later prompt with the same prefix loads it back (H2D) instead of
-// recomputing it. Finished sequences offload their freshly computed full
-// blocks (D2G) to host blocks.
-//
-// Every block in flight is owned by a plan: an offload's device block stays
-// held (and counted as used) and its host block is held by the plan until
-// `completeOffload`, which caches the host block under the device block's
-// hash. Load plans own nothing: their blocks are the sequence's.
+// HierarchyBlockManagerPool: a BlockManagerPool whose every rank is wrapped
+// in a host tier (ranks/host-tier-rank.ts, docs/host-tier.md). This class only
+// adds the host tier's own calls: chunked loads, the transfers a worker must
+// do, and the host figures; allocation, caching and release are the pool's.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
-import { BlockManagerImpl } from '../managers/block-manager-impl.js';
+import type { BlockManagerImpl } from '../managers/block-manager-impl.js';
+import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
+import type { HierarchyRankStats, HostTierRank, OffloadPlan, PrefetchPlan, RankTransfers } from '../ranks/host-tier-rank.js';
 import { checkBool, checkInt, checkObject, describe } from '../validate.js';
-import { BlockManagerPool, parsePoolOptions, type BlockManagerPoolOptions } from './block-manager-pool.js';
-import { Sequence } from './sequence.js';
+import { BlockManagerPool } from './block-manager-pool.js';
+import { parsePoolOptions, type BlockManagerPoolOptions, type PoolConfig } from './pool-options.js';
+import type { Sequence } from './sequence.js';
+
+export type { BlockTransfer, HierarchyRankStats, OffloadPlan, PrefetchPlan, RankTransfers } from '../ranks/host-tier-rank.js';
 
 export interface HierarchyBlockManagerPoolOptions extends BlockManagerPoolOptions {
   /** Host blocks per dp rank, padding id 0 included (>= 2). */
   hostNumBlocks: number;
 }
 
-/** One block copy between tiers; `hash` is the block's 16-byte chain hash. */
-export interface BlockTransfer {
-  /** Block read (host id for a load, device id for an offload). */
-  readonly src: number;
-  /** Block written (device id for a load, host id for an offload). */
-  readonly dst: number;
-  readonly hash: Uint8Array;
-}
-
-/** Device-to-host copies of one rank, finished together by `completeOffload`. */
-export interface OffloadPlan {
-  readonly dpRank: number;
-  /** src = device id, dst = host id, in the order they were queued. */
-  readonly blocks: readonly BlockTransfer[];
-}
-
-/** What one rank's worker must copy: loads before the next step, and an offload. */
-export interface RankTransfers {
-  /** Host-to-device copies (src = host id, dst = device id) for the next step. */
-  readonly loads: readonly BlockTransfer[];
-  /** The queued device-to-host copies, or null when none are queued. */
-  readonly offload: OffloadPlan | null;
-}
-
-/** Host-tier counters of one rank. */
-export interface HierarchyRankStats {
-  /** Prompt blocks found in the host prefix cache (after the exact-prompt rule). */
-  hostHitBlocks: number;
-  /** Blocks put in load plans. */
-  blocksLoaded: number;
-  /** Blocks queued for offload. */
-  blocksOffloaded: number;
-  /** Offloaded blocks whose plan was reported failed. */
-  offloadBlocksFailed: number;
-  /** Blocks in offload plans not completed yet (queued or taken). */
-  offloadBlocksInFlight: number;
-}
-
-/** A sequence's host-tier KV state (the reference's host_kv_state). */
-interface HostState {
-  table: Int32Array;
-  numBlocks: number;
-  /** Host tokens whose KV is there (a multiple of the block size). */
-  kvTokens: number;
-}
-
-function splitOptions(o: HierarchyBlockManagerPoolOptions): { base: BlockManagerPoolOptions; hostNumBlocks: number } {
-  parsePoolOptions(o, ['hostNumBlocks']);
-  if (o.enableXtensor) throw new RangeError('options.enableXtensor cannot be combined with a host tier (hostNumBlocks)');
+function parse(o: HierarchyBlockManagerPoolOptions): PoolConfig {
+  checkObject('options', o);
   const hostNumBlocks = checkInt('options.hostNumBlocks', (o as { hostNumBlocks?: unknown }).hostNumBlocks, 2);
-  const { hostNumBlocks: _h, ...base } = o;
-  return { base, hostNumBlocks };
+  return parsePoolOptions(o, hostNumBlocks, ['hostNumBlocks']);
 }
 
 export class HierarchyBlockManagerPool extends BlockManagerPool {
   /** Host blocks per dp rank, padding included. */
   readonly hostNumBlocks: number;
-  /** @internal one host block manager per dp rank */
-  readonly hosts: BlockManagerImpl[] = [];
-  private readonly hostStates = new Map<Sequence, HostState>();
-  private readonly loads: BlockTransfer[][] = [];
-  private readonly queued: BlockTransfer[][] = [];
-  private readonly inFlight = new Set<OffloadPlan>();
-  private readonly counters: HierarchyRankStats[] = [];
-  /** The device managers (always core-backed: no XTensor with a host tier). */
-  private readonly devices: BlockManagerImpl[];
+  /** A KV-cache store shares the managers (enableKvcacheStore): prefetches from it are allowed. */
+  private readonly kvcacheStore: boolean;
 
-  constructor(options: HierarchyBlockManagerPoolOptions) {
-    const { base, hostNumBlocks } = splitOptions(options);
-    super(base);
-    this.hostNumBlocks = hostNumBlocks;
-    this.devices = this.managers.map((m) => m as BlockManagerImpl);
-    try {
-      for (let r = 0; r < this.dpSize; r++) {
-        this.hosts.push(
-          new BlockManagerImpl({
-            numBlocks: hostNumBlocks,
-            blockSize: this.blockSize,
-            enablePrefixCache: this.enablePrefixCache,
-            seed: base.seed ?? 1024,
-          }),
-        );
-        this.loads.push([]);
-        this.queued.push([]);
-        this.counters.push({ hostHitBlocks: 0, blocksLoaded: 0, blocksOffloaded: 0, offloadBlocksFailed: 0, offloadBlocksInFlight: 0 });
-      }
-    } catch (e) {
-      this.dispose();
-      throw e;
-    }
+  constructor(options: HierarchyBlockManagerPoolOptions, /** @internal */ parsed?: PoolConfig) {
+    const o = parsed ?? parse(options);
+    super(options, o);
+    this.hostNumBlocks = o.rank.hostNumBlocks!;
+    this.kvcacheStore = options.enableKvcacheStore === true;
   }
 
   static override async create(options: HierarchyBlockManagerPoolOptions): Promise<HierarchyBlockManagerPool> {
-    splitOptions(options);
+    const o = parse(options);
     await loadCore();
-    return new HierarchyBlockManagerPool(options);
+    if (o.rank.concurrent) await ConcurrentBlockManagerImpl.ready();
+    return new HierarchyBlockManagerPool(options, o);
   }
 
-  // ---- allocation: device first, then the host prefix and its load plan ----
-
-  /** The host tier keys blocks without a tenant salt, so salted sequences are refused here. */
-  protected override own(seq: unknown, name = 'sequence'): Sequence {
-    const s = super.own(seq, name);
-    if (s._salt !== null) throw new TypeError(`${name}: cacheSalt is not supported with a host tier (HierarchyBlockManagerPool)`);
-    return s;
+  /** The host-tier ranks (every rank of this pool is one). */
+  private get tiers(): HostTierRank[] {
+    return this.ranks as unknown as HostTierRank[];
   }
 
-  /** Offloads rearrange device tables, so stamped hashes are not reused (see Sequence._hashed). */
-  protected override readonly reuseStampedHashes: boolean = false;
-
-  protected override allocateOne(seq: Sequence, numTokens: number): boolean {
-    return this.allocateTiered(seq, numTokens, Infinity);
+  /** @internal one host block manager per dp rank */
+  get hosts(): BlockManagerImpl[] {
+    return this.tiers.map((t) => t.host);
   }
 
   /**
@@ -142,206 +62,51 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
    * to the end of the blocks copied, and the next call continues.
    */
   allocateChunked(sequence: Sequence, numTokens: number, maxCopyBlocks: number): boolean {
-    const seq = this.own(sequence);
+    const s = this.own(sequence);
     const n = checkInt('numTokens', numTokens);
     const k = checkInt('maxCopyBlocks', maxCopyBlocks);
-    return this.allocateTiered(seq, n, k);
+    return this.allocateOne(sequence, s, n, k);
   }
 
-  override allocateShared(sequence: Sequence): number {
-    const shared = super.allocateShared(sequence);
-    const seq = sequence;
-    if (this.hostBlocksOf(seq) === 0 && this.inPrefill(seq)) {
-      this.matchHost(seq, seq._dpRank);
-      if (this.hostBlocksOf(seq) > 0) this.live.add(seq);
+  // ---- the KV-cache store ----
+
+  /**
+   * The reference's prefetch_from_storage (pools with enableKvcacheStore):
+   * attaches the host prefix hits of `sequence` (placing it), takes host
+   * blocks for the rest of its blocks, and returns the store-to-host copies
+   * to make (every block but the last, partial one), or null when there is
+   * nothing to fetch or the host is short. Report what the store delivered
+   * with `updatePrefetchResult` before the sequence's next allocation.
+   */
+  prefetchFromStorage(sequence: Sequence): PrefetchPlan | null {
+    const s = this.own(sequence);
+    if (!this.kvcacheStore) throw new TypeError('prefetchFromStorage: the pool was created without enableKvcacheStore');
+    const r = this.rankFor(s);
+    const t = this.tiers[r]!;
+    t.enter();
+    try {
+      this.placeOn(s, r);
+      const plan = t.prefetch(s);
+      if (t.holds(s)) this.live.add(sequence);
+      return plan;
+    } finally {
+      t.exit();
     }
-    return shared;
-  }
-
-  private inPrefill(seq: Sequence): boolean {
-    return this.enablePrefixCache && seq._kvCached < seq.numPromptTokens;
-  }
-
-  private hostBlocksOf(seq: Sequence): number {
-    return this.hostStates.get(seq)?.numBlocks ?? 0;
-  }
-
-  private allocateTiered(seq: Sequence, numTokens: number, maxCopy: number): boolean {
-    this.checkLoadTargets(seq, numTokens, maxCopy);
-    const startedEmpty = seq._numBlocks === 0;
-    const noSingle = seq._single < 0 && this.singles[seq._dpRank >= 0 ? seq._dpRank : this.chooseRank()]!.numFreeBlocks() === 0;
-    if (!super.allocateOne(seq, numTokens)) {
-      // Short of blocks, the reference's rollback resets the whole sequence,
-      // its host state included; short of a single id, nothing was touched.
-      if (startedEmpty && !noSingle) this.releaseHost(seq);
-      return false;
-    }
-    const r = seq._dpRank;
-    if (this.hostBlocksOf(seq) === 0 && this.inPrefill(seq)) this.matchHost(seq, r);
-    const h = this.hostStates.get(seq);
-    if (h !== undefined && seq._kvCached < h.kvTokens) this.planLoads(seq, h, r, maxCopy);
-    return true;
   }
 
   /**
-   * Throws, before anything changes, when the load plan this allocation would
-   * emit targets a device block the sequence will not hold (the reference
-   * reads out of range there). Only a chunked prefill (numTokens short of the
-   * host hit) can get there; other calls skip the look-ahead.
+   * What the store delivered for the pending prefetch of `sequence`: the
+   * count of leading blocks each worker copied (the least counts), or one
+   * count. The host prefix grows by them and they enter the host cache.
+   * Returns the blocks taken.
    */
-  private checkLoadTargets(seq: Sequence, numTokens: number, maxCopy: number): void {
-    const B = this.blockSize;
-    const h = this.hostStates.get(seq);
-    const held = h?.numBlocks ?? 0;
-    const after = Math.ceil(numTokens / B);
-    const hostBound = held > 0 ? h!.kvTokens / B : Math.floor((seq._numTokens - 1) / B);
-    if (after >= hostBound || maxCopy === 0) return;
-    const r = seq._dpRank >= 0 ? seq._dpRank : this.chooseRank();
-    const nFull = Math.floor(seq._numTokens / B);
-    let devHeld = seq._numBlocks;
-    let kv = seq._kvCached;
-    if (seq._numBlocks === 0 && this.enablePrefixCache) {
-      let hits = this.devices[r]!.peekMatches(seq._tokens, nFull);
-      if (hits > 0) {
-        if (hits * B === seq._numTokens) hits--;
-        devHeld = hits;
-        kv = hits * B;
-      }
-    }
-    let hostTokens = 0;
-    if (held > 0) hostTokens = h!.kvTokens;
-    else if (this.enablePrefixCache && kv < seq.numPromptTokens) {
-      let hits = this.hosts[r]!.peekMatches(seq._tokens, nFull);
-      if (hits * B === seq._numTokens) hits--;
-      hostTokens = Math.max(0, hits) * B;
-    }
-    if (kv >= hostTokens) return;
-    const from = Math.floor(kv / B);
-    const end = from + Math.min(maxCopy, hostTokens / B - from);
-    const devBlocks = Math.max(devHeld, after);
-    if (end > devBlocks) {
-      throw new RangeError(
-        `numTokens = ${numTokens} leaves the sequence ${devBlocks} device blocks, but the host holds ` +
-          `${hostTokens / B} computed blocks of its prompt: the load plan would write device block ${end - 1}, ` +
-          `which it does not hold (allocate at least ${end * B} tokens, or copy fewer blocks with allocateChunked)`,
-      );
-    }
-  }
-
-  /** Attaches the host prefix-cache hits of the prompt (exact-prompt rule as on the device). */
-  private matchHost(seq: Sequence, r: number): void {
-    const B = this.blockSize;
-    const nFull = Math.floor(seq._numTokens / B);
-    if (nFull === 0) return;
-    const host = this.hosts[r]!;
-    const h = this.stateOf(seq);
-    reserve(h, nFull);
-    let hits = host.matchInto(seq._tokens, 0, nFull, 0, h.table, 0);
-    if (hits > 0 && hits * B === seq._numTokens) {
-      host.releaseFrom(h.table, hits - 1, hits);
-      hits--;
-    }
-    h.numBlocks = hits;
-    h.kvTokens = hits * B;
-    this.counters[r]!.hostHitBlocks += hits;
-    if (hits === 0) this.hostStates.delete(seq);
-  }
-
-  /** H2D copies of the host blocks the device has not computed; advances the device's count. */
-  private planLoads(seq: Sequence, h: HostState, r: number, maxCopy: number): void {
-    const B = this.blockSize;
-    const from = Math.floor(seq._kvCached / B);
-    const copied = Math.min(maxCopy, h.kvTokens / B - from);
-    const host = this.hosts[r]!;
-    const out = this.loads[r]!;
-    for (let i = from; i < from + copied; i++) {
-      const hash = new Uint8Array(16);
-      host.blockHashInto(h.table[i]!, hash, 0);
-      out.push({ src: h.table[i]!, dst: seq._table[i]!, hash });
-    }
-    this.counters[r]!.blocksLoaded += copied;
-    seq._kvCached = (from + copied) * B;
-  }
-
-  private stateOf(seq: Sequence): HostState {
-    let h = this.hostStates.get(seq);
-    if (h === undefined) {
-      h = { table: new Int32Array(16), numBlocks: 0, kvTokens: 0 };
-      this.hostStates.set(seq, h);
-    }
-    return h;
-  }
-
-  // ---- release: cache, offload what only this sequence computed, give back ----
-
-  protected override release(seq: Sequence, cacheFirst: boolean): void {
-    const r = seq._dpRank;
-    if (r < 0) return;
-    if (cacheFirst) {
-      this.cacheUpTo(seq, seq._kvCached);
-      if (this.hostBlocksOf(seq) < seq._numBlocks) this.queueOffload(seq, r);
-    }
-    this.releaseHost(seq);
-    super.release(seq, false);
-  }
-
-  /** Gives back the sequence's host blocks in ascending logical order. */
-  private releaseHost(seq: Sequence): void {
-    const h = this.hostStates.get(seq);
-    if (h === undefined) return;
-    const code = this.hosts[seq._dpRank]!.releaseFrom(h.table, 0, h.numBlocks);
-    if (code < 0) throw new Error(`kvpool: internal error releasing a sequence's host blocks (core code ${code})`);
-    this.hostStates.delete(seq);
-  }
-
-  /**
-   * Moves the computed full blocks that only this sequence and the device
-   * cache hold, from the first one the host lacks, into D2G pairs with host
-   * blocks (allocated here; when the host is short the offload narrows).
-   */
-  private queueOffload(seq: Sequence, r: number): void {
-    const B = this.blockSize;
-    const dev = this.devices[r]!;
-    const host = this.hosts[r]!;
-    const cachedDev = Math.floor(seq._kvCached / B);
-    const prior = this.hostStates.get(seq);
-    const cachedHost = prior === undefined ? 0 : Math.floor(prior.kvTokens / B);
-    const heldHost = prior?.numBlocks ?? 0;
-    if (cachedDev > heldHost) {
-      const h = this.stateOf(seq);
-      reserve(h, cachedDev - heldHost);
-      if (host.allocateInto(cachedDev - heldHost, h.table, heldHost)) h.numBlocks = cachedDev;
-    }
-    const h = this.hostStates.get(seq);
-    if (h === undefined) return;
-    const end = Math.min(cachedDev, h.numBlocks, seq._numBlocks);
-    const q = this.queued[r]!;
-    let moved = 0;
-    let keepDev = cachedHost;
-    let keepHost = cachedHost;
-    for (let i = cachedHost; i < end; i++) {
-      const d = seq._table[i]!;
-      const hid = h.table[i]!;
-      if (dev.refCount(d) === 2 && dev.isCachedId(d)) {
-        const hash = new Uint8Array(16);
-        dev.blockHashInto(d, hash, 0);
-        q.push({ src: d, dst: hid, hash });
-        moved++;
-      } else {
-        seq._table[keepDev++] = d;
-        h.table[keepHost++] = hid;
-      }
-    }
-    if (moved === 0) return;
-    // Close the gaps the moved blocks left; the rest keep their order.
-    for (let i = end; i < seq._numBlocks; i++) seq._table[keepDev++] = seq._table[i]!;
-    for (let i = end; i < h.numBlocks; i++) h.table[keepHost++] = h.table[i]!;
-    seq._numBlocks = keepDev;
-    if (seq._shared > keepDev) seq._shared = keepDev;
-    h.numBlocks = keepHost;
-    const c = this.counters[r]!;
-    c.blocksOffloaded += moved;
-    c.offloadBlocksInFlight += moved;
+  updatePrefetchResult(sequence: Sequence, successCounts: number | readonly number[]): number {
+    const s = this.own(sequence);
+    const counts = typeof successCounts === 'number' ? [successCounts] : successCounts;
+    if (!Array.isArray(counts) || counts.length === 0) throw new TypeError(`successCounts must be a count or a non-empty array of counts, got ${describe(successCounts)}`);
+    counts.forEach((c, i) => checkInt(`successCounts[${i}]`, c));
+    if (s.dpRank < 0) throw new Error('updatePrefetchResult: no prefetch of this sequence is pending');
+    return this.tiers[s.dpRank]!.updatePrefetch(s, Math.min(...counts));
   }
 
   // ---- transfers ----
@@ -352,25 +117,14 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
    * in flight, its blocks held, until `completeOffload`).
    */
   takeTransfers(): RankTransfers[] {
-    const out: RankTransfers[] = [];
-    for (let r = 0; r < this.dpSize; r++) {
-      const loads = this.loads[r]!;
-      const q = this.queued[r]!;
-      let offload: OffloadPlan | null = null;
-      if (q.length > 0) {
-        offload = Object.freeze({ dpRank: r, blocks: Object.freeze(q) });
-        this.inFlight.add(offload);
-        this.queued[r] = [];
-      }
-      this.loads[r] = [];
-      out.push({ loads, offload });
-    }
-    return out;
+    this.ensureOpen();
+    return this.tiers.map((t) => t.takeTransfers());
   }
 
   /** True when a load plan or an offload pair waits for `takeTransfers` (cheap; nothing allocated). */
   hasPendingTransfers(): boolean {
-    for (let r = 0; r < this.dpSize; r++) if (this.loads[r]!.length > 0 || this.queued[r]!.length > 0) return true;
+    this.ensureOpen();
+    for (const t of this.tiers) if (t.hasPendingTransfers()) return true;
     return false;
   }
 
@@ -380,126 +134,59 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
    * hashes; a failed copy (`ok` false) gives the host blocks back uncached.
    */
   completeOffload(plan: OffloadPlan, ok = true): void {
+    this.ensureOpen();
     checkObject('plan', plan);
     checkBool('ok', ok);
-    if (!this.inFlight.has(plan)) {
+    const t = this.tiers[plan.dpRank];
+    if (t === undefined || !t.inFlight.has(plan)) {
       throw new Error(`plan is not an offload plan in flight in this pool (already completed, or not from takeTransfers): ${describe(plan)}`);
     }
-    const r = plan.dpRank;
-    const n = plan.blocks.length;
-    const src = new Int32Array(n);
-    const dst = new Int32Array(n);
-    const hashes = new Uint8Array(n * 16);
-    plan.blocks.forEach((b, i) => {
-      src[i] = b.src;
-      dst[i] = b.dst;
-      hashes.set(b.hash, i * 16);
-    });
-    const host = this.hosts[r]!;
-    if (ok && host.insertHashesFrom(dst, 0, n, hashes, 0) < 0) {
-      throw new Error('kvpool: internal error caching offloaded host blocks');
-    }
-    if (this.managers[r]!.releaseFrom(src, 0, n) < 0 || host.releaseFrom(dst, 0, n) < 0) {
-      throw new Error('kvpool: internal error releasing an offload plan');
-    }
-    this.inFlight.delete(plan);
-    const c = this.counters[r]!;
-    c.offloadBlocksInFlight -= n;
-    if (!ok) c.offloadBlocksFailed += n;
+    t.completeOffload(plan, ok);
   }
 
   /** Offload plans taken and not completed yet. */
   offloadsInFlight(): readonly OffloadPlan[] {
-    return [...this.inFlight];
+    this.ensureOpen();
+    return this.tiers.flatMap((t) => [...t.inFlight]);
   }
 
   // ---- per-sequence host view ----
 
   /** The sequence's host block ids in logical order (a copy). */
   hostBlockTable(sequence: Sequence): Int32Array {
-    const seq = this.own(sequence);
-    const h = this.hostStates.get(seq);
-    return h === undefined ? new Int32Array(0) : h.table.slice(0, h.numBlocks);
+    const h = this.own(sequence).host;
+    return h === null ? new Int32Array(0) : h.table.slice(0, h.numBlocks);
   }
 
   /** Prompt tokens whose KV the host tier holds for the sequence. */
   hostKvCachedTokens(sequence: Sequence): number {
-    return this.hostStates.get(this.own(sequence))?.kvTokens ?? 0;
+    return this.own(sequence).host?.kvTokens ?? 0;
   }
 
   // ---- figures ----
 
   hostNumFreeBlocks(): number[] {
-    return this.hosts.map((m) => m.numFreeBlocks());
+    this.ensureOpen();
+    return this.tiers.map((t) => t.host.numFreeBlocks());
   }
 
   hostNumUsedBlocks(): number[] {
-    return this.hosts.map((m) => m.numUsedBlocks());
+    this.ensureOpen();
+    return this.tiers.map((t) => t.host.numUsedBlocks());
   }
 
   hostNumBlocksInPrefixCache(): number[] {
-    return this.hosts.map((m) => m.numBlocksInPrefixCache());
+    this.ensureOpen();
+    return this.tiers.map((t) => t.host.numBlocksInPrefixCache());
   }
 
   hostStats(): BlockManagerStats[] {
-    return this.hosts.map((m) => m.stats());
+    this.ensureOpen();
+    return this.tiers.map((t) => t.host.stats());
   }
 
   hierarchyStats(): HierarchyRankStats[] {
-    return this.counters.map((c) => ({ ...c }));
+    this.ensureOpen();
+    return this.tiers.map((t) => ({ ...t.counters }));
   }
-
-  // ---- audit ----
-
-  protected override addExtraHolders(rank: number, counts: Int32Array): void {
-    for (const b of this.queued[rank]!) counts[b.src]!++;
-    for (const p of this.inFlight) if (p.dpRank === rank) for (const b of p.blocks) counts[b.src]!++;
-  }
-
-  override check(): void {
-    super.check();
-    const B = this.blockSize;
-    for (let r = 0; r < this.dpSize; r++) {
-      const host = this.hosts[r]!;
-      host.check();
-      const expected = new Int32Array(this.hostNumBlocks);
-      for (const [seq, h] of this.hostStates) {
-        if (seq._dpRank !== r) continue;
-        if (!this.live.has(seq)) throw new Error('kvpool: a sequence holds host blocks but no device state');
-        if (h.numBlocks === 0 || h.kvTokens !== h.numBlocks * B) {
-          throw new Error(`kvpool: a sequence's host state is inconsistent (${h.numBlocks} blocks, ${h.kvTokens} tokens)`);
-        }
-        for (let i = 0; i < h.numBlocks; i++) expected[h.table[i]!]!++;
-      }
-      let inFlight = this.queued[r]!.length;
-      for (const b of this.queued[r]!) expected[b.dst]!++;
-      for (const p of this.inFlight) {
-        if (p.dpRank !== r) continue;
-        inFlight += p.blocks.length;
-        for (const b of p.blocks) expected[b.dst]!++;
-      }
-      if (inFlight !== this.counters[r]!.offloadBlocksInFlight) throw new Error(`kvpool: rank ${r} in-flight offload count is wrong`);
-      const actual = host.holderCounts();
-      for (let id = 1; id < actual.length; id++) {
-        if (actual[id] !== expected[id]) {
-          throw new Error(`kvpool: rank ${r} host block ${id} has ${actual[id]} holders but sequences and plans hold it ${expected[id]} times`);
-        }
-      }
-    }
-  }
-
-  override dispose(): void {
-    super.dispose();
-    for (const h of this.hosts) h.dispose();
-  }
-}
-
-function reserve(h: HostState, more: number): void {
-  const need = h.numBlocks + more;
-  if (need <= h.table.length) return;
-  let cap = h.table.length * 2;
-  while (cap < need) cap *= 2;
-  const t = new Int32Array(cap);
-  t.set(h.table.subarray(0, h.numBlocks));
-  h.table = t;
 }

@@ -2,13 +2,7 @@
 
 import type { Sequence } from './sequence.js';
 
-/** A block copy the worker must do before the next step. */
-export interface BlockTransferInfo {
-  /** Block read. */
-  src: number;
-  /** Block written. */
-  dst: number;
-}
+export type { BlockTransferInfo } from '../ranks/rank-manager.js';
 
 export interface KVCacheManager {
   /**

@@ -3,8 +3,8 @@
 // many leading blocks came from the prefix cache, its dp rank and its
 // single id. All arrays grow by doubling; reads are views, not copies.
 
-import { parseRetention, type Retention, type RetentionRange } from '../managers/retention.js';
-import type { CompositeBlockTables } from '../managers/composite-block-tables.js';
+import { parseRetention, type RetentionRange } from '../managers/retention.js';
+import { SequenceState } from '../ranks/sequence-state.js';
 import { checkInt, checkInt32Array, describe } from '../validate.js';
 
 /** The pool-side operations a sequence needs (fork adds references). */
@@ -15,6 +15,11 @@ export interface SequenceOwner {
   readonly blockSize: number;
   /** @internal chain hashes at the first `nBlocks` block boundaries (16 bytes each) */
   prefixHashes(seq: Sequence, nBlocks: number): Uint8Array;
+}
+
+/** The pool a placed sequence belongs to. */
+function ownerOf(s: SequenceState): SequenceOwner | null {
+  return s.owner as SequenceOwner | null;
 }
 
 export interface ForkOptions {
@@ -36,44 +41,24 @@ export interface SequenceOptions {
 }
 
 export class Sequence {
-  /** @internal */ _tokens: Int32Array;
-  /** @internal */ _numTokens: number;
-  /** @internal */ _table: Int32Array;
-  /** @internal */ _numBlocks = 0;
-  /**
-   * @internal Blocks [0, _hashed) of the table carry, on their ids, the chain
-   * hash of this sequence's tokens (matched, or cached by this pool): a later
-   * cache() takes those keys instead of hashing the tokens again. Lowered by
-   * every change to a table entry below it.
-   */
-  _hashed = 0;
-  /** @internal */ _shared = 0;
-  /** @internal */ _kvCached = 0;
-  /** @internal */ _dpRank = -1;
-  /** @internal */ _single = -1;
-  /** @internal */ _owner: SequenceOwner | null = null;
-  /** @internal */ _needSwap = false;
-  /** @internal one block table per sub-manager on a composite pool, null otherwise */
-  _composite: CompositeBlockTables | null = null;
-  /** @internal live linear-state slot, -1 when none */ _linearSlot = -1;
-  /** @internal the live slot holds this sequence's state (restored or computed) */ _linearInit = false;
-  /** @internal the cache salt, null for none */ _salt: string | null = null;
-  /** @internal its 16-byte digest (block 0's parent hash), set by the pool when placed */ _saltKey: Uint8Array | null = null;
-  /** @internal token ranges with eviction priorities (the 'priority' policy), null for none */ _retention: Retention[] | null = null;
-  readonly numPromptTokens: number;
+  /** @internal everything the pool and its ranks know of the sequence */
+  readonly state: SequenceState;
 
   /** A sequence whose prompt is `prompt` (int32 tokens). */
   constructor(prompt: ArrayLike<number> = [], options?: SequenceOptions) {
     const toks = checkInt32Array('prompt', prompt);
     const salt = options === undefined ? null : parseSalt(options);
     const n = toks.length;
-    this._tokens = new Int32Array(Math.max(16, n + (n >> 2)));
-    if (toks instanceof Int32Array) this._tokens.set(toks);
-    else for (let i = 0; i < n; i++) this._tokens[i] = toks[i]!;
-    this._numTokens = n;
-    this.numPromptTokens = n;
-    this._table = new Int32Array(16);
-    this._salt = salt;
+    const buf = new Int32Array(Math.max(16, n + (n >> 2)));
+    if (toks instanceof Int32Array) buf.set(toks);
+    else for (let i = 0; i < n; i++) buf[i] = toks[i]!;
+    this.state = new SequenceState(buf, n);
+    this.state.salt = salt;
+  }
+
+  /** Prompt tokens (the tokens it was made with). */
+  get numPromptTokens(): number {
+    return this.state.numPromptTokens;
   }
 
   /**
@@ -83,18 +68,18 @@ export class Sequence {
    */
   setRetention(ranges: readonly RetentionRange[]): void {
     const r = parseRetention('ranges', ranges);
-    this._retention = r.length > 0 ? r : null;
+    this.state.retention = r.length > 0 ? r : null;
   }
 
   /** The cache salt ("" when none). Settable only before the first allocation. */
   get cacheSalt(): string {
-    return this._salt ?? '';
+    return this.state.salt ?? '';
   }
 
   set cacheSalt(salt: string) {
     if (typeof salt !== 'string') throw new TypeError(`cacheSalt must be a string, got ${describe(salt)}`);
-    if (this._owner !== null) throw new Error('cacheSalt can only be set before the sequence is first allocated');
-    this._salt = salt === '' ? null : salt;
+    if (this.state.owner !== null) throw new Error('cacheSalt can only be set before the sequence is first allocated');
+    this.state.salt = salt === '' ? null : salt;
   }
 
   /**
@@ -107,77 +92,80 @@ export class Sequence {
     if (!(buffer instanceof Int32Array)) throw new TypeError(`buffer must be an Int32Array, got ${describe(buffer)}`);
     checkInt('numTokens', numTokens, 0, buffer.length);
     const seq = new Sequence();
-    seq._tokens = buffer.length > 0 ? buffer : new Int32Array(16);
-    seq._numTokens = numTokens;
-    (seq as { numPromptTokens: number }).numPromptTokens = numTokens;
+    const s = seq.state;
+    s.tokens = buffer.length > 0 ? buffer : new Int32Array(16);
+    s.numTokens = numTokens;
+    s.numPromptTokens = numTokens;
     return seq;
   }
 
   /** Appends one generated token. */
   appendToken(token: number): void {
     checkInt('token', token, -0x80000000, 0x7fffffff);
-    if (this._numTokens === this._tokens.length) {
-      const t = new Int32Array(this._tokens.length * 2);
-      t.set(this._tokens);
-      this._tokens = t;
+    const s = this.state;
+    if (s.numTokens === s.tokens.length) {
+      const t = new Int32Array(s.tokens.length * 2);
+      t.set(s.tokens);
+      s.tokens = t;
     }
-    this._tokens[this._numTokens++] = token;
+    s.tokens[s.numTokens++] = token;
   }
 
   /** The tokens (a view; valid until the next append). */
   get tokens(): Int32Array {
-    return this._tokens.subarray(0, this._numTokens);
+    return this.state.tokens.subarray(0, this.state.numTokens);
   }
 
   get numTokens(): number {
-    return this._numTokens;
+    return this.state.numTokens;
   }
 
   /** Tokens whose KV is computed; the caller advances it after each step. */
   get kvCachedTokens(): number {
-    return this._kvCached;
+    return this.state.kvCached;
   }
 
   set kvCachedTokens(n: number) {
-    checkInt('kvCachedTokens', n, 0, this._numTokens);
-    this._kvCached = n;
+    checkInt('kvCachedTokens', n, 0, this.state.numTokens);
+    this.state.kvCached = n;
   }
 
   /** Physical block ids in logical order (a view; valid until the table changes). */
   get blockTable(): Int32Array {
-    return this._table.subarray(0, this._numBlocks);
+    return this.state.table.subarray(0, this.state.numBlocks);
   }
 
   get numBlocks(): number {
-    return this._numBlocks;
+    return this.state.numBlocks;
   }
 
   /** The physical id of logical block `i`. */
   blockAt(i: number): number {
-    if (!(i >= 0 && i < this._numBlocks) || !Number.isInteger(i)) {
-      throw new RangeError(`i must be an integer in [0, ${this._numBlocks}), got ${describe(i)}`);
+    const s = this.state;
+    if (!(i >= 0 && i < s.numBlocks) || !Number.isInteger(i)) {
+      throw new RangeError(`i must be an integer in [0, ${s.numBlocks}), got ${describe(i)}`);
     }
-    return this._table[i]!;
+    return s.table[i]!;
   }
 
   /** Leading blocks that came from the prefix cache. */
   get sharedBlocks(): number {
-    return this._shared;
+    return this.state.shared;
   }
 
   /** The dp rank the sequence was placed on, -1 until its first allocation. */
   get dpRank(): number {
-    return this._dpRank;
+    return this.state.dpRank;
   }
 
   /** Its single id (embedding id / per-sequence slot), -1 when it holds none. */
   get singleBlockId(): number {
-    return this._single;
+    return this.state.single;
   }
 
   /** Its live linear-state slot (pools with linear state), -1 when it holds none. */
   get linearStateSlotId(): number {
-    return this._linearSlot;
+    return this.state.linearSlot;
   }
 
   /**
@@ -186,12 +174,12 @@ export class Sequence {
    * again after a promotion gave it a fresh slot.
    */
   get linearStateInitialized(): boolean {
-    return this._linearInit;
+    return this.state.linearInit;
   }
 
   /** Records that the first forward ran (the batch builder does this after building the op). */
   markLinearStateInitialized(): void {
-    this._linearInit = true;
+    this.state.linearInit = true;
   }
 
   /**
@@ -200,9 +188,9 @@ export class Sequence {
    * hashes stamped on its KV blocks where they carry one, computed from the
    * tokens otherwise. These key the linear-state checkpoints.
    */
-  prefixHashes(numTokens = this._numTokens): Uint8Array {
+  prefixHashes(numTokens = this.state.numTokens): Uint8Array {
     const owner = this.requireOwner('prefixHashes');
-    checkInt('numTokens', numTokens, 0, this._numTokens);
+    checkInt('numTokens', numTokens, 0, this.state.numTokens);
     return owner.prefixHashes(this, Math.floor(numTokens / owner.blockSize));
   }
 
@@ -210,7 +198,7 @@ export class Sequence {
   prefixHash(numTokens: number): Uint8Array {
     const owner = this.requireOwner('prefixHash');
     const B = owner.blockSize;
-    checkInt('numTokens', numTokens, B, this._numTokens);
+    checkInt('numTokens', numTokens, B, this.state.numTokens);
     if (numTokens % B !== 0) throw new RangeError(`numTokens must be a multiple of the block size ${B}, got ${numTokens}`);
     const all = owner.prefixHashes(this, numTokens / B);
     return all.slice(all.length - 16);
@@ -218,7 +206,7 @@ export class Sequence {
 
   /** True when the next allocation will copy the shared last block first. */
   get needsSwap(): boolean {
-    return this._needSwap;
+    return this.state.needSwap;
   }
 
   /**
@@ -227,7 +215,7 @@ export class Sequence {
    * logical positions never shift. Empty on other pools.
    */
   get compositeBlockTables(): Int32Array[] {
-    return this._composite ? this._composite.views() : [];
+    return this.state.composite ? this.state.composite.views() : [];
   }
 
   /**
@@ -235,21 +223,22 @@ export class Sequence {
    * attention kernel writes KV to. With `table`, the same over composite
    * table `table` and its block size; a slid-out position gives -1.
    */
-  slotIds(start = 0, end = this._numTokens, table?: number): Int32Array {
+  slotIds(start = 0, end = this.state.numTokens, table?: number): Int32Array {
     if (table !== undefined) return this.compositeSlotIds(start, end, table);
     const B = this.requireOwner('slotIds').blockSize;
+    const s = this.state;
     checkInt('start', start);
     checkInt('end', end, start);
-    if (end > this._numBlocks * B) {
-      throw new RangeError(`end = ${end} is beyond the ${this._numBlocks} blocks of ${B} tokens the sequence holds`);
+    if (end > s.numBlocks * B) {
+      throw new RangeError(`end = ${end} is beyond the ${s.numBlocks} blocks of ${B} tokens the sequence holds`);
     }
     const out = new Int32Array(end - start);
-    for (let i = start; i < end; i++) out[i - start] = this._table[(i / B) | 0]! * B + (i % B);
+    for (let i = start; i < end; i++) out[i - start] = s.table[(i / B) | 0]! * B + (i % B);
     return out;
   }
 
   private compositeSlotIds(start: number, end: number, table: number): Int32Array {
-    const c = this._composite;
+    const c = this.state.composite;
     if (!c) throw new Error('slotIds: the sequence holds no composite block tables (allocate it on a composite pool first)');
     checkInt('table', table, 0, c.count - 1);
     checkInt('start', start);
@@ -276,45 +265,28 @@ export class Sequence {
     const swap = options.swapLastBlock ?? false;
     if (typeof swap !== 'boolean') throw new TypeError(`options.swapLastBlock must be a boolean, got ${describe(swap)}`);
     const child = new Sequence(this.tokens);
-    (child as { numPromptTokens: number }).numPromptTokens = this.numPromptTokens;
-    child._table = this._table.slice(0, Math.max(16, this._numBlocks));
-    child._numBlocks = this._numBlocks;
-    child._hashed = this._hashed;
-    child._shared = this._shared;
-    child._kvCached = this._kvCached;
-    child._dpRank = this._dpRank;
-    child._owner = owner;
-    child._needSwap = swap && this._numBlocks > 0;
-    child._salt = this._salt;
-    child._saltKey = this._saltKey;
-    child._retention = this._retention; // parsed ranges are never mutated: sharing is safe
+    const p = this.state;
+    const c = child.state;
+    c.numPromptTokens = p.numPromptTokens;
+    c.table = p.table.slice(0, Math.max(16, p.numBlocks));
+    c.numBlocks = p.numBlocks;
+    c.hashed = p.hashed;
+    c.shared = p.shared;
+    c.kvCached = p.kvCached;
+    c.dpRank = p.dpRank;
+    c.owner = owner;
+    c.needSwap = swap && p.numBlocks > 0;
+    c.salt = p.salt;
+    c.saltKey = p.saltKey;
+    c.retention = p.retention; // parsed ranges are never mutated: sharing is safe
     owner.forkSequence(this, child);
     return child;
   }
 
-  /** @internal room for `n` more blocks in the table */
-  reserveBlocks(n: number): void {
-    const need = this._numBlocks + n;
-    if (need <= this._table.length) return;
-    let cap = this._table.length * 2;
-    while (cap < need) cap *= 2;
-    const t = new Int32Array(cap);
-    t.set(this._table.subarray(0, this._numBlocks));
-    this._table = t;
-  }
-
-  /** @internal forgets every block and the computed count (the pool released them) */
-  resetBlocks(): void {
-    this._numBlocks = 0;
-    this._hashed = 0;
-    this._shared = 0;
-    this._kvCached = 0;
-    this._needSwap = false;
-  }
-
   private requireOwner(what: string): SequenceOwner {
-    if (!this._owner) throw new Error(`${what}: the sequence has not been placed in a pool yet (allocate it first)`);
-    return this._owner;
+    const owner = ownerOf(this.state);
+    if (!owner) throw new Error(`${what}: the sequence has not been placed in a pool yet (allocate it first)`);
+    return owner;
   }
 }
 

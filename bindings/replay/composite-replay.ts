@@ -9,7 +9,7 @@ import type { ManagerType } from '../managers/composite-block-manager.js';
 import type { BlockManagerPool, BlockManagerPoolOptions } from '../pool/block-manager-pool.js';
 import { Sequence } from '../pool/sequence.js';
 import { checkInt, describe } from '../validate.js';
-import type { ReplayResult, ReplaySequence, ReplayTarget } from './kernel.js';
+import type { ReplaySequence, ReplayTarget } from './kernel.js';
 
 /** One sub-manager's figures after a composite replay. */
 export interface SubManagerReplayStats {
@@ -25,11 +25,6 @@ export interface SubManagerReplayStats {
   releasedBlocks: number;
 }
 
-/** A replay result with one row per sub-manager (composite replays only). */
-export interface CompositeReplayResult extends ReplayResult {
-  subManagers: SubManagerReplayStats[];
-}
-
 /** Validates `compressRatios` (a list of ratios >= 1; default [1]). */
 export function parseCompressRatios(name: string, v: unknown): number[] {
   if (v === undefined) return [1];
@@ -39,7 +34,7 @@ export function parseCompressRatios(name: string, v: unknown): number[] {
 
 /** Pool options of a composite replay: window first, then the full sub-managers. */
 export function compositePoolOptions(
-  base: { numBlocks: number; blockSize: number; seed: number; maxRunning: number },
+  base: { numBlocks: number; blockSize: number; seed: number; maxRunning: number; dpSize?: number },
   slidingWindow: number,
   compressRatios: readonly number[],
 ): BlockManagerPoolOptions {
@@ -47,6 +42,7 @@ export function compositePoolOptions(
     numBlocks: base.numBlocks,
     blockSize: base.blockSize,
     seed: base.seed,
+    dpSize: base.dpSize ?? 1,
     managerTypes: [1 as ManagerType, ...compressRatios.map(() => 0 as ManagerType)],
     compressRatios: [0, ...compressRatios],
     slidingWindowSize: slidingWindow,
@@ -64,7 +60,7 @@ export class CompositeReplaySequence implements ReplaySequence {
     return this.seq.numTokens;
   }
   get numBlocks(): number {
-    const c = this.seq._composite;
+    const c = this.seq.state.composite;
     return c ? c.length(this.table) : 0;
   }
   get sharedBlocks(): number {
@@ -80,12 +76,12 @@ export class CompositeReplaySequence implements ReplaySequence {
     this.seq.appendToken(token);
   }
   get blockTable(): ArrayLike<number> {
-    const c = this.seq._composite;
+    const c = this.seq.state.composite;
     return c ? c.table(this.table) : new Int32Array(0);
   }
 }
 
-/** The replay loop's view of a composite BlockManagerPool (dp size 1). */
+/** The replay loop's view of a composite BlockManagerPool (figures summed over dp ranks). */
 export class CompositeReplayTarget implements ReplayTarget<CompositeReplaySequence> {
   private readonly capacity: number;
   constructor(readonly pool: BlockManagerPool) {
@@ -107,21 +103,25 @@ export class CompositeReplayTarget implements ReplayTarget<CompositeReplaySequen
     return 0;
   }
   numFreeBlocks(): number {
-    return this.pool.numFreeBlocks()[0]!;
+    return this.pool.numFreeBlocks().reduce((a, b) => a + b, 0);
   }
   numBlocksInPrefixCache(): number {
     return 0;
   }
-  /** Per-sub-manager figures of the run. */
+  /** Per-sub-manager figures of the run (peaks, ids handed out and given back summed over dp ranks). */
   subManagers(): SubManagerReplayStats[] {
     const m = this.pool.compositeManager(0)!;
-    return m.subManagerStats().map((s, i) => ({
-      kind: s.kind,
-      blockSize: s.blockSize,
-      numBlocks: m.specs[i]!.numBlocks,
-      peakUsedBlocks: s.peakUsedBlocks,
-      allocatedBlocks: s.blocksAllocated,
-      releasedBlocks: s.blocksReleasedOutOfWindow,
-    }));
+    const ranks = Array.from({ length: this.pool.dpSize }, (_, r) => this.pool.compositeManager(r)!.subManagerStats());
+    return m.subManagerStats().map((s, i) => {
+      const sum = (k: 'peakUsedBlocks' | 'blocksAllocated' | 'blocksReleasedOutOfWindow') => ranks.reduce((a, st) => a + st[i]![k], 0);
+      return {
+        kind: s.kind,
+        blockSize: s.blockSize,
+        numBlocks: m.specs[i]!.numBlocks,
+        peakUsedBlocks: sum('peakUsedBlocks'),
+        allocatedBlocks: sum('blocksAllocated'),
+        releasedBlocks: sum('blocksReleasedOutOfWindow'),
+      };
+    });
   }
 }

@@ -4,14 +4,13 @@
 // infinitely fast), so the device cache sees offloaded blocks again right
 // after the sequence finishes.
 
-import { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
+import type { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../pool/sequence.js';
-import { runReplay, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplayTarget } from './kernel.js';
-import type { TraceRequest } from './trace.js';
+import type { ReplayTarget } from './kernel.js';
 
 /** What the host tier did during a replay. */
 export interface HostTierResult {
-  /** Host blocks per dp rank, padding included. */
+  /** Host blocks per dp rank, padding included. The other figures are summed over dp ranks. */
   hostBlocks: number;
   /** Prompt blocks found in the device prefix cache (the result's matchedBlocks). */
   deviceHitBlocks: number;
@@ -25,12 +24,14 @@ export interface HostTierResult {
   hostCachedBlocksAtEnd: number;
 }
 
-export type HierarchyReplayResult = ReplayResult & { hostTier: HostTierResult };
-
-class HierarchyReplayTarget implements ReplayTarget<Sequence> {
-  constructor(readonly tiered: HierarchyBlockManagerPool) {}
+/** The replay loop's view of a HierarchyBlockManagerPool whose worker does every planned copy at once. */
+export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
+  /** `decodePriority`: as PoolReplayTarget's, for the device cache's 'priority' policy. */
+  constructor(readonly tiered: HierarchyBlockManagerPool, readonly decodePriority?: number) {}
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
-    return Sequence.fromBuffer(buffer, promptLength);
+    const s = Sequence.fromBuffer(buffer, promptLength);
+    if (this.decodePriority !== undefined) s.setRetention([{ start: promptLength, priority: this.decodePriority }]);
+    return s;
   }
   allocate(seq: Sequence, numTokens?: number): boolean {
     const ok = this.tiered.allocate(seq, numTokens);
@@ -53,41 +54,22 @@ class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   numBlocksInPrefixCache(): number {
     return this.tiered.numBlocksInPrefixCache().reduce((a, b) => a + b, 0);
   }
-  /** The worker does every planned copy at once. */
   private complete(): void {
     if (!this.tiered.hasPendingTransfers()) return;
     for (const t of this.tiered.takeTransfers()) if (t.offload) this.tiered.completeOffload(t.offload);
   }
 }
 
-export interface HierarchyReplayParams extends ReplayParams {
-  numBlocks: number;
-  hostBlocks: number;
-  seed: number;
-}
-
-/** Runs the replay kernel with a host tier of `hostBlocks` blocks. */
-export function replayWithHostTier(
-  trace: readonly TraceRequest[],
-  p: HierarchyReplayParams,
-  onProgress?: ReplayProgress,
-): HierarchyReplayResult {
-  const pool = new HierarchyBlockManagerPool({ numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed, hostNumBlocks: p.hostBlocks });
-  try {
-    const result = runReplay(new HierarchyReplayTarget(pool), trace, p, onProgress);
-    const st = pool.hierarchyStats()[0]!;
-    return {
-      ...result,
-      hostTier: {
-        hostBlocks: p.hostBlocks,
-        deviceHitBlocks: result.matchedBlocks,
-        hostHitBlocks: st.hostHitBlocks,
-        blocksLoaded: st.blocksLoaded,
-        blocksOffloaded: st.blocksOffloaded,
-        hostCachedBlocksAtEnd: pool.hostNumBlocksInPrefixCache()[0]!,
-      },
-    };
-  } finally {
-    pool.dispose();
-  }
+/** The host tier's figures after a replay, summed over dp ranks. */
+export function hostTierResult(pool: HierarchyBlockManagerPool, hostBlocks: number, deviceHitBlocks: number): HostTierResult {
+  const st = pool.hierarchyStats();
+  const sum = (k: 'hostHitBlocks' | 'blocksLoaded' | 'blocksOffloaded') => st.reduce((a, s) => a + s[k], 0);
+  return {
+    hostBlocks,
+    deviceHitBlocks,
+    hostHitBlocks: sum('hostHitBlocks'),
+    blocksLoaded: sum('blocksLoaded'),
+    blocksOffloaded: sum('blocksOffloaded'),
+    hostCachedBlocksAtEnd: pool.hostNumBlocksInPrefixCache().reduce((a, b) => a + b, 0),
+  };
 }

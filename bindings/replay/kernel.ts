@@ -2,9 +2,8 @@
 // that pins ids, hits and evictions. Written against a small interface so
 // the same loop drives the Wasm pool and the test reference model.
 
-import { core, isCoreLoaded, mem } from '../core/instance.js';
-import { plainStaging } from '../core/staging.js';
-import { checkInt, describe } from '../validate.js';
+import { isCoreLoaded, plainCore } from '../core/plain-core.js';
+import { MAX_SEQUENCE_TOKENS, checkInt, describe } from '../validate.js';
 import { ReplayStepper } from './stepper.js';
 import type { TraceRequest } from './trace.js';
 
@@ -90,35 +89,51 @@ export interface ReplayResult {
 
 const PROMPT_CHUNK = 512;
 const OUTPUT_BASE = 1073741824;
+/** Largest hash id: id * 512 + 511 must be an int32 token. */
+export const MAX_HASH_ID = Math.floor((0x7fffffff - (PROMPT_CHUNK - 1)) / PROMPT_CHUNK);
 
-/** Prompt tokens of a request, hash_ids[p / 512] * 512 + p % 512, written to `t[0, L)`. */
-export function promptTokens(req: TraceRequest, t: Int32Array = new Int32Array(req.inputLength)): Int32Array {
-  checkPromptArgs(req, t);
+/**
+ * Prompt tokens of a request, hash_ids[p / 512] * 512 + p % 512, written to
+ * `out[0, inputLength)` (a new array when none is given).
+ */
+export function promptTokens(req: TraceRequest, out?: Int32Array): Int32Array {
+  const t = checkPromptArgs(req, out);
   // With the core loaded (always, in a replay) it writes them with SIMD and
   // they are copied out in one go: 145 M tokens over the conversation trace.
   if (!isCoreLoaded() || req.inputLength < 512) return fillPromptJs(req, t);
   const L = req.inputLength;
-  const ids = plainStaging.stageIds(req.hashIds, 0, Math.ceil(L / PROMPT_CHUNK));
-  const out = plainStaging.byteSpace(L * 4);
-  core().replay_prompt_tokens(ids, L, out);
-  t.set(mem.i32.subarray(out >>> 2, (out >>> 2) + L));
+  const rt = plainCore();
+  const ids = rt.staging.stageIds(req.hashIds, 0, Math.ceil(L / PROMPT_CHUNK));
+  const dst = rt.staging.byteSpace(L * 4);
+  rt.ex.replay_prompt_tokens(ids, L, dst);
+  t.set(rt.i32.subarray(dst >>> 2, (dst >>> 2) + L));
   return t;
 }
 
-/** What both fills need: a request with an id per 512-token chunk, and room for its prompt. */
-function checkPromptArgs(req: TraceRequest, t: Int32Array): void {
-  const L = checkInt('req.inputLength', req.inputLength);
-  const need = Math.ceil(L / PROMPT_CHUNK);
-  if (req.hashIds.length < need) throw new RangeError(`req.hashIds has ${req.hashIds.length} ids but inputLength ${L} needs ${need}`);
-  if (!(t instanceof Int32Array) || t.length < L) {
-    throw new RangeError(`t must be an Int32Array of length >= inputLength ${L}, got ${t instanceof Int32Array ? `length ${t.length}` : describe(t)}`);
+/**
+ * What both fills need: a request with an id per 512-token chunk, and room
+ * for its prompt (checked before anything is allocated). Returns the array to fill.
+ */
+function checkPromptArgs(req: TraceRequest, out: Int32Array | undefined): Int32Array {
+  if (req === null || typeof req !== 'object') throw new TypeError(`req must be a trace request, got ${describe(req)}`);
+  const L = checkInt('req.inputLength', req.inputLength, 0, MAX_SEQUENCE_TOKENS);
+  const ids = req.hashIds;
+  if (ids === null || typeof ids !== 'object' || !Number.isSafeInteger(ids.length) || ids.length < 0) {
+    throw new TypeError(`req.hashIds must be an array of integers, got ${describe(ids)}`);
   }
+  const need = Math.ceil(L / PROMPT_CHUNK);
+  if (ids.length < need) throw new RangeError(`req.hashIds has ${ids.length} ids but inputLength ${L} needs ${need}`);
+  for (let c = 0; c < need; c++) checkInt(`req.hashIds[${c}]`, ids[c], 0, MAX_HASH_ID);
+  if (out === undefined) return new Int32Array(L);
+  if (!(out instanceof Int32Array) || out.length < L) {
+    throw new RangeError(`out must be an Int32Array of length >= req.inputLength ${L}, got ${out instanceof Int32Array ? `length ${out.length}` : describe(out)}`);
+  }
+  return out;
 }
 
 /** promptTokens in plain JS (before the core is loaded; the reference in tests). */
-export function promptTokensJs(req: TraceRequest, t: Int32Array = new Int32Array(req.inputLength)): Int32Array {
-  checkPromptArgs(req, t);
-  return fillPromptJs(req, t);
+export function promptTokensJs(req: TraceRequest, out?: Int32Array): Int32Array {
+  return fillPromptJs(req, checkPromptArgs(req, out));
 }
 
 function fillPromptJs(req: TraceRequest, t: Int32Array): Int32Array {

@@ -5,8 +5,11 @@
 import { BlockManagerPool } from '../pool/block-manager-pool.js';
 import type { KVEvent } from '../managers/kv-events.js';
 import type { Sequence } from '../pool/sequence.js';
-import { runReplay, type ReplayResult } from './kernel.js';
-import { parseReplayOptions, PoolReplayTarget, type ReplayOptions } from './replay.js';
+import { runReplay } from './kernel.js';
+import {
+  completeRun, parseReplayOptions, PoolReplayTarget, REPLAY_DECODE_PRIORITY, replayConfig, replayMode, traceArg,
+  type PlainReplayRun, type ReplayOptions,
+} from './replay.js';
 import { generateWorkload } from './workload.js';
 
 /** Receives the events of one step (one request: its prefill and decode), `step` counting from 0. */
@@ -17,8 +20,9 @@ class EventTarget extends PoolReplayTarget {
   constructor(
     pool: BlockManagerPool,
     private readonly sink: ReplayEventSink,
+    decodePriority: number | undefined,
   ) {
-    super(pool);
+    super(pool, decodePriority);
     pool.recordEvents(true);
   }
   override newSequence(buffer: Int32Array, promptLength: number): Sequence {
@@ -33,20 +37,29 @@ class EventTarget extends PoolReplayTarget {
   }
 }
 
-/** `replaySync` with event recording on; the results are the same as without. */
-export function replayWithEvents(options: ReplayOptions, sink: ReplayEventSink): ReplayResult {
+/**
+ * `replaySync` with event recording on (plain mode only); the results are
+ * the same as without. `traceName` as replaySync's.
+ */
+export function replayWithEvents(options: ReplayOptions, sink: ReplayEventSink, traceName?: string): PlainReplayRun {
   const p = parseReplayOptions(options);
   if (typeof sink !== 'function') throw new TypeError('sink must be a function');
-  for (const k of ['slidingWindow', 'linearStateSlots', 'hostBlocks'] as const) {
-    if (p[k] !== undefined) throw new TypeError(`options.${k} cannot be combined with event recording (events come from the plain pool)`);
+  if (replayMode(p) !== 'plain') {
+    const k = p.hostBlocks > 0 ? 'hostBlocks' : p.slidingWindow !== undefined ? 'slidingWindow' : 'linearStateSlots';
+    throw new TypeError(`options.${k} cannot be combined with event recording (events come from the plain pool)`);
   }
-  const trace = options.trace ?? generateWorkload({ requests: p.workloadRequests, seed: p.seed });
-  const pool = new BlockManagerPool({ numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed });
+  const given = traceArg(options);
+  const trace = given ?? generateWorkload({ requests: p.requests, seed: p.seed });
+  const pool = new BlockManagerPool({
+    numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed, dpSize: p.dpSize,
+    ...(p.eviction !== 'lru' && { evictionPolicy: p.eviction }),
+  });
   try {
-    const target = new EventTarget(pool, sink);
+    const target = new EventTarget(pool, sink, p.eviction === 'priority' ? REPLAY_DECODE_PRIORITY : undefined);
     const result = runReplay(target, trace, p, options.onProgress);
     target.flush();
-    return result;
+    const config = replayConfig(p, given === undefined ? undefined : (traceName ?? 'requests'));
+    return completeRun<PlainReplayRun>({ mode: 'plain', ...result }, config, pool);
   } finally {
     pool.dispose();
   }

@@ -1,52 +1,133 @@
-// `replay()`: the replay kernel on a BlockManagerPool, for programs and the CLI.
+// `replay()`: the replay kernel on a BlockManagerPool, for programs and the
+// CLI. Options carry the CLI's names (`--num-blocks` is `numBlocks`); the
+// result echoes the configuration and has one type per mode.
 
-import { loadCore } from '../core/instance.js';
+import { loadCore } from '../core/plain-core.js';
 import { BlockManagerPool } from '../pool/block-manager-pool.js';
+import { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../pool/sequence.js';
-import { checkBool, checkInt, checkKeys, checkObject } from '../validate.js';
-import { CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type CompositeReplayResult } from './composite-replay.js';
-import { runReplay, type ReplayProgress, type ReplayResult, type ReplayTarget } from './kernel.js';
+import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
+import {
+  CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type CompositeReplaySequence, type SubManagerReplayStats,
+} from './composite-replay.js';
+import {
+  runReplay, type ReplayLinearStateResult, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
+} from './kernel.js';
 import type { TraceRequest } from './trace.js';
 import { generateWorkload } from './workload.js';
 import { parseEvictionPolicy, type EvictionPolicy } from '../managers/eviction-policy.js';
 import { LinearStateReplayTarget } from './linear-state-target.js';
-import { replayWithHostTier, type HierarchyReplayResult } from './hierarchy-replay.js';
+import { HierarchyReplayTarget, hostTierResult, type HostTierResult } from './hierarchy-replay.js';
+import { replayWarnings } from './warnings.js';
 
 export interface ReplayOptions {
-  /** Requests to replay (default: the built-in generated workload). */
-  trace?: readonly TraceRequest[];
-  blockSize?: number;
-  numBlocks?: number;
-  maxRunning?: number;
-  seed?: number;
+  /**
+   * The requests to replay (`parseTrace`, or `readTraceFile` in Node). The
+   * Node entry also takes a file name, `-` (stdin) or a built-in trace name
+   * such as `'mooncake-conversation'`. Default: the built-in generated workload.
+   */
+  trace?: readonly TraceRequest[] | string;
+  /** Requests of the built-in workload when no trace is given (default 2000). */
+  requests?: number;
+  /** Replay only the first `limit` requests. */
   limit?: number;
+  /** Tokens per KV block (default 16). */
+  blockSize?: number;
+  /** Physical blocks per dp rank, padding included (default 65536). */
+  numBlocks?: number;
+  /** Data-parallel ranks, each with `numBlocks` blocks (default 1). */
+  dpSize?: number;
+  /** Sequences held at once (default 32). */
+  maxRunning?: number;
+  /** XXH3 seed of the block hash chain, and of the built-in workload (default 1024). */
+  seed?: number;
+  /** Publish prompt blocks to the prefix cache while the sequence runs (default false). */
   publishAfterPrefill?: boolean;
   /**
-   * Host-tier blocks per dp rank: replay through a HierarchyBlockManagerPool
-   * (offload on finish, loads on host hits, transfers complete at once); the
-   * result then has a `hostTier` part.
+   * Eviction policy of the device prefix cache (default 'lru'; not with
+   * slidingWindow). 'priority' gives each request's generated tokens
+   * priority 10, its prompt the default 35.
+   */
+  eviction?: EvictionPolicy;
+  /**
+   * Host-tier blocks per dp rank (0 or absent: none): replay through a
+   * HierarchyBlockManagerPool (offload on finish, loads on host hits,
+   * transfers complete at once).
    */
   hostBlocks?: number;
-  /** Requests of the built-in workload when no trace is given (default 2000). */
-  workloadRequests?: number;
-  /** Replay with linear state on: this many checkpoint slots per rank (padding included). */
-  linearStateSlots?: number;
-  onProgress?: ReplayProgress;
   /** Replay on a composite pool: a sliding window of this many tokens plus full sub-managers. */
   slidingWindow?: number;
   /** With `slidingWindow`: one full sub-manager per ratio (block size B * ratio; default [1]). */
-  compressRatios?: number[];
-  /**
-   * The pool's eviction policy (default 'lru'; not with slidingWindow or
-   * hostBlocks). 'priority' marks each request's generated tokens with
-   * priority 10 (prompt blocks keep 35).
-   */
-  evictionPolicy?: EvictionPolicy;
+  compressRatios?: readonly number[];
+  /** Replay with linear state on: this many checkpoint slots per rank (padding included). */
+  linearStateSlots?: number;
+  /** Called as requests are replayed: (done, total). */
+  onProgress?: ReplayProgress;
 }
 
+/** The configuration a result was produced with: every option, defaults filled in (unset modes are null). */
+export interface ReplayConfig {
+  /** The trace: its file or built-in name, `workload` (generated) or `requests` (passed as parsed requests). */
+  trace: string;
+  /** Requests of the built-in workload (null when a trace is given). */
+  requests: number | null;
+  limit: number | null;
+  blockSize: number;
+  numBlocks: number;
+  dpSize: number;
+  maxRunning: number;
+  seed: number;
+  publishAfterPrefill: boolean;
+  eviction: EvictionPolicy;
+  hostBlocks: number;
+  slidingWindow: number | null;
+  compressRatios: number[] | null;
+  linearStateSlots: number | null;
+}
+
+/** The pool's own counters for one dp rank at the end of a replay. */
+export interface ReplayRankFigures {
+  dpRank: number;
+  /** Prefix-cache lookups (one per prefill attempt placed on this rank). */
+  lookups: number;
+  /** Full prompt blocks looked up, and found (an exact-prompt hit's given-back block included). */
+  queriedBlocks: number;
+  hitBlocks: number;
+  evictedBlocks: number;
+  allocatedBlocks: number;
+  /** The most blocks held by sequences at once. */
+  peakUsedBlocks: number;
+}
+
+/** What every mode's result has: the kernel's figures, the configuration, per-rank figures, warnings. */
+export interface ReplayRunBase extends Omit<ReplayResult, 'linearState'> {
+  config: ReplayConfig;
+  ranks: ReplayRankFigures[];
+  /** Plain-language notes about a result that is probably not what was meant (nothing replayed, everything rejected, ...). */
+  warnings: string[];
+}
+export interface PlainReplayRun extends ReplayRunBase {
+  mode: 'plain';
+}
+export interface LinearStateReplayRun extends ReplayRunBase {
+  mode: 'linear-state';
+  linearState: ReplayLinearStateResult;
+}
+export interface CompositeReplayRun extends ReplayRunBase {
+  mode: 'composite';
+  subManagers: SubManagerReplayStats[];
+}
+export interface HostTierReplayRun extends ReplayRunBase {
+  mode: 'host-tier';
+  hostTier: HostTierResult;
+}
+/** A replay's result: `mode` tells which parts it has. */
+export type ReplayRun = PlainReplayRun | LinearStateReplayRun | CompositeReplayRun | HostTierReplayRun;
+export type ReplayMode = ReplayRun['mode'];
+
 const KEYS = [
-  'trace', 'blockSize', 'numBlocks', 'maxRunning', 'seed', 'limit', 'publishAfterPrefill', 'workloadRequests', 'onProgress',
-  'slidingWindow', 'compressRatios', 'linearStateSlots', 'hostBlocks', 'evictionPolicy',
+  'trace', 'requests', 'limit', 'blockSize', 'numBlocks', 'dpSize', 'maxRunning', 'seed', 'publishAfterPrefill', 'eviction',
+  'hostBlocks', 'slidingWindow', 'compressRatios', 'linearStateSlots', 'onProgress',
 ];
 
 /** The priority a 'priority' replay gives blocks holding generated tokens only (below the default 35). */
@@ -61,7 +142,7 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
     const s = Sequence.fromBuffer(buffer, promptLength);
     const table = this.spareTables.pop();
-    if (table !== undefined) s._table = table;
+    if (table !== undefined) s.state.table = table;
     if (this.decodePriority !== undefined) s.setRetention([{ start: promptLength, priority: this.decodePriority }]);
     return s;
   }
@@ -75,11 +156,11 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
     this.pool.deallocate(seq);
   }
   recycle(seq: Sequence): Int32Array {
-    this.spareTables.push(seq._table);
-    return seq._tokens;
+    this.spareTables.push(seq.state.table);
+    return seq.state.tokens;
   }
   blockIds(seq: Sequence): Int32Array {
-    return seq._table;
+    return seq.state.table;
   }
   blocksEvicted(): number {
     return this.pool.stats().reduce((a, s) => a + s.blocksEvicted, 0);
@@ -92,85 +173,213 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
   }
 }
 
-export function parseReplayOptions(o: ReplayOptions) {
+/** Options checked, defaults filled in (what `replaySync` runs and `config` echoes). */
+export interface ParsedReplayOptions {
+  blockSize: number;
+  numBlocks: number;
+  dpSize: number;
+  maxRunning: number;
+  seed: number;
+  limit: number | undefined;
+  publishAfterPrefill: boolean;
+  requests: number;
+  eviction: EvictionPolicy;
+  hostBlocks: number;
+  slidingWindow: number | undefined;
+  compressRatios: number[];
+  linearStateSlots: number | undefined;
+}
+
+export function parseReplayOptions(o: ReplayOptions): ParsedReplayOptions {
   checkObject('options', o);
   checkKeys('options', o, KEYS);
   if (o.compressRatios !== undefined && o.slidingWindow === undefined) {
     throw new TypeError('options.compressRatios needs options.slidingWindow (a composite replay), got slidingWindow undefined');
   }
-  return {
+  if (o.onProgress !== undefined && typeof o.onProgress !== 'function') throw new TypeError(`options.onProgress must be a function, got ${describe(o.onProgress)}`);
+  const p: ParsedReplayOptions = {
     blockSize: checkInt('options.blockSize', o.blockSize ?? 16, 1),
     numBlocks: checkInt('options.numBlocks', o.numBlocks ?? 65536, 2),
+    dpSize: checkInt('options.dpSize', o.dpSize ?? 1, 1, 4096),
     maxRunning: checkInt('options.maxRunning', o.maxRunning ?? 32, 1),
     seed: checkInt('options.seed', o.seed ?? 1024, 0, Number.MAX_SAFE_INTEGER),
     limit: o.limit === undefined ? undefined : checkInt('options.limit', o.limit, 0),
     publishAfterPrefill: checkBool('options.publishAfterPrefill', o.publishAfterPrefill ?? false),
-    workloadRequests: checkInt('options.workloadRequests', o.workloadRequests ?? 2000, 0),
+    requests: checkInt('options.requests', o.requests ?? 2000, 0),
+    eviction: o.eviction ?? 'lru',
+    hostBlocks: o.hostBlocks === undefined || o.hostBlocks === 0 ? 0 : checkInt('options.hostBlocks', o.hostBlocks, 2),
     slidingWindow: o.slidingWindow === undefined ? undefined : checkInt('options.slidingWindow', o.slidingWindow, 1),
     compressRatios: parseCompressRatios('options.compressRatios', o.compressRatios),
     linearStateSlots: o.linearStateSlots === undefined ? undefined : checkInt('options.linearStateSlots', o.linearStateSlots, 2),
-    hostBlocks: o.hostBlocks === undefined ? undefined : checkInt('options.hostBlocks', o.hostBlocks, 2),
-    evictionPolicy: replayEvictionPolicy(o),
+  };
+  parseEvictionPolicy('options.eviction', p.eviction);
+  const modes = [
+    p.slidingWindow !== undefined && 'slidingWindow',
+    p.linearStateSlots !== undefined && 'linearStateSlots',
+    p.hostBlocks > 0 && 'hostBlocks',
+  ].filter((k): k is string => typeof k === 'string');
+  if (modes.length > 1) throw new TypeError(`options: ${modes.join(' and ')} cannot be combined`);
+  if (p.eviction !== 'lru' && p.slidingWindow !== undefined) {
+    throw new TypeError(`options.eviction '${p.eviction}' cannot be combined with slidingWindow (a composite pool has no prefix cache)`);
+  }
+  return p;
+}
+
+/** The mode `replaySync` will run for these options. */
+export function replayMode(p: ParsedReplayOptions): ReplayMode {
+  if (p.hostBlocks > 0) return 'host-tier';
+  if (p.slidingWindow !== undefined) return 'composite';
+  if (p.linearStateSlots !== undefined) return 'linear-state';
+  return 'plain';
+}
+
+/** The `config` a result echoes. */
+export function replayConfig(p: ParsedReplayOptions, trace: string | undefined): ReplayConfig {
+  return {
+    trace: trace ?? 'workload',
+    requests: trace === undefined ? p.requests : null,
+    limit: p.limit ?? null,
+    blockSize: p.blockSize,
+    numBlocks: p.numBlocks,
+    dpSize: p.dpSize,
+    maxRunning: p.maxRunning,
+    seed: p.seed,
+    publishAfterPrefill: p.publishAfterPrefill,
+    eviction: p.eviction,
+    hostBlocks: p.hostBlocks,
+    slidingWindow: p.slidingWindow ?? null,
+    compressRatios: p.slidingWindow === undefined ? null : p.compressRatios,
+    linearStateSlots: p.linearStateSlots ?? null,
   };
 }
 
-/** The eviction option, checked; only the plain and linear-state replays take one other than 'lru'. */
-function replayEvictionPolicy(o: ReplayOptions): EvictionPolicy | undefined {
-  const v = o.evictionPolicy;
-  if (v === undefined) return undefined;
-  parseEvictionPolicy('options.evictionPolicy', v);
-  if (v !== 'lru' && (o.slidingWindow !== undefined || o.hostBlocks !== undefined)) {
-    throw new TypeError(`options.evictionPolicy '${v}' cannot be combined with ${o.slidingWindow !== undefined ? 'slidingWindow' : 'hostBlocks'}`);
+/** The parsed requests of `options.trace`, undefined for the built-in workload. */
+export function traceArg(options: ReplayOptions): readonly TraceRequest[] | undefined {
+  const t = options.trace;
+  if (t === undefined) return undefined;
+  if (typeof t === 'string') {
+    throw new TypeError(`options.trace ${JSON.stringify(t)}: reading a trace by name needs kvpool's Node entry; elsewhere pass parsed requests (parseTrace)`);
   }
-  return v;
+  if (!Array.isArray(t)) throw new TypeError(`options.trace must be an array of trace requests, got ${describe(t)}`);
+  return t;
 }
 
 /**
- * Replays a trace (or the built-in workload) through a fresh BlockManagerPool
- * exactly as REPLAY.md describes and returns the result object.
+ * Replays a trace (or the built-in workload) through a fresh pool exactly as
+ * the replay kernel describes (docs/replay.md) and returns its result.
  */
-export async function replay(options: ReplayOptions = {}): Promise<ReplayResult | CompositeReplayResult | HierarchyReplayResult> {
+export async function replay(options: ReplayOptions = {}): Promise<ReplayRun> {
   const p = parseReplayOptions(options);
+  traceArg(options);
   await loadCore();
   return replaySync(options, p);
 }
 
-/** `replay` once the core is loaded (always the case in Node). */
-export function replaySync(
-  options: ReplayOptions = {},
-  parsed = parseReplayOptions(options),
-): ReplayResult | CompositeReplayResult | HierarchyReplayResult {
-  const p = parsed;
-  const trace = options.trace ?? generateWorkload({ requests: p.workloadRequests, seed: p.seed });
-  const modes = [
-    p.slidingWindow !== undefined && 'slidingWindow',
-    p.linearStateSlots !== undefined && 'linearStateSlots',
-    p.hostBlocks !== undefined && 'hostBlocks',
-  ].filter((k): k is string => typeof k === 'string');
-  if (modes.length > 1) throw new TypeError(`options: ${modes.join(' and ')} cannot be combined`);
-  if (p.hostBlocks !== undefined) return replayWithHostTier(trace, { ...p, hostBlocks: p.hostBlocks }, options.onProgress);
-  if (p.slidingWindow !== undefined) {
-    const pool = new BlockManagerPool(compositePoolOptions(p, p.slidingWindow, p.compressRatios));
-    try {
+/**
+ * `replay` once the core is loaded (always the case in Node). `traceName`
+ * is what `config.trace` says (the Node entry passes the file it read).
+ */
+export function replaySync(options: ReplayOptions = {}, parsed?: ParsedReplayOptions, traceName?: string): ReplayRun {
+  const p = parsed ?? parseReplayOptions(options);
+  const given = traceArg(options);
+  const trace = given ?? generateWorkload({ requests: p.requests, seed: p.seed });
+  const config = replayConfig(p, given === undefined ? undefined : (traceName ?? 'requests'));
+  const open = openReplay(p);
+  try {
+    return open.finish(runReplay(open.target, trace, p, options.onProgress), config);
+  } finally {
+    open.pool.dispose();
+  }
+}
+
+/** A pool set up for one mode's replay, the loop's view of it, and how its figures become a ReplayRun. */
+export interface OpenReplay {
+  mode: ReplayMode;
+  /** The pool (a HierarchyBlockManagerPool in host-tier mode); the caller disposes it. */
+  pool: BlockManagerPool;
+  target: ReplayTarget<ReplaySequence>;
+  /** The pool's Sequence behind one of the target's sequences. */
+  sequenceOf(s: ReplaySequence): Sequence;
+  /** The kernel's result, completed with the mode's parts, the configuration, per-rank figures and warnings. */
+  finish(r: ReplayResult, config: ReplayConfig): ReplayRun;
+}
+
+/**
+ * Creates the pool and replay target of the options' mode (what `replaySync`
+ * runs; the pool inspector steps the same target).
+ */
+export function openReplay(p: ParsedReplayOptions): OpenReplay {
+  const decodePriority = p.eviction === 'priority' ? REPLAY_DECODE_PRIORITY : undefined;
+  const eviction = p.eviction !== 'lru' ? { evictionPolicy: p.eviction } : {};
+  const base = { numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed, dpSize: p.dpSize };
+  const same = (s: ReplaySequence) => s as Sequence;
+  switch (replayMode(p)) {
+    case 'host-tier': {
+      const pool = new HierarchyBlockManagerPool({ ...base, ...eviction, hostNumBlocks: p.hostBlocks });
+      return {
+        mode: 'host-tier',
+        pool,
+        target: new HierarchyReplayTarget(pool, decodePriority) as ReplayTarget<ReplaySequence>,
+        sequenceOf: same,
+        finish: (r, config) => completeRun<HostTierReplayRun>({ mode: 'host-tier', ...r, hostTier: hostTierResult(pool, p.hostBlocks, r.matchedBlocks) }, config, pool),
+      };
+    }
+    case 'composite': {
+      const pool = new BlockManagerPool(compositePoolOptions(p, p.slidingWindow!, p.compressRatios));
       const target = new CompositeReplayTarget(pool);
-      return { ...runReplay(target, trace, p, options.onProgress), subManagers: target.subManagers() };
-    } finally {
-      pool.dispose();
+      return {
+        mode: 'composite',
+        pool,
+        target: target as ReplayTarget<ReplaySequence>,
+        sequenceOf: (s) => (s as CompositeReplaySequence).seq,
+        finish: (r, config) => completeRun<CompositeReplayRun>({ mode: 'composite', ...r, subManagers: target.subManagers() }, config, pool),
+      };
+    }
+    default: {
+      const linear = p.linearStateSlots !== undefined;
+      const pool = new BlockManagerPool({
+        ...base,
+        ...eviction,
+        ...(linear ? { enableLinearState: true, linearStateNumSlots: p.linearStateSlots } : {}),
+      });
+      // The priority replay's rule (docs/replay.md): generated tokens are
+      // never part of a later prompt in a trace, so their blocks go first.
+      const plain = new PoolReplayTarget(pool, decodePriority);
+      if (!linear) {
+        return {
+          mode: 'plain',
+          pool,
+          target: plain as ReplayTarget<ReplaySequence>,
+          sequenceOf: same,
+          finish: (r, config) => completeRun<PlainReplayRun>({ mode: 'plain', ...r }, config, pool),
+        };
+      }
+      return {
+        mode: 'linear-state',
+        pool,
+        target: new LinearStateReplayTarget(plain) as ReplayTarget<ReplaySequence>,
+        sequenceOf: same,
+        finish: ({ linearState, ...r }, config) => completeRun<LinearStateReplayRun>({ mode: 'linear-state', ...r, linearState: linearState! }, config, pool),
+      };
     }
   }
-  const linear = p.linearStateSlots !== undefined;
-  const pool = new BlockManagerPool({
-    numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed,
-    ...(p.evictionPolicy !== undefined && { evictionPolicy: p.evictionPolicy }),
-    ...(linear ? { enableLinearState: true, linearStateNumSlots: p.linearStateSlots } : {}),
-  });
-  try {
-    // The priority replay's rule (README "Eviction policies"): generated tokens
-    // are never part of a later prompt in a trace, so their blocks go first.
-    const plain = new PoolReplayTarget(pool, p.evictionPolicy === 'priority' ? REPLAY_DECODE_PRIORITY : undefined);
-    const target = linear ? new LinearStateReplayTarget(plain) : plain;
-    return runReplay(target, trace, p, options.onProgress);
-  } finally {
-    pool.dispose();
-  }
+}
+
+/** A mode's figures with the configuration, the pool's per-rank figures and the warnings added (key order: mode, config, figures). */
+export function completeRun<R extends ReplayRun>(run: Omit<R, 'ranks' | 'warnings' | 'config'>, config: ReplayConfig, pool: BlockManagerPool): R {
+  const full = Object.assign({ mode: run.mode, config }, run, { ranks: rankFigures(pool), warnings: [] as string[] }) as unknown as R;
+  full.warnings = replayWarnings(full);
+  return full;
+}
+
+function rankFigures(pool: BlockManagerPool): ReplayRankFigures[] {
+  return pool.stats().map((s, dpRank) => ({
+    dpRank,
+    lookups: s.matchCalls,
+    queriedBlocks: s.blocksQueried,
+    hitBlocks: s.blocksHit,
+    evictedBlocks: s.blocksEvicted,
+    allocatedBlocks: s.blocksAllocated,
+    peakUsedBlocks: s.peakUsedBlocks,
+  }));
 }

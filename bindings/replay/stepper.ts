@@ -165,7 +165,7 @@ export class ReplayStepper<S extends ReplaySequence> {
     const L = req.inputLength;
     const need = L + req.outputLength + 1;
     let buf = this.spare.pop();
-    if (buf === undefined || buf.length < need) buf = new Int32Array(need + (need >> 2));
+    if (buf === undefined || buf.length < need) buf = new Int32Array(need + Math.floor(need / 4));
     const s = target.newSequence(promptTokens(req, buf), L);
     while (this.live() >= params.maxRunning) this.finishOldest();
     let placed = false;

@@ -1,6 +1,8 @@
 // Mooncake-style trace requests: one JSON object per line with
 // input_length, output_length and hash_ids (512-token content ids).
 
+import { MAX_SEQUENCE_TOKENS } from '../validate.js';
+
 export interface TraceRequest {
   inputLength: number;
   outputLength: number;
@@ -41,6 +43,10 @@ export function parseTraceLine(text: string, line: number): TraceRequest | null 
   const o = obj as Record<string, unknown>;
   const inputLength = field(o, 'input_length', line);
   const outputLength = field(o, 'output_length', line);
+  // Checked before anything is sized by them: a request's tokens must fit the 32-bit core.
+  if (inputLength + outputLength > MAX_SEQUENCE_TOKENS) {
+    throw new TraceError(line, `input_length + output_length = ${inputLength + outputLength} is more than a sequence can hold (${MAX_SEQUENCE_TOKENS} tokens)`);
+  }
   const ids = o['hash_ids'];
   if (!Array.isArray(ids)) throw new TraceError(line, `"hash_ids" must be an array, got ${JSON.stringify(ids)}`);
   const need = Math.ceil(inputLength / 512);
@@ -60,10 +66,11 @@ export function parseTraceLine(text: string, line: number): TraceRequest | null 
   return { inputLength, outputLength, hashIds, timestamp: typeof ts === 'number' ? ts : undefined };
 }
 
-/** Parses a whole trace held in memory (browsers: a dropped file's text). */
+/** Parses a whole trace held in memory (browsers: a dropped file's text); a leading byte-order mark is skipped. */
 export function parseTrace(text: string): TraceRequest[] {
+  if (typeof text !== 'string') throw new TypeError(`text must be a string, got ${typeof text}`);
   const out: TraceRequest[] = [];
-  const lines = text.split('\n');
+  const lines = (text.charCodeAt(0) === 0xfeff ? text.slice(1) : text).split('\n');
   for (let i = 0; i < lines.length; i++) {
     const r = parseTraceLine(lines[i]!, i + 1);
     if (r) out.push(r);

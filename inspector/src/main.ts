@@ -11,8 +11,6 @@ import { DEFAULT_OPTIONS, Session, type SessionOptions } from './session.js';
 
 /** Requests replayed per animation frame at each speed setting. */
 const SPEEDS = [1 / 16, 1 / 4, 1, 4, 16, 64, 256, 1024];
-/** While playing, the sequence table (DOM, costly to rebuild) is redrawn at most this often. */
-const TABLE_EVERY_MS = 250;
 /** Time per frame the replay may take, so drawing keeps up. */
 const STEP_BUDGET_MS = 12;
 const GRID_WIDTH = 720;
@@ -39,7 +37,6 @@ let dirty = true;
 let hover: { rank: number; id: number; x: number; y: number } | null = null;
 /** Smoothed milliseconds per frame spent replaying and drawing (shown in the status line). */
 const cost = { step: 0, draw: 0 };
-let tableAt = -Infinity;
 const smooth = (old: number, v: number) => old * 0.9 + v * 0.1;
 
 const percent = (v: number) => `${(v * 100).toFixed(1)}%`;
@@ -52,7 +49,7 @@ const plots = [
       { series: 'cached', label: 'cached (evictable)', color: STATE_COLORS[BlockState.Cached] },
     ],
     () => (session ? (session.options.numBlocks - 1) * session.options.dpSize : 1),
-    (v) => String(Math.round(v)),
+    (v) => Math.round(v).toLocaleString('en-US'),
   ),
   new Plot(
     'prefix-cache hit rate',
@@ -63,7 +60,7 @@ const plots = [
     () => 1,
     percent,
   ),
-  new Plot('evictions', [{ series: 'evicted', label: 'blocks evicted', color: '#cf222e' }], () => null, (v) => String(Math.round(v))),
+  new Plot('evictions', [{ series: 'evicted', label: 'blocks evicted', color: '#cf222e' }], () => null, (v) => Math.round(v).toLocaleString('en-US')),
 ];
 $('plots').append(...plots.map((p) => p.canvas));
 
@@ -78,31 +75,35 @@ function readOptions(): SessionOptions {
     requests: num('requests'),
     seed: num('seed'),
     publishAfterPrefill: f.get('publishAfterPrefill') === 'on',
+    eviction: String(f.get('eviction')) as SessionOptions['eviction'],
+    hostBlocks: num('hostBlocks'),
+    slidingWindow: num('slidingWindow'),
   };
 }
 
 function writeOptions(o: SessionOptions): void {
   for (const [k, v] of Object.entries(o)) {
-    const input = form.elements.namedItem(k) as HTMLInputElement | null;
+    const input = form.elements.namedItem(k) as HTMLInputElement | HTMLSelectElement | null;
     if (!input) continue;
-    if (input.type === 'checkbox') input.checked = v as boolean;
+    if (input instanceof HTMLInputElement && input.type === 'checkbox') input.checked = v as boolean;
     else input.value = String(v);
   }
 }
 
-/** Options from the page's query string (?numBlocks=65536&dpSize=4…) over the defaults. */
+/** Options from the page's query string (?numBlocks=65536&dpSize=4&eviction=lfu…) over the defaults. */
 function optionsFromUrl(): SessionOptions {
   const q = new URLSearchParams(location.search);
-  const o = { ...DEFAULT_OPTIONS };
-  for (const k of Object.keys(o) as Array<keyof SessionOptions>) {
+  const o: Record<string, unknown> = { ...DEFAULT_OPTIONS };
+  for (const k of Object.keys(o)) {
     const v = q.get(k);
     if (v === null) continue;
     if (k === 'publishAfterPrefill') o[k] = v === '1' || v === 'true';
+    else if (k === 'eviction') o[k] = v;
     else o[k] = Number(v);
   }
   const speed = q.get('speed');
   if (speed !== null) speedInput.value = speed;
-  return o;
+  return o as unknown as SessionOptions;
 }
 
 function buildRanks(s: Session): void {
@@ -110,12 +111,13 @@ function buildRanks(s: Session): void {
   grids = [];
   legends = [];
   figures = [];
-  for (let r = 0; r < s.options.dpSize; r++) {
+  for (let r = 0; r < s.panels.length; r++) {
+    const panel = s.panels[r]!;
     const box = document.createElement('div');
     box.className = 'rank';
     const h = document.createElement('h2');
-    h.textContent = `dp rank ${r}`;
-    h.append(Object.assign(document.createElement('span'), { className: 'muted', textContent: ` · ${s.options.numBlocks} blocks of ${s.options.blockSize} tokens` }));
+    h.textContent = panel.title;
+    h.append(Object.assign(document.createElement('span'), { className: 'muted', textContent: ` · ${panel.manager.numBlocks} blocks of ${panel.manager.blockSize} tokens` }));
     const legend = document.createElement('ul');
     legend.className = 'legend';
     const counts: HTMLElement[] = [];
@@ -132,7 +134,7 @@ function buildRanks(s: Session): void {
     const fig = Object.assign(document.createElement('p'), { className: 'figures' });
     fig.dataset['testid'] = `figures-r${r}`;
     const rank = r;
-    const grid = new BlockGrid(s.options.numBlocks, GRID_WIDTH, (id, ev) => {
+    const grid = new BlockGrid(panel.manager.numBlocks, GRID_WIDTH, (id, ev) => {
       hover = id === null ? null : { rank, id, x: ev.clientX, y: ev.clientY };
       updateTooltip();
     });
@@ -172,7 +174,7 @@ function updateTooltip(): void {
   }
   const { rank, id } = hover;
   const state = BLOCK_STATE_NAMES[session.states[rank]![id]!]!;
-  const lines = [`rank ${rank} · block ${id} · ${state}`];
+  const lines = [`${session.panels[rank]!.title} · block ${id} · ${state}`];
   if (state !== 'free' && state !== 'padding') {
     const h = session.holders(rank, id);
     const who = h.requests.map((q) => `request #${q}`);
@@ -193,24 +195,28 @@ function render(): void {
   const used = s.pool.numUsedBlocks();
   const cached = s.pool.numBlocksInPrefixCache();
   const stats = s.pool.stats();
-  for (let r = 0; r < grids.length; r++) {
-    grids[r]!.draw(s.states[r]!);
-    const c = s.counts[r]!;
-    legends[r]!.forEach((el, code) => (el.textContent = String(c[code])));
-    figures[r]!.textContent =
-      `pool figures: free ${free[r]} · used ${used[r]} · in prefix cache ${cached[r]} (evictable ${stats[r]!.numEvictableBlocks})` +
-      ` · evicted so far ${stats[r]!.blocksEvicted}`;
+  for (let k = 0; k < grids.length; k++) {
+    grids[k]!.draw(s.states[k]!);
+    const c = s.counts[k]!;
+    legends[k]!.forEach((el, code) => (el.textContent = String(c[code])));
+    const panel = s.panels[k]!;
+    const r = panel.rank;
+    const m = panel.manager;
+    figures[k]!.textContent =
+      k < s.pool.dpSize
+        ? `pool figures: free ${free[r]} · used ${used[r]} · in prefix cache ${cached[r]} (evictable ${stats[r]!.numEvictableBlocks})` +
+          ` · evicted so far ${stats[r]!.blocksEvicted}`
+        : `host figures: free ${m.numFreeBlocks()} · cached ${m.numBlocksInPrefixCache()} · evicted so far ${m.stats().blocksEvicted}`;
   }
   for (const p of plots) p.draw(s.samples);
-  const now = performance.now();
-  if (!playing || now - tableAt >= TABLE_EVERY_MS) {
-    tableAt = now;
-    renderSequences($('sequences'), s);
-  }
+  // The table and the status line come from the same moment: the table
+  // updates only the rows that changed, so it can follow every frame.
+  renderSequences($('sequences'), s);
   const res = s.stepper.result();
   statusEl.textContent =
     `request ${s.done} / ${s.stepper.total}${s.finished ? ' · finished' : ''} · running ${s.stepper.running().length}` +
-    ` · hit rate ${percent(res.hitRate)} · evicted ${res.evictedBlocks} · rejected ${res.rejected} · truncated ${res.truncated}`;
+    ` · hit rate ${percent(res.hitRate)} · evicted ${res.evictedBlocks} · rejected ${res.rejected} · truncated ${res.truncated}` +
+    (s.mode === 'plain' ? '' : ` · ${s.mode}`);
   perfEl.textContent = `per frame: replay ${cost.step.toFixed(1)} ms · draw ${cost.draw.toFixed(1)} ms`;
   updateTooltip();
 }

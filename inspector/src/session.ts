@@ -3,15 +3,20 @@
 // plots draw. No DOM here, so it runs (and is tested) in Node as well.
 
 import {
-  BlockManagerPool,
   BlockState,
   generateWorkload,
-  PoolReplayTarget,
   ReplayStepper,
+  type EvictionPolicy,
+  type ReplayRun,
+  type ReplaySequence,
   type Sequence,
   type TraceRequest,
 } from '../../bindings/index.js';
+import { openReplay, parseReplayOptions, replayConfig, type OpenReplay, type ReplayConfig } from '../../bindings/replay/replay.js';
+import type { HierarchyBlockManagerPool } from '../../bindings/pool/hierarchy-block-manager-pool.js';
+import type { PoolManager } from '../../bindings/managers/pool-manager.js';
 
+/** The replay's options (the names of `kvpool replay`'s flags); 0 turns a mode off. */
 export interface SessionOptions {
   numBlocks: number;
   blockSize: number;
@@ -21,17 +26,35 @@ export interface SessionOptions {
   requests: number;
   seed: number;
   publishAfterPrefill: boolean;
+  eviction: EvictionPolicy;
+  /** Host-tier blocks per rank (0: none). */
+  hostBlocks: number;
+  /** Tokens of a sliding window: a composite pool (0: none). */
+  slidingWindow: number;
 }
 
+/** `kvpool replay`'s defaults, so the same workload shows the same hit rate here and there. */
 export const DEFAULT_OPTIONS: SessionOptions = {
-  numBlocks: 4096,
+  numBlocks: 65536,
   blockSize: 16,
-  dpSize: 2,
+  dpSize: 1,
   maxRunning: 32,
   requests: 2000,
   seed: 1024,
   publishAfterPrefill: false,
+  eviction: 'lru',
+  hostBlocks: 0,
+  slidingWindow: 0,
 };
+
+/** One grid of blocks: a rank's device manager (a composite rank's capacity sub-manager) or its host tier. */
+export interface Panel {
+  title: string;
+  rank: number;
+  manager: PoolManager;
+  /** Which of a sequence's tables holds this panel's ids. */
+  table(seq: Sequence): ArrayLike<number>;
+}
 
 export const SERIES = ['step', 'free', 'used', 'cached', 'hitRate', 'recentHitRate', 'evicted'] as const;
 export type SeriesName = (typeof SERIES)[number];
@@ -69,38 +92,80 @@ export class Samples {
 const RECENT = 50;
 
 export class Session {
-  readonly pool: BlockManagerPool;
-  readonly stepper: ReplayStepper<Sequence>;
-  /** Block state codes per rank, refreshed by `refresh()`. */
+  private readonly open: OpenReplay;
+  readonly stepper: ReplayStepper<ReplaySequence>;
+  /** What the grids show: every rank's device blocks, then (host tier) every rank's host blocks. */
+  readonly panels: Panel[];
+  /** Block state codes per panel, refreshed by `refresh()`. */
   readonly states: Uint8Array[];
-  /** Ids in each state per rank (index = BlockState code), from `refresh()`. */
+  /** Ids in each state per panel (index = BlockState code), from `refresh()`. */
   readonly counts: Int32Array[];
   readonly samples = new Samples();
   private readonly recent: Array<[number, number]> = [];
   private recentPrompt = 0;
   private recentMatched = 0;
 
+  readonly trace: readonly TraceRequest[];
+  readonly traceName: string;
+  /** The configuration `result()` echoes, as `kvpool replay` would print it. */
+  readonly config: ReplayConfig;
+
+  /** A session over `trace` (named `traceName`), or over the built-in workload the options describe. */
   constructor(
     readonly options: SessionOptions,
-    readonly trace: readonly TraceRequest[] = generateWorkload({ requests: options.requests, seed: options.seed }),
-    readonly traceName = `built-in workload (${trace.length} requests, seed ${options.seed})`,
+    trace?: readonly TraceRequest[],
+    traceName?: string,
   ) {
     const o = options;
-    this.pool = new BlockManagerPool({ numBlocks: o.numBlocks, blockSize: o.blockSize, dpSize: o.dpSize, seed: o.seed });
+    // Checked as replay() checks them: the same messages for a bad value.
+    const parsed = parseReplayOptions({
+      numBlocks: o.numBlocks, blockSize: o.blockSize, dpSize: o.dpSize, maxRunning: o.maxRunning, seed: o.seed, requests: o.requests,
+      publishAfterPrefill: o.publishAfterPrefill, eviction: o.eviction, hostBlocks: o.hostBlocks,
+      ...(o.slidingWindow > 0 && { slidingWindow: o.slidingWindow }),
+    });
+    this.trace = trace ?? generateWorkload({ requests: parsed.requests, seed: parsed.seed });
+    this.traceName = traceName ?? `built-in workload (${this.trace.length} requests, seed ${o.seed})`;
+    this.config = replayConfig(parsed, trace === undefined ? undefined : this.traceName);
+    this.open = openReplay(parsed);
     try {
-      this.stepper = new ReplayStepper(new PoolReplayTarget(this.pool), trace, {
-        blockSize: o.blockSize,
-        maxRunning: o.maxRunning,
-        publishAfterPrefill: o.publishAfterPrefill,
-      });
+      this.stepper = new ReplayStepper(this.open.target, this.trace, { blockSize: o.blockSize, maxRunning: o.maxRunning, publishAfterPrefill: o.publishAfterPrefill });
     } catch (e) {
-      this.pool.dispose();
+      this.open.pool.dispose();
       throw e;
     }
-    this.states = this.pool.managers.map((m) => new Uint8Array(m.numBlocks));
-    this.counts = this.pool.managers.map(() => new Int32Array(5));
+    const pool = this.open.pool;
+    const composite = this.open.mode === 'composite';
+    const device = pool.managers.map((manager, rank): Panel => ({
+      title: `dp rank ${rank}${composite ? ' · full sub-manager' : ''}`,
+      rank,
+      manager,
+      table: composite ? (q) => q.compositeBlockTables[pool.compositeManager(rank)!.capacityIndex]! : (q) => q.blockTable,
+    }));
+    const host = this.open.mode === 'host-tier' ? (pool as HierarchyBlockManagerPool) : null;
+    const hosts = (host?.hosts ?? []).map((manager, rank): Panel => ({ title: `host tier · rank ${rank}`, rank, manager, table: (q) => host!.hostBlockTable(q) }));
+    this.panels = [...device, ...hosts];
+    this.states = this.panels.map((p) => new Uint8Array(p.manager.numBlocks));
+    this.counts = this.panels.map(() => new Int32Array(5));
     this.sample();
     this.refresh();
+  }
+
+  get pool() {
+    return this.open.pool;
+  }
+
+  get mode() {
+    return this.open.mode;
+  }
+
+  /** The running sequences, oldest first, as the pool's Sequences. */
+  running(): Sequence[] {
+    return this.stepper.running().map((s) => this.open.sequenceOf(s));
+  }
+
+  /** The replay's result so far, as `replay()` reports it (the whole result once finished). */
+  result(): ReplayRun {
+    return this.open.finish(this.stepper.result(), this.config);
   }
 
   get done(): number {
@@ -153,26 +218,27 @@ export class Session {
     });
   }
 
-  /** Reads every rank's block states in one pass each and counts them. */
+  /** Reads every panel's block states in one pass each and counts them. */
   refresh(): void {
-    for (let r = 0; r < this.states.length; r++) {
-      const st = this.pool.managers[r]!.blockStates(this.states[r]);
-      const c = this.counts[r]!;
+    for (let k = 0; k < this.panels.length; k++) {
+      const st = this.panels[k]!.manager.blockStates(this.states[k]);
+      const c = this.counts[k]!;
       c.fill(0);
       for (let i = 0; i < st.length; i++) c[st[i]!]!++;
     }
   }
 
-  /** Who holds block `id` of rank `rank`: the running requests and the prefix cache. */
-  holders(rank: number, id: number): { requests: number[]; prefixCache: boolean } {
+  /** Who holds block `id` of panel `panel`: the running requests and the prefix cache. */
+  holders(panel: number, id: number): { requests: number[]; prefixCache: boolean } {
+    const p = this.panels[panel]!;
     const requests: number[] = [];
-    const seqs = this.stepper.running();
+    const seqs = this.running();
     const reqs = this.stepper.runningRequests();
     let held = 0;
     for (let i = 0; i < seqs.length; i++) {
       const s = seqs[i]!;
-      if (s.dpRank !== rank) continue;
-      const t = s.blockTable;
+      if (s.dpRank !== p.rank) continue;
+      const t = p.table(s);
       let n = 0;
       for (let j = 0; j < t.length; j++) if (t[j] === id) n++;
       if (n > 0) {
@@ -180,13 +246,12 @@ export class Session {
         held += n;
       }
     }
-    const state = this.states[rank]![id];
-    const prefixCache =
-      state === BlockState.Cached || (state !== BlockState.Free && state !== BlockState.Padding && this.pool.managers[rank]!.refCount(id) > held);
+    const state = this.states[panel]![id];
+    const prefixCache = state === BlockState.Cached || (state !== BlockState.Free && state !== BlockState.Padding && p.manager.refCount(id) > held);
     return { requests, prefixCache };
   }
 
   dispose(): void {
-    this.pool.dispose();
+    this.open.pool.dispose();
   }
 }

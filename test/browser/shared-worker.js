@@ -4,6 +4,7 @@
 import { ConcurrentBlockManagerImpl } from '/dist/index.js';
 
 const CONTENDED = 0x40000000; // the waiter bit of the lock word (bindings/managers/shared-lock.ts)
+const HDR_LOCK = 8; // where the lock word sits in a manager's header (bindings/core/abi.ts)
 
 onmessage = (e) => {
   const { desc, flags } = e.data;
@@ -14,7 +15,7 @@ onmessage = (e) => {
   m.withLock(() => {
     postMessage({ threadId: m.threadId, usedSeen: m.numUsedBlocks(), depth: m.lockDepth() });
     for (let i = 0; i < 20_000 && !sawWaiter; i++) {
-      sawWaiter = (Atomics.load(word, desc.lockPtr >>> 2) & CONTENDED) !== 0;
+      sawWaiter = (Atomics.load(word, (desc.ptr + HDR_LOCK) >>> 2) & CONTENDED) !== 0;
       Atomics.wait(nap, 0, 0, 1); // waiting is allowed in a worker
     }
   });

@@ -1,8 +1,10 @@
-// External references some tests compare against (the Mooncake trace, the
-// real xxHash library). A user's clone may lack them: those tests skip with a
-// message. CI sets KVPOOL_REQUIRE_EXTERNALS=1, and then a missing one fails.
+// External references some tests compare against (the real xxHash library,
+// Chromium). A user's clone may lack them: those tests skip with a message.
+// CI sets KVPOOL_REQUIRE_EXTERNALS=1, and then a missing one fails. The
+// Mooncake trace is not one of them: it ships in traces/.
 
 import { existsSync } from 'node:fs';
+import { BUILTIN_TRACES } from '../../bindings/node/trace-file.js';
 
 export const requireExternals = process.env['KVPOOL_REQUIRE_EXTERNALS'] === '1';
 
@@ -15,8 +17,7 @@ export function external(name: string, available: boolean, hint: string): boolea
   return false;
 }
 
-/** The Mooncake conversation trace: $KVPOOL_TRACE, or ../shared beside the clone. */
-export const TRACE_PATH =
-  process.env['KVPOOL_TRACE'] ?? new URL('../../../shared/traces/mooncake_conversation.jsonl', import.meta.url).pathname;
+/** The Mooncake conversation trace: the copy in traces/ (gzipped), or $KVPOOL_TRACE. */
+export const TRACE_PATH = process.env['KVPOOL_TRACE'] ?? BUILTIN_TRACES['mooncake-conversation']!.file;
 
-export const haveTrace = external('the Mooncake trace', existsSync(TRACE_PATH), `${TRACE_PATH} not found (set KVPOOL_TRACE or put shared/ beside the clone)`);
+export const haveTrace = external('the Mooncake trace', existsSync(TRACE_PATH), `${TRACE_PATH} not found (the repository ships traces/mooncake-conversation.jsonl.gz)`);

@@ -1,0 +1,101 @@
+// Output of replay results: an aligned table for people (hit rates in
+// percent), CSV and JSON / JSON Lines for programs (fractions, every field).
+
+import { stringify } from 'csv-stringify/sync';
+import type { ReplayConfig, ReplayRun } from '../replay/replay.js';
+import { CONFIG_GLOSSARY, RANK_GLOSSARY, RESULT_GLOSSARY, SUB_MANAGER_GLOSSARY } from './glossary.js';
+
+export const FORMATS = ['table', 'json', 'jsonl', 'csv'] as const;
+export type OutputFormat = (typeof FORMATS)[number];
+
+/** A fraction as a percentage for people: 0.0543 -> "5.43 %". */
+export function percent(x: number): string {
+  return `${(x * 100).toFixed(2)} %`;
+}
+
+function get(obj: unknown, path: string): unknown {
+  let v: unknown = obj;
+  for (const k of path.split('.')) v = v === null || v === undefined ? undefined : (v as Record<string, unknown>)[k];
+  return v;
+}
+
+function cell(key: string, v: unknown): string {
+  if (v === null || v === undefined) return '-';
+  if (typeof v === 'boolean') return v ? 'yes' : 'no';
+  if (Array.isArray(v)) return v.join(',');
+  if (typeof v === 'number') {
+    if (key === 'hitRate') return percent(v);
+    if (key === 'seconds') return v.toFixed(3);
+    return v.toLocaleString('en-US');
+  }
+  return String(v);
+}
+
+/** The configuration on one line: "block size 16 · blocks per rank 65536 · ...". Unset modes are left out. */
+export function formatConfig(c: ReplayConfig): string {
+  const parts: string[] = [];
+  for (const e of CONFIG_GLOSSARY) {
+    const k = e.key.slice('config.'.length) as keyof ReplayConfig;
+    if (k === 'trace') continue;
+    const v = c[k];
+    if (v === null || (k === 'hostBlocks' && v === 0)) continue;
+    parts.push(`${e.label} ${Array.isArray(v) ? v.join(',') : typeof v === 'boolean' ? (v ? 'yes' : 'no') : String(v)}`);
+  }
+  return parts.join(' · ');
+}
+
+function grid(head: string[], rows: string[][], leftCols = 1): string[] {
+  const w = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
+  const line = (cells: string[]) => '  ' + cells.map((x, c) => (c < leftCols ? x.padEnd(w[c]!) : x.padStart(w[c]!))).join('  ');
+  return [line(head), ...rows.map(line)];
+}
+
+/** One result as a table: title, configuration, figures, then sub-managers and ranks when there are. */
+export function formatRun(r: ReplayRun, title: string): string {
+  const rows: Array<[string, string]> = [];
+  for (const e of RESULT_GLOSSARY) {
+    const v = get(r, e.key);
+    if (v !== undefined) rows.push([e.label, cell(e.key.split('.').pop()!, v)]);
+  }
+  const w = Math.max(...rows.map(([k]) => k.length));
+  const vw = Math.max(...rows.map(([, v]) => v.length));
+  const out = [title, `  ${formatConfig(r.config)}`, '', ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v.padStart(vw)}`)];
+  if (r.mode === 'composite') {
+    const head = ['sub-manager', ...SUB_MANAGER_GLOSSARY.map((e) => e.label)];
+    const body = r.subManagers.map((s, i) => [String(i), s.kind, ...[s.blockSize, s.numBlocks, s.peakUsedBlocks, s.allocatedBlocks, s.releasedBlocks].map((x) => x.toLocaleString('en-US'))]);
+    out.push('', ...grid(head, body, 2));
+  }
+  if (r.ranks.length > 1) {
+    const head = RANK_GLOSSARY.map((e) => e.label);
+    const body = r.ranks.map((k) => [k.dpRank, k.lookups, k.queriedBlocks, k.hitBlocks, k.evictedBlocks, k.allocatedBlocks, k.peakUsedBlocks].map((x) => x.toLocaleString('en-US')));
+    out.push('', ...grid(head, body));
+  }
+  return out.join('\n');
+}
+
+/** The flat columns of a result: config.*, then every figure (nested parts dotted; per-rank and sub-manager rows are JSON-only). */
+export function csvColumns(runs: readonly ReplayRun[]): string[] {
+  const cols = CONFIG_GLOSSARY.map((e) => e.key);
+  for (const e of RESULT_GLOSSARY) if (runs.some((r) => get(r, e.key) !== undefined)) cols.push(e.key);
+  cols.push('warnings');
+  return cols;
+}
+
+/** Results as CSV with a header row; fractions stay fractions, lists are joined with ';'. */
+export function formatCsv(runs: readonly ReplayRun[]): string {
+  const cols = csvColumns(runs);
+  const rows = runs.map((r) =>
+    cols.map((k) => {
+      const v = get(r, k);
+      if (v === null || v === undefined) return '';
+      if (Array.isArray(v)) return v.join(k === 'warnings' ? ' | ' : ';');
+      return v as string | number | boolean;
+    }),
+  );
+  return stringify([cols, ...rows], { cast: { boolean: (b) => (b ? 'true' : 'false') } });
+}
+
+/** One JSON object per line. */
+export function formatJsonLines(runs: readonly ReplayRun[]): string {
+  return runs.map((r) => JSON.stringify(r) + '\n').join('');
+}

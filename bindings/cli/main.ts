@@ -1,0 +1,62 @@
+#!/usr/bin/env node
+// `kvpool`: the command line (replay, sweep). Node only.
+
+import { readFileSync, realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Command } from 'commander';
+import '../wasm-node.js';
+import { replayCommand } from './replay-command.js';
+import { sweepCommand } from './sweep-command.js';
+
+/** The package's version (package.json sits two folders up from dist/cli/ and bindings/cli/ alike). */
+export function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = new Command();
+  program
+    .name('kvpool')
+    .description('KV-cache block manager (xLLM BlockManagerPool semantics) with a WebAssembly core: replay traces, sweep configurations')
+    .version(packageVersion(), '-V, --version', 'print the version')
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) })
+    .showHelpAfterError('(kvpool <command> --help lists the options)');
+  for (const cmd of [replayCommand(), sweepCommand()]) {
+    cmd.exitOverride();
+    cmd.configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) });
+    program.addCommand(cmd);
+  }
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (e) {
+    const ce = e as { code?: string; exitCode?: number };
+    // commander printed its own message (help and version exit with 0)
+    if (typeof ce.code === 'string' && ce.code.startsWith('commander.')) return ce.exitCode ?? 1;
+    process.stderr.write(`kvpool: ${(e as Error).message}\n`);
+    return 1;
+  }
+  return 0;
+}
+
+// Run when executed directly (also through npm's bin symlink), not when imported by tests.
+function isMain(): boolean {
+  try {
+    return !!process.argv[1] && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+if (isMain()) {
+  // `kvpool replay --format csv | head`: a reader that stops early ends the command quietly, not with a stack trace.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EPIPE') throw e;
+      process.exit(process.exitCode ?? 0);
+    });
+  }
+  main(process.argv.slice(2)).then((c) => {
+    process.exitCode = c;
+  });
+}

@@ -1,0 +1,119 @@
+// `kvpool sweep`: the replay over a grid of options, on every core, with a
+// progress bar, a table/CSV/JSON of the results and an HTML or SVG report.
+
+import { availableParallelism } from 'node:os';
+import { Command, Option } from 'commander';
+import cliProgress from 'cli-progress';
+import { sweep, SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
+import { groupWarnings, writeReport } from '../node/report.js';
+import type { ReplayOptions, ReplayRun } from '../replay/replay.js';
+import { FORMATS, percent, type OutputFormat } from './format.js';
+import { glossaryHelp } from './glossary.js';
+import { addReplayOptions, parseIntArg } from './options.js';
+import { warn, write, type ReplayFlags } from './replay-command.js';
+
+type GridFlags = { [K in keyof ReplayFlags]: K extends SweepGridKeyFlag ? Array<NonNullable<ReplayFlags[K]>> | undefined : ReplayFlags[K] };
+type SweepGridKeyFlag = (typeof SWEEP_GRID_KEYS)[number];
+
+/** Columns of the sweep table: the options that vary, then the figures that matter for sizing. */
+export function formatSweepTable(runs: readonly ReplayRun[], varied: readonly SweepGridKeyFlag[]): string {
+  const anyHost = runs.some((r) => r.mode === 'host-tier');
+  const anyLoss = runs.some((r) => r.rejected + r.truncated > 0);
+  const flag = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+  const head = [...varied.map(flag), 'hit rate', 'matched', 'evicted', ...(anyHost ? ['host hits', 'loaded'] : []), ...(anyLoss ? ['rejected', 'truncated'] : []), 'seconds'];
+  const n = (x: number) => x.toLocaleString('en-US');
+  const rows = runs.map((r) => [
+    ...varied.map((k) => String(r.config[k])),
+    percent(r.hitRate),
+    n(r.matchedBlocks),
+    n(r.evictedBlocks),
+    ...(anyHost ? (r.mode === 'host-tier' ? [n(r.hostTier.hostHitBlocks), n(r.hostTier.blocksLoaded)] : ['-', '-']) : []),
+    ...(anyLoss ? [n(r.rejected), n(r.truncated)] : []),
+    r.seconds.toFixed(2),
+  ]);
+  const w = head.map((h, c) => Math.max(h.length, ...rows.map((row) => row[c]!.length)));
+  const line = (cells: string[]) => cells.map((x, c) => x.padStart(w[c]!)).join('  ');
+  return [line(head), ...rows.map(line)].join('\n');
+}
+
+/** "1-6, 9": the numbers as ranges. */
+function ranges(ns: number[]): string {
+  const out: string[] = [];
+  for (let i = 0; i < ns.length; ) {
+    let j = i;
+    while (j + 1 < ns.length && ns[j + 1] === ns[j]! + 1) j++;
+    out.push(j > i ? `${ns[i]}-${ns[j]}` : String(ns[i]));
+    i = j + 1;
+  }
+  return out.join(', ');
+}
+
+export function sweepCommand(): Command {
+  const cmd = new Command('sweep').description(
+    'replay every combination of the listed option values, in parallel on worker threads, and compare them (e.g. --num-blocks 4096,16384,65536 --eviction lru,lfu)',
+  );
+  addReplayOptions(cmd, true);
+  cmd
+    .option('--workers <n>', `worker threads (default: one per core, here ${availableParallelism()})`, (v: string) => parseIntArg('--workers', 1, v))
+    .addOption(new Option('--format <format>', 'output on stdout: a table, or json (an array), jsonl or csv').choices(FORMATS).default('table'))
+    .option('--report <file>', 'also write a self-contained report with charts: FILE.html (charts and table) or FILE.svg (the charts alone)')
+    .option('--no-progress', 'no progress bar (there is one only when stderr is a terminal)')
+    .addHelpText('after', glossaryHelp())
+    .action(async (o: GridFlags & { format: OutputFormat; workers?: number; report?: string; progress: boolean }) => {
+      if (o.report !== undefined && !/\.(html?|svg)$/i.test(o.report)) throw new Error(`--report ${JSON.stringify(o.report)}: the file must end in .html or .svg`);
+      // Every list flag becomes a grid entry (one value is a grid of one); the rest hold for every run.
+      const grid: SweepGrid = {};
+      for (const k of SWEEP_GRID_KEYS) if (o[k] !== undefined) (grid as Record<string, unknown>)[k] = o[k];
+      const base: ReplayOptions = {
+        requests: o.requests,
+        publishAfterPrefill: o.publishAfterPrefill,
+        ...(o.limit !== undefined && { limit: o.limit }),
+        ...(o.compressRatios !== undefined && { compressRatios: o.compressRatios }),
+      };
+      const total = Object.values(grid).reduce((a, v) => a * (v as unknown[]).length, 1);
+      const bar =
+        o.progress && process.stderr.isTTY
+          ? new cliProgress.SingleBar(
+              {
+                format: 'sweep [{bar}] {percentage}% | {runs}/{totalRuns} runs | {value}/{total} requests | {duration_formatted} | ETA {eta_formatted}',
+                stream: process.stderr,
+                etaBuffer: 50,
+              },
+              cliProgress.Presets.shades_classic,
+            )
+          : null;
+      let started = false;
+      let runs: ReplayRun[];
+      try {
+        runs = await sweep({
+          ...base,
+          ...(o.trace !== undefined && { trace: o.trace }),
+          grid,
+          ...(o.workers !== undefined && { workers: o.workers }),
+          onProgress: bar
+            ? (p) => {
+                if (!started) {
+                  bar.start(p.requestsTotal, 0, { runs: 0, totalRuns: total });
+                  started = true;
+                }
+                bar.update(p.requestsDone, { runs: p.runsDone });
+              }
+            : undefined,
+        });
+      } finally {
+        bar?.stop();
+      }
+      const varied = SWEEP_GRID_KEYS.filter((k) => (grid[k]?.length ?? 0) > 1);
+      if (o.format === 'table') {
+        const what = o.trace ?? `built-in workload (${o.requests} requests)`;
+        process.stdout.write(`kvpool sweep: ${what}, ${runs.length} configurations\n${formatSweepTable(runs, varied.length > 0 ? varied : ['numBlocks'])}\n`);
+      } else write(runs, o.format, () => '');
+      warn(groupWarnings(runs).map(({ message, configs }) => `${message} (configuration${configs.length > 1 ? 's' : ''} ${ranges(configs.map((i) => i + 1))})`));
+      if (o.report !== undefined) {
+        await writeReport(o.report, runs, varied);
+        process.stderr.write(`kvpool: report written to ${o.report}\n`);
+      }
+    });
+  return cmd;
+}
+

@@ -1,0 +1,538 @@
+// The host tier (see docs/host-tier.md) as a wrapper around a rank: a second,
+// larger tier in host memory with its own prefix cache keeps KV that left the
+// device, so a later prompt with the same prefix loads it back (H2D) instead
+// of recomputing it. Finished sequences offload their freshly computed full
+// blocks (D2H) to host blocks.
+//
+// Every block in flight is owned by a plan: an offload's device block stays
+// held (and counted as used) and its host block is held by the plan until
+// `completeOffload`, which caches the host block under the device block's
+// hash. Load plans own nothing: their blocks are the sequence's. With linear
+// state, host hits are cut back to checkpointed boundaries exactly as device
+// hits are, so a load never advances a sequence past a state it can restore.
+
+import type { BlockManagerImpl } from '../managers/block-manager-impl.js';
+import type { BlockManagerStats } from '../managers/block-manager.js';
+import type { KVEvent } from '../managers/kv-events.js';
+import { BlockTableRank, compareHolders } from './block-table-rank.js';
+import type { BlockTransferInfo, RankManager } from './rank-manager.js';
+import type { HostBlocks, SequenceState } from './sequence-state.js';
+
+/** One block copy between tiers; `hash` is the block's 16-byte chain hash. */
+export interface BlockTransfer {
+  /** Block read (host id for a load, device id for an offload). */
+  readonly src: number;
+  /** Block written (device id for a load, host id for an offload). */
+  readonly dst: number;
+  readonly hash: Uint8Array;
+}
+
+/** Device-to-host copies of one rank, finished together by `completeOffload`. */
+export interface OffloadPlan {
+  readonly dpRank: number;
+  /** src = device id, dst = host id, in the order they were queued. */
+  readonly blocks: readonly BlockTransfer[];
+}
+
+/** What one rank's worker must copy: loads before the next step, and an offload. */
+export interface RankTransfers {
+  /** Host-to-device copies (src = host id, dst = device id) for the next step. */
+  readonly loads: readonly BlockTransfer[];
+  /** The queued device-to-host copies, or null when none are queued. */
+  readonly offload: OffloadPlan | null;
+}
+
+/** Copies from the KV-cache store into host blocks (src is -1: the store), in prompt order. */
+export interface PrefetchPlan {
+  readonly dpRank: number;
+  readonly blocks: readonly BlockTransfer[];
+}
+
+/** Host-tier counters of one rank. */
+export interface HierarchyRankStats {
+  /** Prompt blocks found in the host prefix cache (after the exact-prompt rule). */
+  hostHitBlocks: number;
+  /** Blocks put in load plans. */
+  blocksLoaded: number;
+  /** Blocks queued for offload. */
+  blocksOffloaded: number;
+  /** Offloaded blocks whose plan was reported failed. */
+  offloadBlocksFailed: number;
+  /** Blocks asked of the KV-cache store by prefetches. */
+  blocksPrefetched: number;
+  /** Of those, blocks the store delivered (reported by updatePrefetchResult). */
+  blocksFetched: number;
+  /** Blocks in offload plans not completed yet (queued or taken). */
+  offloadBlocksInFlight: number;
+}
+
+export class HostTierRank implements RankManager {
+  readonly kind = 'plain' as const;
+  readonly blockSize: number;
+  readonly prefixCache: boolean;
+  readonly counters: HierarchyRankStats = {
+    hostHitBlocks: 0, blocksLoaded: 0, blocksOffloaded: 0, offloadBlocksFailed: 0, offloadBlocksInFlight: 0, blocksPrefetched: 0, blocksFetched: 0,
+  };
+  private loads: BlockTransfer[] = [];
+  private queued: BlockTransfer[] = [];
+  readonly inFlight = new Set<OffloadPlan>();
+
+  constructor(
+    readonly inner: BlockTableRank,
+    /** The host block manager (same core as the device's). */
+    readonly host: BlockManagerImpl,
+    readonly dpRank: number,
+  ) {
+    this.blockSize = inner.blockSize;
+    this.prefixCache = inner.prefixCache;
+    // Offloads rearrange device tables, so stamped hashes are not reused (see SequenceState.hashed).
+    inner.reuseStampedHashes = false;
+  }
+
+  get kv() {
+    return this.inner.kv;
+  }
+
+  get linear() {
+    return this.inner.linear;
+  }
+
+  get transfers(): BlockTransferInfo[] {
+    return this.inner.transfers;
+  }
+
+  /** The device manager (core-backed: a host tier needs a prefix cache on the device). */
+  private get device(): BlockManagerImpl {
+    return this.inner.kv as BlockManagerImpl;
+  }
+
+  enter(): void {}
+
+  exit(): void {}
+
+  // ---- allocation: device first, then the host prefix and its load plan ----
+
+  fits(s: SequenceState, numTokens: number): boolean {
+    if (!this.inner.fits(s, numTokens)) return false;
+    const h = s.host;
+    return h === null ? !this.inPrefill(s) : s.kvCached >= h.kvTokens;
+  }
+
+  allocate(s: SequenceState, numTokens: number, maxCopyBlocks = Infinity): boolean {
+    const startedEmpty = s.numBlocks === 0;
+    if (!this.inner.allocate(s, numTokens)) {
+      // Short of blocks, the reference's rollback resets the whole sequence, its host state included.
+      if (startedEmpty) this.releaseHost(s);
+      return false;
+    }
+    if (this.hostBlocksOf(s) === 0 && this.inPrefill(s)) this.matchHost(s);
+    const h = s.host;
+    if (h !== null && s.kvCached < h.kvTokens) this.planLoads(s, h, maxCopyBlocks);
+    return true;
+  }
+
+  tryAllocate(s: SequenceState): boolean {
+    return this.inner.tryAllocate(s);
+  }
+
+  allocateShared(s: SequenceState): void {
+    this.inner.allocateShared(s);
+    if (this.hostBlocksOf(s) === 0 && this.inPrefill(s)) this.matchHost(s);
+  }
+
+  private inPrefill(s: SequenceState): boolean {
+    return this.prefixCache && s.kvCached < s.numPromptTokens;
+  }
+
+  private hostBlocksOf(s: SequenceState): number {
+    return s.host?.numBlocks ?? 0;
+  }
+
+  /**
+   * Throws, before anything changes, when the load plan this allocation would
+   * emit targets a device block the sequence will not hold (the reference
+   * reads out of range there). Only a chunked prefill (numTokens short of the
+   * host hit) can get there; other calls skip the look-ahead.
+   */
+  precheck(s: SequenceState, numTokens: number, maxCopy = Infinity): void {
+    const B = this.blockSize;
+    const h = s.host;
+    const held = h?.numBlocks ?? 0;
+    const after = Math.ceil(numTokens / B);
+    const hostBound = held > 0 ? h!.kvTokens / B : Math.floor((s.numTokens - 1) / B);
+    if (after >= hostBound || maxCopy === 0) return;
+    const nFull = Math.floor(s.numTokens / B);
+    let devHeld = s.numBlocks;
+    let kv = s.kvCached;
+    if (s.numBlocks === 0 && this.prefixCache) {
+      let hits = this.device.peekMatches(s.tokens, nFull, s.saltKey);
+      if (hits > 0) {
+        if (hits * B === s.numTokens) hits--;
+        devHeld = hits;
+        kv = hits * B;
+      }
+    }
+    let hostTokens = 0;
+    if (held > 0) hostTokens = h!.kvTokens;
+    else if (this.prefixCache && kv < s.numPromptTokens) {
+      let hits = this.host.peekMatches(s.tokens, nFull, s.saltKey);
+      if (hits * B === s.numTokens) hits--;
+      hostTokens = Math.max(0, hits) * B;
+    }
+    if (kv >= hostTokens) return;
+    const from = Math.floor(kv / B);
+    const end = from + Math.min(maxCopy, hostTokens / B - from);
+    const devBlocks = Math.max(devHeld, after);
+    if (end > devBlocks) {
+      throw new RangeError(
+        `numTokens = ${numTokens} leaves the sequence ${devBlocks} device blocks, but the host holds ` +
+          `${hostTokens / B} computed blocks of its prompt: the load plan would write device block ${end - 1}, ` +
+          `which it does not hold (allocate at least ${end * B} tokens, or copy fewer blocks with allocateChunked)`,
+      );
+    }
+  }
+
+  /** Attaches the host prefix-cache hits of the prompt (checkpoints and the exact-prompt rule as on the device). */
+  private matchHost(s: SequenceState): void {
+    const B = this.blockSize;
+    const nFull = Math.floor(s.numTokens / B);
+    if (nFull === 0) return;
+    const host = this.host;
+    const h = s.host ?? newHostBlocks();
+    reserve(h, nFull);
+    let hits = host.matchInto(s.tokens, 0, nFull, 0, h.table, 0, s.saltKey);
+    const linear = this.inner.linear;
+    if (linear !== null && hits > 0) {
+      const keep = linear.keep(host, h.table, s.numTokens, Math.min(Math.floor(s.kvCached / B), hits), hits);
+      if (keep < hits) host.releaseFrom(h.table, keep, hits);
+      hits = keep;
+    }
+    if (hits > 0 && hits * B === s.numTokens) {
+      host.releaseFrom(h.table, hits - 1, hits);
+      hits--;
+    }
+    h.numBlocks = hits;
+    h.kvTokens = hits * B;
+    this.counters.hostHitBlocks += hits;
+    s.host = hits === 0 ? null : h;
+  }
+
+  /** H2D copies of the host blocks the device has not computed; advances the device's count. */
+  private planLoads(s: SequenceState, h: HostBlocks, maxCopy: number): void {
+    const B = this.blockSize;
+    const from = Math.floor(s.kvCached / B);
+    const copied = Math.min(maxCopy, h.kvTokens / B - from);
+    const host = this.host;
+    for (let i = from; i < from + copied; i++) {
+      const hash = new Uint8Array(16);
+      host.blockHashInto(h.table[i]!, hash, 0);
+      this.loads.push({ src: h.table[i]!, dst: s.table[i]!, hash });
+    }
+    this.counters.blocksLoaded += copied;
+    s.kvCached = (from + copied) * B;
+  }
+
+  // ---- release: cache, offload what only this sequence computed, give back ----
+
+  cache(s: SequenceState, numTokens: number): void {
+    this.inner.cache(s, numTokens);
+  }
+
+  release(s: SequenceState, cacheFirst: boolean): void {
+    if (cacheFirst) {
+      this.inner.cache(s, s.kvCached);
+      if (this.hostBlocksOf(s) < s.numBlocks) this.queueOffload(s);
+    }
+    this.releaseHost(s);
+    this.inner.release(s, false);
+  }
+
+  /** Gives back the sequence's host blocks in ascending logical order. */
+  private releaseHost(s: SequenceState): void {
+    const h = s.host;
+    if (h === null) return;
+    const code = this.host.releaseFrom(h.table, 0, h.numBlocks);
+    if (code < 0) throw new Error(`kvpool: internal error releasing a sequence's host blocks (core code ${code})`);
+    s.host = null;
+  }
+
+  /**
+   * Moves the computed full blocks that only this sequence and the device
+   * cache hold, from the first one the host lacks, into D2H pairs with host
+   * blocks (allocated here; when the host is short the offload narrows).
+   */
+  private queueOffload(s: SequenceState): void {
+    const B = this.blockSize;
+    const dev = this.device;
+    const host = this.host;
+    const cachedDev = Math.floor(s.kvCached / B);
+    const prior = s.host;
+    const cachedHost = prior === null ? 0 : Math.floor(prior.kvTokens / B);
+    const heldHost = prior?.numBlocks ?? 0;
+    if (cachedDev > heldHost) {
+      const h = prior ?? newHostBlocks();
+      reserve(h, cachedDev - heldHost);
+      if (host.allocateInto(cachedDev - heldHost, h.table, heldHost)) {
+        h.numBlocks = cachedDev;
+        s.host = h;
+      }
+    }
+    const h = s.host;
+    if (h === null) return;
+    const end = Math.min(cachedDev, h.numBlocks, s.numBlocks);
+    let moved = 0;
+    let keepDev = cachedHost;
+    let keepHost = cachedHost;
+    for (let i = cachedHost; i < end; i++) {
+      const d = s.table[i]!;
+      const hid = h.table[i]!;
+      if (dev.refCount(d) === 2 && dev.isCachedId(d)) {
+        const hash = new Uint8Array(16);
+        dev.blockHashInto(d, hash, 0);
+        this.queued.push({ src: d, dst: hid, hash });
+        moved++;
+      } else {
+        s.table[keepDev++] = d;
+        h.table[keepHost++] = hid;
+      }
+    }
+    if (moved === 0) return;
+    // Close the gaps the moved blocks left; the rest keep their order.
+    for (let i = end; i < s.numBlocks; i++) s.table[keepDev++] = s.table[i]!;
+    for (let i = end; i < h.numBlocks; i++) h.table[keepHost++] = h.table[i]!;
+    s.numBlocks = keepDev;
+    if (s.shared > keepDev) s.shared = keepDev;
+    h.numBlocks = keepHost;
+    this.counters.blocksOffloaded += moved;
+    this.counters.offloadBlocksInFlight += moved;
+  }
+
+  // ---- the KV-cache store (the reference's prefetch_from_storage) ----
+
+  /**
+   * Prefetch from the KV-cache store: the host prefix hits are attached
+   * first (if the sequence has none); then host blocks are taken for every
+   * block of the sequence after them, and the plan asks the store for all
+   * but the last (the last, partial block is never fetched). Null when there
+   * is nothing to fetch or the host is short of blocks (the host hits stay).
+   */
+  prefetch(s: SequenceState): PrefetchPlan | null {
+    if (s.host?.prefetch) throw new Error('prefetchFromStorage: a prefetch of this sequence is pending; report it with updatePrefetchResult first');
+    if (s.host === null && this.inPrefill(s)) this.matchHost(s);
+    const B = this.blockSize;
+    const h = s.host ?? newHostBlocks();
+    const shared = h.kvTokens / B;
+    if (h.numBlocks > shared) throw new Error('prefetchFromStorage: the sequence holds host blocks past its host prefix already');
+    const additional = Math.ceil(s.numTokens / B) - shared;
+    if (additional <= 1) return null;
+    reserve(h, additional);
+    if (!this.host.allocateInto(additional, h.table, shared)) return null;
+    h.numBlocks = shared + additional;
+    s.host = h;
+    // The chain hashes of the blocks to fetch, chained on the host prefix (or the salt).
+    const hashes = this.chainHashes(s, h, shared, additional - 1);
+    const blocks: BlockTransfer[] = [];
+    for (let i = 0; i < additional - 1; i++) blocks.push({ src: -1, dst: h.table[shared + i]!, hash: hashes.slice(i * 16, i * 16 + 16) });
+    h.prefetch = blocks;
+    this.counters.blocksPrefetched += blocks.length;
+    return { dpRank: this.dpRank, blocks };
+  }
+
+  /** Hashes of blocks [from, from + n) of `s`, chained on the hash stamped on host block from - 1. */
+  private chainHashes(s: SequenceState, h: HostBlocks, from: number, n: number): Uint8Array {
+    const B = this.blockSize;
+    const host = this.host;
+    const rt = host.rt;
+    const out = rt.staging.byteSpace(16 + n * 16);
+    let parent = 0;
+    if (from > 0) {
+      const p = new Uint8Array(16);
+      host.blockHashInto(h.table[from - 1]!, p, 0);
+      rt.u8.set(p, out);
+      parent = out;
+    } else if (s.saltKey !== null) {
+      rt.u8.set(s.saltKey, out);
+      parent = out;
+    }
+    const tok = rt.staging.stageTokens(s.tokens, from * B, (from + n) * B);
+    rt.ex.hash_blocks_from(tok, n * B, B, host.seedLo, host.seedHi, parent, out + 16);
+    return rt.u8.slice(out + 16, out + 16 + n * 16);
+  }
+
+  /**
+   * The store delivered the first `success` blocks of the pending prefetch
+   * (the least over the workers, capped by the plan): the host prefix grows
+   * by them and they enter the host cache under their hashes. Returns it.
+   */
+  updatePrefetch(s: SequenceState, success: number): number {
+    const h = s.host;
+    const plan = h?.prefetch;
+    if (!h || !plan) throw new Error('updatePrefetchResult: no prefetch of this sequence is pending');
+    const n = Math.min(success, plan.length);
+    if (n > 0) {
+      const ids = new Int32Array(n);
+      const hashes = new Uint8Array(n * 16);
+      for (let i = 0; i < n; i++) {
+        ids[i] = plan[i]!.dst;
+        hashes.set(plan[i]!.hash, i * 16);
+      }
+      if (this.host.insertHashesFrom(ids, 0, n, hashes, 0) < 0) throw new Error('kvpool: internal error caching prefetched host blocks');
+    }
+    h.kvTokens += n * this.blockSize;
+    h.prefetch = null;
+    this.counters.blocksFetched += n;
+    return n;
+  }
+
+  // ---- transfers ----
+
+  /** The pending copies: the load plans made since the last call, and the queued offload pairs as one plan (in flight until completed). */
+  takeTransfers(): RankTransfers {
+    let offload: OffloadPlan | null = null;
+    if (this.queued.length > 0) {
+      offload = Object.freeze({ dpRank: this.dpRank, blocks: Object.freeze(this.queued) });
+      this.inFlight.add(offload);
+      this.queued = [];
+    }
+    const loads = this.loads;
+    this.loads = [];
+    return { loads, offload };
+  }
+
+  hasPendingTransfers(): boolean {
+    return this.loads.length > 0 || this.queued.length > 0;
+  }
+
+  /** Finishes an offload plan of this rank (see HierarchyBlockManagerPool.completeOffload). */
+  completeOffload(plan: OffloadPlan, ok: boolean): void {
+    const n = plan.blocks.length;
+    const src = new Int32Array(n);
+    const dst = new Int32Array(n);
+    const hashes = new Uint8Array(n * 16);
+    plan.blocks.forEach((b, i) => {
+      src[i] = b.src;
+      dst[i] = b.dst;
+      hashes.set(b.hash, i * 16);
+    });
+    if (ok && this.host.insertHashesFrom(dst, 0, n, hashes, 0) < 0) {
+      throw new Error('kvpool: internal error caching offloaded host blocks');
+    }
+    if (this.device.releaseFrom(src, 0, n) < 0 || this.host.releaseFrom(dst, 0, n) < 0) {
+      throw new Error('kvpool: internal error releasing an offload plan');
+    }
+    this.inFlight.delete(plan);
+    this.counters.offloadBlocksInFlight -= n;
+    if (!ok) this.counters.offloadBlocksFailed += n;
+  }
+
+  // ---- everything else is the device's ----
+
+  fork(parent: SequenceState, child: SequenceState): void {
+    this.inner.fork(parent, child);
+  }
+
+  adoptBeam(child: SequenceState, source: SequenceState, swap: boolean): void {
+    this.inner.adoptBeam(child, source, swap);
+  }
+
+  holds(s: SequenceState): boolean {
+    return this.inner.holds(s) || s.host !== null;
+  }
+
+  prefixHashes(s: SequenceState, nBlocks: number): Uint8Array {
+    return this.inner.prefixHashes(s, nBlocks);
+  }
+
+  numFreeBlocks(): number {
+    return this.inner.numFreeBlocks();
+  }
+
+  numUsedBlocks(): number {
+    return this.inner.numUsedBlocks();
+  }
+
+  numBlocksInPrefixCache(): number {
+    return this.inner.numBlocksInPrefixCache();
+  }
+
+  kvCacheUtilization(): number {
+    return this.inner.kvCacheUtilization();
+  }
+
+  stats(): BlockManagerStats {
+    return this.inner.stats();
+  }
+
+  recordEvents(on: boolean): void {
+    this.inner.recordEvents(on);
+  }
+
+  drainEvents(dpRank: number, out: KVEvent[]): void {
+    this.inner.drainEvents(dpRank, out);
+  }
+
+  resetPrefixCache(): number {
+    return this.inner.resetPrefixCache();
+  }
+
+  time(): number {
+    return this.inner.time();
+  }
+
+  setTime(t: number): void {
+    this.inner.setTime(t);
+    this.host.setTime(t);
+  }
+
+  check(placed: readonly SequenceState[], rank: number): void {
+    this.inner.check(placed, rank, (counts) => {
+      for (const b of this.queued) counts[b.src]!++;
+      for (const p of this.inFlight) for (const b of p.blocks) counts[b.src]!++;
+    });
+    const B = this.blockSize;
+    this.host.check();
+    const expected = new Int32Array(this.host.numBlocks);
+    for (const s of placed) {
+      const h = s.host;
+      if (h === null) continue;
+      if (h.numBlocks === 0 || h.kvTokens % B !== 0 || h.kvTokens > h.numBlocks * B) {
+        throw new Error(`kvpool: a sequence's host state is inconsistent (${h.numBlocks} blocks, ${h.kvTokens} tokens)`);
+      }
+      for (let i = 0; i < h.numBlocks; i++) expected[h.table[i]!]!++;
+    }
+    let inFlight = this.queued.length;
+    for (const b of this.queued) expected[b.dst]!++;
+    for (const p of this.inFlight) {
+      inFlight += p.blocks.length;
+      for (const b of p.blocks) expected[b.dst]!++;
+    }
+    if (inFlight !== this.counters.offloadBlocksInFlight) throw new Error(`kvpool: rank ${rank} in-flight offload count is wrong`);
+    const actual = this.host.holderCounts();
+    for (let id = 1; id < actual.length; id++) {
+      if (actual[id] !== expected[id]) {
+        throw new Error(`kvpool: rank ${rank} host block ${id} has ${actual[id]} holders but sequences and plans hold it ${expected[id]} times`);
+      }
+    }
+  }
+
+  dispose(): void {
+    this.inner.dispose();
+    this.host.dispose();
+  }
+}
+
+function newHostBlocks(): HostBlocks {
+  return { table: new Int32Array(16), numBlocks: 0, kvTokens: 0, prefetch: null };
+}
+
+function reserve(h: HostBlocks, more: number): void {
+  const need = h.numBlocks + more;
+  if (need <= h.table.length) return;
+  let cap = h.table.length * 2;
+  while (cap < need) cap *= 2;
+  const t = new Int32Array(cap);
+  t.set(h.table.subarray(0, h.numBlocks));
+  h.table = t;
+}
+
+export { compareHolders };

@@ -1,0 +1,37 @@
+// Chain hashes at a sequence's block boundaries (salted like its blocks): what keys linear-state
+// checkpoints. A rank with a prefix cache takes the hashes already stamped on
+// the sequence's blocks and hashes the rest from the tokens; a rank without
+// one hashes every block from the tokens.
+
+import type { CoreInstance } from '../core/core-instance.js';
+import { CoreManager } from '../managers/core-manager.js';
+import type { PoolManager } from '../managers/pool-manager.js';
+import type { SequenceState } from './sequence-state.js';
+
+/** Hashes of the first `nBlocks` boundaries of `s`, reusing the hashes `kv` stamped on its blocks. */
+export function hashChainOf(kv: PoolManager, s: SequenceState, nBlocks: number): Uint8Array {
+  if (!(kv instanceof CoreManager)) throw new Error('kvpool: this rank has no core-backed KV manager (block hashes need one)');
+  kv.live();
+  const B = kv.blockSize;
+  const rt = kv.rt;
+  // The salt's digest sits in front of the hashes, in the same area.
+  const area = rt.staging.byteSpace(16 + nBlocks * 16);
+  const out = area + 16;
+  if (s.saltKey !== null) rt.u8.set(s.saltKey, area);
+  const tok = rt.staging.stageTokens(s.tokens, 0, nBlocks * B);
+  const nHeld = Math.min(s.numBlocks, nBlocks);
+  const ids = rt.staging.stageIds(s.table, 0, nHeld);
+  rt.ex.ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out, s.saltKey === null ? 0 : area);
+  return rt.u8.slice(out, out + nBlocks * 16);
+}
+
+/** Hashes of the first `nBlocks` boundaries of `s` (blocks of `blockSize`), all from its tokens. */
+export function hashChainFromTokens(rt: CoreInstance, s: SequenceState, nBlocks: number, blockSize: number, seedLo: number, seedHi: number): Uint8Array {
+  rt.live();
+  const area = rt.staging.byteSpace(16 + nBlocks * 16);
+  const out = area + 16;
+  if (s.saltKey !== null) rt.u8.set(s.saltKey, area);
+  const tok = rt.staging.stageTokens(s.tokens, 0, nBlocks * blockSize);
+  rt.ex.hash_blocks_from(tok, nBlocks * blockSize, blockSize, seedLo, seedHi, s.saltKey === null ? 0 : area, out);
+  return rt.u8.slice(out, out + nBlocks * 16);
+}

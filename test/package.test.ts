@@ -1,0 +1,96 @@
+// What `npm install kvpool` gets: the built typings compile with
+// "lib": ["ES2022"] alone (no DOM), the source maps carry their sources, the
+// tarball holds the core, the CLI and the built-in trace, and zeromq is an
+// optional peer, not something every user downloads.
+
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { builtPackage, ROOT as root } from './support/built-package.js';
+
+let out = '';
+const tsc = join(root, 'node_modules/typescript/bin/tsc');
+
+function files(dir: string, suffix: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith(suffix)).map((f) => join(dir, f));
+}
+
+/** Type-checks `code` as a consumer of the built package would, with the given compiler options. */
+function consumer(code: string, options: object): string {
+  const dir = mkdtempSync(join(tmpdir(), 'kvpool-consumer-'));
+  writeFileSync(join(dir, 'main.ts'), code.replaceAll('DIST', out));
+  writeFileSync(
+    join(dir, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, skipLibCheck: false, typeRoots: [join(root, 'node_modules/@types')], ...options },
+      files: ['main.ts'],
+    }),
+  );
+  const r = spawnSync(process.execPath, [tsc, '-p', dir], { encoding: 'utf8' });
+  return r.stdout + r.stderr;
+}
+
+describe('the built package', () => {
+  beforeAll(async () => {
+    // What `npm run build:ts` does, into a scratch folder.
+    out = join(await builtPackage(), 'node_modules/kvpool/dist');
+  }, 240_000);
+
+  it('typings compile under "lib": ["ES2022"] with no DOM and no Node types (the platform entry)', () => {
+    const code = `import { BlockManagerPool, Sequence, loadCore, replay, type WasmSource } from 'DIST/index.js';
+export async function run(src: WasmSource): Promise<number> {
+  await loadCore(src);
+  const pool = new BlockManagerPool({ numBlocks: 64, blockSize: 16 });
+  pool.allocate(new Sequence([1, 2, 3]));
+  const r = await replay({ requests: 5, dpSize: 2 });
+  return r.mode === 'host-tier' ? r.hostTier.blocksLoaded : r.hitRate;
+}
+`;
+    expect(consumer(code, { lib: ['ES2022'], types: [] })).toBe('');
+    // The same file where DOM is there: the declarations merge with DOM's.
+    expect(consumer(code, { lib: ['ES2022', 'DOM'], types: [] })).toBe('');
+  });
+
+  it('the Node entry compiles with Node types and no DOM', () => {
+    const code = `import { replay, sweep, readTraceFile } from 'DIST/index.node.js';
+export async function run(): Promise<number> {
+  const t = await readTraceFile('mooncake-conversation', { limit: 10 });
+  const runs = await sweep({ trace: t, grid: { numBlocks: [64, 128] } });
+  const r = await replay({ trace: 'mooncake-conversation', limit: 10 });
+  return runs.length + r.requests;
+}
+`;
+    expect(consumer(code, { lib: ['ES2022'], types: ['node'] })).toBe('');
+  });
+
+  it('every source map carries the source it maps', () => {
+    const maps = files(out, '.js.map');
+    expect(maps.length).toBeGreaterThan(40);
+    for (const m of maps) {
+      const map = JSON.parse(readFileSync(m, 'utf8')) as { sources: string[]; sourcesContent?: string[] };
+      expect(map.sourcesContent?.length, relative(out, m)).toBe(map.sources.length);
+      const src = resolve(join(m, '..'), map.sources[0]!).replace(out, join(root, 'bindings'));
+      expect(map.sourcesContent![0], relative(out, m)).toBe(readFileSync(src, 'utf8'));
+    }
+  });
+
+  it('the tarball holds the cores, the built-in trace and its notice, and no sources or tests', () => {
+    const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const listed = (JSON.parse(r.stdout) as Array<{ files: Array<{ path: string }> }>)[0]!.files.map((f) => f.path);
+    for (const f of ['traces/mooncake-conversation.jsonl.gz', 'traces/README.md', 'README.md', 'package.json']) expect(listed).toContain(f);
+    if (existsSync(join(root, 'build/kvpool.wasm'))) expect(listed).toContain('build/kvpool.wasm');
+    expect(listed.filter((f) => /^(test|bindings|assembly|bench|inspector)\//.test(f))).toEqual([]);
+  });
+
+  it('zeromq is an optional peer: nobody downloads it unless they publish over ZeroMQ', () => {
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+    expect(pkg.dependencies?.zeromq).toBeUndefined();
+    expect(pkg.optionalDependencies?.zeromq).toBeUndefined();
+    expect(pkg.peerDependencies.zeromq).toBeDefined();
+    expect(pkg.peerDependenciesMeta.zeromq.optional).toBe(true);
+    expect(pkg.bin.kvpool).toBe('./dist/cli/main.js');
+  });
+});

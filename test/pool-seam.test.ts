@@ -1,0 +1,218 @@
+// What the rank seam adds or fixes: the reference's raw allocate and beam
+// adoption, releasing a live linear-state slot alone, XTensor's
+// blocks-per-page figure, options that would do nothing, and pool
+// operations that are all or nothing (the host tier's tryAllocate, a lock
+// timeout in the middle of an allocation, a linear-state batch settled by
+// hand).
+
+import { Worker } from 'node:worker_threads';
+import { describe, expect, it } from 'vitest';
+import { XTensorBlockManagerImpl } from '../bindings/managers/xtensor-block-manager-impl.js';
+import { ConcurrentBlockManagerImpl } from '../bindings/managers/concurrent-block-manager-impl.js';
+import { LockTimeoutError } from '../bindings/managers/shared-lock.js';
+import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
+import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-manager-pool.js';
+import { Sequence } from '../bindings/pool/sequence.js';
+import { blockTokens } from './support/block-tokens.js';
+
+const B = 4;
+const prompt = (blocks: number, base = 100, extra = 0): number[] => blockTokens(B, blocks, base, extra);
+
+describe('the raw allocate of the reference', () => {
+  it('takes blocks for n tokens from the rank with the most free blocks, and gives them back', () => {
+    const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, dpSize: 2 });
+    const s = new Sequence(prompt(3));
+    expect(p.allocate(s)).toBe(true);
+    expect(s.dpRank).toBe(0);
+    const got = p.allocateBlocks(9)!; // 3 blocks, from rank 1 (15 free against rank 0's 12)
+    expect(got.dpRank).toBe(1);
+    expect([...got.blockIds]).toEqual([1, 2, 3]);
+    expect(p.numUsedBlocks()).toEqual([3, 3]);
+    expect(p.allocateBlocks(1000)).toBeNull();
+    p.deallocateBlocks(got.dpRank, got.blockIds);
+    expect(p.numUsedBlocks()).toEqual([3, 0]);
+    expect(() => p.deallocateBlocks(1, got.blockIds)).toThrow(/ids\[0\] = 1 has no holder left/);
+    expect(() => p.allocateBlocks(-1)).toThrow(/numTokens must be >= 0/);
+    p.deallocate(s);
+    p.check();
+  });
+});
+
+describe('beam search as the reference does it', () => {
+  it('a surviving child takes its source beam\'s blocks at its next allocation, copying the shared last block when asked', () => {
+    const p = new BlockManagerPool({ numBlocks: 32, blockSize: B });
+    const src = new Sequence(prompt(2, 100, 2)); // 10 tokens: 3 blocks
+    const child = new Sequence(prompt(2, 500, 1)); // 9 tokens: 3 blocks of its own
+    expect(p.allocate(src)).toBe(true);
+    expect(p.allocate(child)).toBe(true);
+    expect([...src.blockTable]).toEqual([1, 2, 3]);
+    expect([...child.blockTable]).toEqual([4, 5, 6]);
+    p.adoptBeam(child, src, { swapLastBlock: true });
+    // Nothing moves until the child's next allocation; the source's blocks are shared already.
+    expect([...child.blockTable]).toEqual([4, 5, 6]);
+    expect([...child.tokens]).toEqual([...src.tokens]);
+    p.check();
+    expect(p.allocate(child)).toBe(true);
+    // Its own blocks went back (6, 5, 4 on the free stack, in that order of release: 4, 5, 6),
+    // the last shared block was copied into a fresh one (the last released: 6).
+    expect([...child.blockTable]).toEqual([1, 2, 6]);
+    expect(p.swapTransferInfos(0)).toEqual([{ src: 3, dst: 6 }]);
+    expect(child.needsSwap).toBe(false);
+    p.check();
+    p.deallocate([child, src]);
+    expect(p.numUsedBlocks()).toEqual([0]);
+    p.check();
+  });
+
+  it('is refused across ranks, on an unplaced source and on composite ranks', () => {
+    const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, dpSize: 2 });
+    const a = new Sequence(prompt(1));
+    const b = new Sequence(prompt(1, 200));
+    expect(() => p.adoptBeam(a, b)).toThrow(/the source has not been allocated yet/);
+    expect(p.allocate([a, b])).toBe(true);
+    expect([a.dpRank, b.dpRank]).toEqual([0, 1]);
+    expect(() => p.adoptBeam(a, b)).toThrow(/the child is on dp rank 0, its source on 1/);
+    expect(() => p.adoptBeam(a, a)).toThrow(/the same sequence/);
+    p.check();
+    const c = new BlockManagerPool({ numBlocks: 16, blockSize: B, managerTypes: ['full'] });
+    const x = new Sequence(prompt(1));
+    const y = new Sequence(prompt(1));
+    expect(c.allocate([x, y])).toBe(true);
+    expect(() => c.adoptBeam(y, x)).toThrow(/composite ranks keep no beam state/);
+    c.check();
+  });
+});
+
+describe('linear state', () => {
+  it('releaseLinearStateSlot gives back the live slot alone; the next allocation takes a new one', () => {
+    const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, enableLinearState: true, linearStateNumSlots: 4 });
+    const s = new Sequence(prompt(2));
+    expect(p.allocate(s)).toBe(true);
+    const slot = s.linearStateSlotId;
+    expect(slot).toBeGreaterThan(0);
+    expect(() => p.linearStateCache(0).releaseLiveSlot(slot)).toThrow(/is the live slot of a pool's sequence; the pool gives it back/);
+    p.releaseLinearStateSlot(s);
+    expect(s.linearStateSlotId).toBe(-1);
+    expect(s.singleBlockId).toBeGreaterThan(0);
+    p.check();
+    s.appendToken(7);
+    expect(p.allocate(s)).toBe(true);
+    expect(s.linearStateSlotId).toBe(slot);
+    p.check();
+  });
+
+  it('a batch whose reservation was committed by hand is refused whole, stays open, and abortCacheOps settles it', () => {
+    const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, enableLinearState: true, linearStateNumSlots: 6 });
+    const s = new Sequence(prompt(2));
+    expect(p.allocate(s)).toBe(true);
+    const c = p.linearStateCache(0);
+    const op = p.linearStateCacheOp(s, 8);
+    const res = c.resolveCacheOps([op], [s]);
+    expect(res.reservations.length).toBe(1);
+    c.commit(res.reservations[0]!);
+    expect(() => c.commitReservations(res)).toThrow(/already committed or aborted by itself; settle the batch with abortCacheOps/);
+    c.abortCacheOps(res);
+    expect(c.openReservations()).toEqual([]);
+    expect(c.openPins()).toEqual([]);
+    p.check();
+  });
+});
+
+describe('checkpoint keys of salted sequences', () => {
+  it('are the salted chain hashes, whether stamped on blocks or hashed from the tokens', () => {
+    for (const extra of [{}, { managerTypes: ['full'] as const }]) {
+      const p = new BlockManagerPool({ numBlocks: 32, blockSize: B, enableLinearState: true, ...extra });
+      const t = prompt(3);
+      const salted = new Sequence(t, { cacheSalt: 'tenant-a' });
+      const plain = new Sequence(t);
+      expect(p.allocate([salted, plain])).toBe(true);
+      const before = salted.prefixHashes();
+      expect(before).not.toEqual(plain.prefixHashes());
+      // Once its blocks are cached (their salted hashes stamped), the keys are the same.
+      salted.kvCachedTokens = 12;
+      p.cache(salted);
+      expect(salted.prefixHashes()).toEqual(before);
+      // And they are the chain of the salt's digest and the tokens: equal to another sequence of the same tenant.
+      const again = new Sequence(t, { cacheSalt: 'tenant-a' });
+      expect(p.allocate(again)).toBe(true);
+      expect(again.prefixHashes()).toEqual(before);
+      p.check();
+      p.dispose();
+    }
+  });
+});
+
+describe('XTensor blocks per page', () => {
+  it('reports the reference\'s figure, floor(pageSize / blockBytes), beside the exact count of each page', () => {
+    const m = new XTensorBlockManagerImpl({ numBlocks: 10, blockSize: 4, pageSize: 10, blockBytes: 4, numLayers: 1 });
+    expect(m.blocksPerPage).toBe(2);
+    expect(m.pageBlocks(1)).toEqual([3, 5]); // [10, 20) holds blocks 3 and 4 wholly: ids 2 and 5 straddle
+    m.dispose();
+  });
+});
+
+describe('options that would do nothing are errors', () => {
+  const base = { numBlocks: 16, blockSize: B };
+  const cases: Array<[object, RegExp]> = [
+    [{ slidingWindowSize: 8 }, /options.slidingWindowSize shapes composite ranks; it does nothing without options.managerTypes/],
+    [{ managerTypes: ['full'], slidingWindowSize: 8 }, /options.slidingWindowSize does nothing without a sliding-window sub-manager/],
+    [{ linearStateNumSlots: 8 }, /options.linearStateNumSlots does nothing without options.enableLinearState/],
+    [{ linearStateReuse: 'contiguous' }, /options.linearStateReuse does nothing without options.enableLinearState/],
+    [{ numLayers: 2 }, /options.numLayers shapes XTensor pages; it does nothing without options.enableXtensor/],
+    [{ lockTimeoutMs: 100 }, /options.lockTimeoutMs does nothing without enableDisaggPd or enableKvcacheStore/],
+    [{ enablePrefixCache: false, evictionPolicy: 'lfu' }, /options.evictionPolicy 'lfu' orders prefix-cache entries; this pool keeps no prefix cache/],
+    [{ managerTypes: ['full'], evictionPolicy: 'priority' }, /this pool keeps no prefix cache/],
+  ];
+  for (const [extra, msg] of cases) {
+    it(JSON.stringify(extra), () => {
+      expect(() => new BlockManagerPool({ ...base, ...extra } as never)).toThrow(msg);
+    });
+  }
+  it('a host tier with no prefix cache to keep', () => {
+    expect(() => new HierarchyBlockManagerPool({ ...base, hostNumBlocks: 8, managerTypes: ['full'] })).toThrow(/composite ranks keep none/);
+  });
+});
+
+describe('pool operations are all or nothing', () => {
+  it("the host tier's tryAllocate that fails keeps the host blocks allocateShared attached, and the sequence live", () => {
+    const p = new HierarchyBlockManagerPool({ numBlocks: 6, blockSize: B, hostNumBlocks: 16 });
+    // Put a 3-block prompt on the host, and empty the device cache.
+    const a = prompt(3, 100, 1);
+    const first = new Sequence(a);
+    expect(p.allocate(first)).toBe(true);
+    first.kvCachedTokens = first.numTokens;
+    p.deallocate(first);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    expect(p.managers[0]!.evict(100)).toBe(3);
+    // A sequence attaches the host hits, then asks for more than the device has.
+    const s = new Sequence([...a, ...prompt(4, 900)]);
+    expect(p.allocateShared(s)).toBe(0);
+    expect(p.hostBlockTable(s).length).toBe(3);
+    p.check();
+    const before = { host: [...p.hostBlockTable(s)], single: s.singleBlockId, blocks: s.numBlocks };
+    expect(p.tryAllocate(s)).toBe(false);
+    expect({ host: [...p.hostBlockTable(s)], single: s.singleBlockId, blocks: s.numBlocks }).toEqual(before);
+    expect(p.liveSequences().has(s)).toBe(true);
+    p.check();
+    p.deallocateWithoutCache(s);
+    expect(p.hostNumUsedBlocks()).toEqual([0]);
+    p.check();
+  });
+
+  it('the pool passes lockTimeoutMs to its ranks, and a timeout in allocate changes nothing', async () => {
+    const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, enableDisaggPd: true, lockTimeoutMs: 200 });
+    const m = p.managers[0] as ConcurrentBlockManagerImpl;
+    expect(m.lockTimeoutMs).toBe(200);
+    // Another thread takes the rank's lock and dies holding it.
+    const start = new SharedArrayBuffer(8);
+    const w = new Worker(new URL('./support/ts-worker.mjs', import.meta.url), {
+      workerData: { entry: new URL('./support/concurrent-worker.ts', import.meta.url).href, mode: 'die-holding', desc: m.share(), ops: 0, seed: 0, tag: 0, owners: null, start },
+    });
+    await new Promise((res) => w.once('exit', res));
+    const s = new Sequence(prompt(2));
+    expect(() => p.allocate(s)).toThrow(LockTimeoutError);
+    expect([s.dpRank, s.singleBlockId, s.numBlocks]).toEqual([-1, -1, 0]);
+    expect(p.liveSequences().size).toBe(0);
+    expect([...p.singles[0]!.freeIds()].length).toBe(201);
+  });
+});
