@@ -83,8 +83,9 @@ function compareComposite(c: CompositeBlockManager, m: ModelCompositeBlockManage
 
 function runComposite(L: Layout, ops: CompositeOp[]): void {
   const c = new CompositeBlockManager({
-    blockSize: L.blockSize, numBlocks: L.numBlocks, managerTypes: L.kinds, compressRatios: L.ratios, slidingWindowSize: L.window,
-    maxSeqsPerBatch: L.maxSeqsPerBatch, maxTokensPerBatch: L.maxTokensPerBatch,
+    blockSize: L.blockSize, numBlocks: L.numBlocks, managerTypes: L.kinds, compressRatios: L.ratios,
+    // The window options only with a window sub-manager (elsewhere they are refused: they would do nothing).
+    ...(L.kinds.includes('sliding-window') && { slidingWindowSize: L.window, maxSeqsPerBatch: L.maxSeqsPerBatch, maxTokensPerBatch: L.maxTokensPerBatch }),
   });
   const m = new ModelCompositeBlockManager(L);
   // A second manager, whose tables this one must refuse.

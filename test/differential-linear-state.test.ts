@@ -199,7 +199,7 @@ describe('differential: LinearStatePrefixCache core vs model', () => {
   it('agrees on random operation sequences', () => {
     fc.assert(
       fc.property(fc.array(opArb, { minLength: 20, maxLength: 400, size: 'max' }), fc.integer({ min: 2, max: 7 }), (ops, n) => run(ops, n)),
-      { numRuns: soak(200) },
+      { numRuns: soak(150) },
     );
   });
 });

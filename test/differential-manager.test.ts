@@ -379,7 +379,7 @@ describe('core vs reference model', () => {
   it('BlockManagerImpl agrees on random operation sequences', () => {
     fc.assert(
       fc.property(opsOf(opArb, 20, 500), ...shape, (ops, numBlocks, blockSize) => run(ops, numBlocks, blockSize, false)),
-      { numRuns: soak(300) },
+      { numRuns: soak(220) },
     );
     // Every kind of bad call was tried (and refused alike), and the paths that matter were reached.
     expect([...seen.refusals].sort((a, b) => a - b)).toEqual(Array.from({ length: BAD_CALLS }, (_, i) => i));

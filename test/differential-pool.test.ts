@@ -287,7 +287,7 @@ describe('pool vs reference model', () => {
   it('agrees on random scheduler operations', () => {
     fc.assert(
       fc.property(opsOf(opArb), ...sizes, (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles)),
-      { numRuns: soak(150) },
+      { numRuns: soak(110) },
     );
     expect([...seen.refusals].sort((a, b) => a - b)).toEqual(Array.from({ length: BAD_CALLS }, (_, i) => i));
     for (const k of ['listFailures', 'partialPublish', 'swaps'] as const) expect(seen[k], k).toBeGreaterThan(0);
@@ -313,7 +313,7 @@ describe('pool vs reference model', () => {
         fc.constantFrom('lfu' as const, 'priority' as const),
         (ops, numBlocks, blockSize, dpSize, singles, policy) => run(ops, numBlocks, blockSize, dpSize, singles, null, false, policy),
       ),
-      { numRuns: soak(100) },
+      { numRuns: soak(70) },
     );
     expect(seen.retentionEvictions).toBeGreaterThan(0);
   });
