@@ -1,4 +1,4 @@
-// Mutation testing of the pool and the managers (StrykerJS with its vitest
+// Mutation testing of the pool, its ranks and the managers (StrykerJS with its vitest
 // runner): `npm run mutate`, outside CI -- a full run takes hours on two
 // cores. `npm run mutate -- --mutate bindings/pool/metrics.ts` runs one file.
 // The score and the surviving mutants that matter are recorded in
@@ -9,7 +9,7 @@
 export default {
   testRunner: 'vitest',
   vitest: { configFile: 'vitest.config.ts' },
-  mutate: ['bindings/pool/**/*.ts', 'bindings/managers/**/*.ts'],
+  mutate: ['bindings/pool/**/*.ts', 'bindings/ranks/**/*.ts', 'bindings/managers/**/*.ts'],
   // Tests run against the files Stryker copies to its sandbox; the Wasm core comes along prebuilt.
   ignorePatterns: ['dist', 'dist-inspector', 'test-results', 'reports', '*.tmp.*'],
   // assembly/ is AssemblyScript (decorators on constants), which Stryker's parser rejects; it is never mutated.
