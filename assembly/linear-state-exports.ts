@@ -55,7 +55,7 @@ export function ls_state(m: usize, slot: i32): i32 {
   return stateOf(changetype<Manager>(m), slot);
 }
 
-/** Blocks of a KV prefix match to keep (SEMANTICS C.4); `kv` is the KV manager. */
+/** Blocks of a KV prefix match to keep (docs/linear-state.md, which prefix hits are kept); `kv` is the KV manager. */
 export function ls_trim(ls: usize, kv: usize, ids: usize, from: i32, limit: i32, contiguous: i32): i32 {
   return trimTo(changetype<Manager>(ls), changetype<Manager>(kv), ids, from, limit, contiguous);
 }

@@ -1,4 +1,4 @@
-// The linear-state prefix cache (recurrent-state checkpoint slots, seed 7).
+// The linear-state prefix cache (recurrent-state checkpoint slots, docs/linear-state.md).
 //
 // It is a manager of the id pool (idpool.ts) with block size 1 and caching on,
 // so the free stack, the hash table and the LRU with parking are the KV
@@ -13,7 +13,7 @@
 //   committed  ref 1 + pins, CACHED  (in the table and the LRU)
 //
 // ensure-free-slot is idpool's allocate: with no free slot it evicts the one
-// least recent unpinned checkpoint, at most one per call (SEMANTICS C.2).
+// least recent unpinned checkpoint, at most one per call (docs/linear-state.md, slots).
 
 import {
   Manager, CACHED, STAMPED, flagsOf, setFlags, refOf, hashPtr, copyHash, setErrorIndex,
@@ -139,7 +139,7 @@ export function stateOf(m: Manager, slot: i32): i32 {
 }
 
 /**
- * Trims a KV prefix match to linear-state boundaries (SEMANTICS C.4): the
+ * Trims a KV prefix match to linear-state boundaries (docs/linear-state.md): the
  * boundary after KV block ids[i] is usable when its stamped chain hash has a
  * committed checkpoint. Walks i in [from, limit): 'furthest' keeps the last
  * usable boundary, 'contiguous' stops at the first unusable one. Returns the

@@ -1,4 +1,4 @@
-// The replay kernel's prompt tokens (REPLAY.md): token p of a request is
+// The replay kernel's prompt tokens (docs/replay-kernel.md, tokens): token p of a request is
 // hashIds[p / 512] * 512 + p % 512. The conversation trace has 145 M of them;
 // written here four lanes at a time and copied out once, they cost a third
 // of the JS loop's time.

@@ -13,7 +13,7 @@ import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
-import { runReplay } from '../bindings/replay/kernel.js';
+import { runReplay } from '../bindings/replay/stepper.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { ModelBlockManager } from '../test/model/block-manager-impl.js';
 import { ModelBlockManagerPool } from '../test/model/block-manager-pool.js';

@@ -41,6 +41,11 @@ export {
   type XTensorBlockManagerOptions,
   type PageEvent,
 } from './managers/xtensor-block-manager-impl.js';
+export {
+  ConcurrentXTensorBlockManagerImpl,
+  type ConcurrentXTensorBlockManagerOptions,
+  type SharedXTensorDescriptor,
+} from './managers/xtensor-concurrent-block-manager-impl.js';
 export type { PoolManager } from './managers/pool-manager.js';
 export type { XTensorPoolOptions } from './pool/xtensor-options.js';
 export { Sequence, type ForkOptions, type SequenceOptions } from './pool/sequence.js';
@@ -71,8 +76,9 @@ export type { KVEvent, BlockStoredEvent, BlockRemovedEvent, AllBlocksClearedEven
 export { encodeVllmEventBatches, kvEventsTopic, type VllmEncodeOptions, type BlockHashFormat, type EncodedBatch } from './events/vllm.js';
 export { replayWithEvents, type ReplayEventSink } from './replay/replay-events.js';
 export {
-  runReplay, promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence, type ReplayLinearStateResult,
+  promptTokens, outputToken, type ReplayResult, type ReplayParams, type ReplayTarget, type ReplaySequence, type ReplayLinearStateResult,
 } from './replay/kernel.js';
+export { runReplay } from './replay/stepper.js';
 export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './replay/trace.js';
 export { generateWorkload, type WorkloadOptions } from './replay/workload.js';
 export { ReplayStepper, type ReplayStep } from './replay/stepper.js';

@@ -1,5 +1,5 @@
-// Scenario tests for BlockManagerImpl and SingleBlockManager (seed sections
-// 3, 4 and 6; REPLAY.md "Semantics that must hold").
+// Scenario tests for BlockManagerImpl and SingleBlockManager (docs/managers.md;
+// the manager's rules of docs/replay-kernel.md).
 
 import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';

@@ -1,5 +1,5 @@
 // Scenario tests for CompositeBlockManager, SlidingWindowBlockManager and
-// composite ranks of BlockManagerPool (seed 5.1, 9.2, 9.3; SEMANTICS B.1-B.5).
+// composite ranks of BlockManagerPool (docs/composite.md).
 
 import { describe, expect, it } from 'vitest';
 import { CompositeBlockManager, type CompositeBlockManagerOptions } from '../bindings/managers/composite-block-manager.js';
@@ -13,7 +13,7 @@ import {
 import { BlockManagerPool, type BlockManagerPoolOptions } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 
-// Sub-manager 0: sliding window of 8 tokens, blocks of 4, pool 2*2 + 2 + 2 + 2 = 10 (B.1).
+// Sub-manager 0: sliding window of 8 tokens, blocks of 4, pool 2*2 + 2 + 2 + 2 = 10 (the layout rule).
 // Sub-manager 1: full, blocks of 4, 16 blocks. Sub-manager 2: full, ratio 4: blocks of 16, 4 blocks.
 const LAYOUT: CompositeBlockManagerOptions = {
   blockSize: 4,
@@ -31,7 +31,7 @@ function composite(more: Partial<CompositeBlockManagerOptions> = {}) {
 const tables = (t: CompositeBlockTables) => t.views().map((v) => [...v]);
 const freeStacks = (m: CompositeBlockManager) => m.subManagers.map((s) => [...s.freeIds()]);
 
-describe('SEMANTICS B.1: layout and sizing', () => {
+describe('layout and sizing', () => {
   it('derives block sizes, pool sizes and the capacity sub-manager from the options', () => {
     const m = composite();
     try {
@@ -65,7 +65,7 @@ describe('SEMANTICS B.1: layout and sizing', () => {
     o.dispose();
   });
 
-  it('takes capacity from the finest admission sub-manager, not sub-manager 1 (D-36)', () => {
+  it('takes capacity from the finest admission sub-manager, not sub-manager 1', () => {
     const m = new CompositeBlockManager({
       blockSize: 2,
       numBlocks: 1024,
@@ -129,7 +129,7 @@ describe('a derived sub-manager that holds only its padding block', () => {
   });
 });
 
-describe('SEMANTICS B.2: what slides out of the window', () => {
+describe('what slides out of the window', () => {
   it('keeps the blocks covering the last W - 1 computed tokens', () => {
     expect(outOfWindowBlocks(640, 384, 128, 10)).toBe(2); // the worked example: skipped 257
     expect(outOfWindowBlocks(383, 384, 128, 10)).toBe(0);
@@ -164,7 +164,7 @@ describe('SEMANTICS B.2: what slides out of the window', () => {
   });
 });
 
-describe('SEMANTICS B.3: all-or-nothing growth', () => {
+describe('all-or-nothing growth', () => {
   it('a single sequence grows in steps; the window gives back exact ids after each commit', () => {
     const m = composite();
     try {
@@ -332,7 +332,7 @@ function poolState(p: BlockManagerPool) {
   };
 }
 
-describe('SEMANTICS B.5: composite ranks of BlockManagerPool', () => {
+describe('composite ranks of BlockManagerPool', () => {
   it('picks the composite when managerTypes is given; capacity figures from the finest admission sub-manager', () => {
     const p = new BlockManagerPool(POOL);
     try {

@@ -371,7 +371,7 @@ describe('ConcurrentBlockManagerImpl on one thread', () => {
   });
 });
 
-describe('BlockManagerPool with enableDisaggPd / enableKvcacheStore (seed 5.1)', () => {
+describe('BlockManagerPool with enableDisaggPd / enableKvcacheStore', () => {
   it('gives each rank a ConcurrentBlockManagerImpl another thread can attach to', () => {
     for (const flag of ['enableDisaggPd', 'enableKvcacheStore'] as const) {
       const pool = new BlockManagerPool({ numBlocks: 12, blockSize: 2, dpSize: 2, [flag]: true });

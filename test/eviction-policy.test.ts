@@ -1,4 +1,4 @@
-// Exact victims of the non-LRU eviction policies (README "Eviction policies").
+// Exact victims of the non-LRU eviction policies (docs/eviction.md).
 
 import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';

@@ -5,7 +5,8 @@
 
 import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
-import { runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
+import { type ReplayResult } from '../bindings/replay/kernel.js';
+import { runReplay } from '../bindings/replay/stepper.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import type { HostTierReplayRun } from '../bindings/replay/replay.js';
 import { generateWorkload } from '../bindings/replay/workload.js';

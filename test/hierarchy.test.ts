@@ -1,4 +1,4 @@
-// Scenario tests of HierarchyBlockManagerPool (SEMANTICS A.13): offload plan
+// Scenario tests of HierarchyBlockManagerPool (docs/host-tier.md): offload plan
 // contents, load plan contents, the chunked limit, completion, failed plans,
 // the checked precondition, and the core's insert by stamped hash.
 

@@ -1,4 +1,4 @@
-// Unit tests of LinearStatePrefixCache: every slot-state transition (SEMANTICS C.1-C.3).
+// Unit tests of LinearStatePrefixCache: every slot-state transition (docs/linear-state.md).
 
 import { describe, expect, it } from 'vitest';
 import { LinearStatePrefixCache } from '../bindings/linear-state/linear-state-prefix-cache.js';

@@ -1,4 +1,4 @@
-// BlockManagerPool with linear state (SEMANTICS C.4-C.6, A.12; seed 5.2, 5.3, 7.2).
+// BlockManagerPool with linear state (docs/linear-state.md).
 
 import { describe, expect, it } from 'vitest';
 import { hashBlocks } from '../bindings/hash.js';
@@ -25,8 +25,8 @@ function checkpoint(p: BlockManagerPool, tokens: number[], boundaries: number[],
   for (const k of boundaries) c.commit(c.reserveCheckpoint(hashes.slice((k - 1) * 16, k * 16)).reservation!);
 }
 
-describe('pool with linear state: trimming shared blocks (seed 7.2)', () => {
-  // The seed's example: KV hits block0..block3, checkpoints at hash0, hash1, hash3.
+describe('pool with linear state: trimming shared blocks', () => {
+  // The worked example of docs/linear-state.md: KV hits block0..block3, checkpoints at hash0, hash1, hash3.
   for (const reuse of ['furthest', 'contiguous'] as const) {
     it(`${reuse}: a prompt of exactly four blocks reuses block0, block1`, () => {
       const p = pool({ linearStateReuse: reuse });

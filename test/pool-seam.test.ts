@@ -28,10 +28,15 @@ describe('the raw allocate of the reference', () => {
     expect(got.dpRank).toBe(1);
     expect([...got.blockIds]).toEqual([1, 2, 3]);
     expect(p.numUsedBlocks()).toEqual([3, 3]);
+    p.check(); // the caller's blocks are holders the audit knows of
     expect(p.allocateBlocks(1000)).toBeNull();
+    // Only blocks allocateBlocks handed out on that rank come back this way: not a sequence's.
+    expect(() => p.deallocateBlocks(0, [s.blockAt(0)])).toThrow(/blockIds\[0\] = 1 is not a block allocateBlocks handed out on dp rank 0/);
+    expect(() => p.deallocateBlocks(1, [1, 1])).toThrow(/blockIds\[1\] = 1 is not a block allocateBlocks handed out/);
     p.deallocateBlocks(got.dpRank, got.blockIds);
     expect(p.numUsedBlocks()).toEqual([3, 0]);
-    expect(() => p.deallocateBlocks(1, got.blockIds)).toThrow(/ids\[0\] = 1 has no holder left/);
+    expect(() => p.deallocateBlocks(1, got.blockIds)).toThrow(/blockIds\[0\] = 1 is not a block allocateBlocks handed out/);
+    expect(p.kvManager(1).numFreeBlocks()).toBe(15);
     expect(() => p.allocateBlocks(-1)).toThrow(/numTokens must be >= 0/);
     p.deallocate(s);
     p.check();

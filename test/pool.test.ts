@@ -1,8 +1,9 @@
-// Scenario tests for Sequence and BlockManagerPool (seed sections 5, 8, 9.5, 10).
+// Scenario tests for Sequence and BlockManagerPool (docs/pool.md, docs/concepts.md).
 
 import { describe, expect, it } from 'vitest';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
+import { ConcurrentXTensorBlockManagerImpl } from '../bindings/managers/xtensor-concurrent-block-manager-impl.js';
 import { blockTokens } from './support/block-tokens.js';
 
 const B = 4;
@@ -376,6 +377,8 @@ describe('rank kinds and add-ons combine', () => {
     ['composite + linear state', { ...composite, enableLinearState: true, linearStateNumSlots: 8 }],
     ['linear state + XTensor', { enableLinearState: true, linearStateNumSlots: 8, ...xtensor }],
     ['composite + concurrent', { ...composite, enableKvcacheStore: true }],
+    ['XTensor + concurrent', { ...xtensor, enableDisaggPd: true }],
+    ['XTensor + linear state + concurrent', { ...xtensor, enableLinearState: true, linearStateNumSlots: 8, enableKvcacheStore: true }],
   ];
   for (const [name, extra] of cases) {
     it(name, () => {
@@ -391,9 +394,12 @@ describe('rank kinds and add-ons combine', () => {
       p.dispose();
     });
   }
-  it('XTensor + concurrent is refused: its page state is not in shared memory', () => {
-    expect(() => new BlockManagerPool({ numBlocks: 16, blockSize: 4, ...xtensor, enableDisaggPd: true } as never)).toThrow(
-      /enableXtensor cannot be combined with enableDisaggPd\/enableKvcacheStore: XTensor page state lives in JavaScript objects/,
-    );
+  it('XTensor + concurrent: each rank is a ConcurrentXTensorBlockManagerImpl that the pool holds locked for each operation', () => {
+    const p = new BlockManagerPool({ numBlocks: 16, blockSize: 4, dpSize: 2, ...xtensor, enableDisaggPd: true, lockTimeoutMs: 300 } as never);
+    const ms = p.managers as ConcurrentXTensorBlockManagerImpl[];
+    expect(ms.map((m) => [m instanceof ConcurrentXTensorBlockManagerImpl, m.lockTimeoutMs, m.dpRank])).toEqual([[true, 300, 0], [true, 300, 1]]);
+    expect(ms.map((m) => m.lockDepth())).toEqual([0, 0]);
+    p.dispose();
+    expect(ms.every((m) => m.isDisposed)).toBe(true);
   });
 });

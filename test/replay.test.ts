@@ -1,4 +1,4 @@
-// The replay kernel (REPLAY.md): the Wasm pool and the reference model must
+// The replay kernel (docs/replay-kernel.md): the Wasm pool and the reference model must
 // give the identical result object (all but timings), on the built-in
 // workload and on the public Mooncake conversation trace.
 
@@ -9,7 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { plainCore } from '../bindings/core/plain-core.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
-import { nextOutputToken, outputToken, promptTokens, promptTokensJs, runReplay, type ReplayResult } from '../bindings/replay/kernel.js';
+import { nextOutputToken, outputToken, promptTokens, promptTokensJs, type ReplayResult } from '../bindings/replay/kernel.js';
+import { runReplay } from '../bindings/replay/stepper.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { parseTrace, type TraceRequest } from '../bindings/replay/trace.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
@@ -76,7 +77,7 @@ describe('replay: core vs reference model', () => {
   });
 });
 
-describe('replay: tokens (REPLAY.md)', () => {
+describe('replay: tokens (docs/replay-kernel.md)', () => {
   it('prompt token p is hash_ids[p / 512] * 512 + p % 512, for every length class of the last chunk', () => {
     for (const L of [0, 1, 7, 8, 9, 511, 512, 513, 514, 515, 516, 1024, 1100, 1535, 1536]) {
       const hashIds = Int32Array.of(7, 3, 1_000_000, 0);

@@ -1,4 +1,4 @@
-// Scenario tests of XTensorBlockManagerImpl (SEMANTICS A.10, part E): page
+// Scenario tests of XTensorBlockManagerImpl (docs/xtensor.md): page
 // math with straddling blocks, allocation/free/reserve with the exact
 // map/unmap events and figures, exhaustion, trim/sleep/wakeup, and the pool
 // running on it (enableXtensor).

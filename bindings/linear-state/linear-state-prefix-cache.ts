@@ -1,4 +1,4 @@
-// LinearStatePrefixCache (seed 7, SEMANTICS C): the slots that hold the
+// LinearStatePrefixCache (docs/linear-state.md): the slots that hold the
 // recurrent state of GDN / Mamba-style layers. A running sequence holds a
 // *live* slot; a *checkpoint* is a slot holding the state at a block
 // boundary, keyed by the prefix hash there, so a later sequence with the same
@@ -77,7 +77,7 @@ export interface ResolvedLinearStateOps {
   /** Per op: the slot to save into, -1 for none or when no slot was free. */
   readonly saveDstSlots: Int32Array;
   readonly restorePins: readonly LinearStatePin[];
-  /** Saves to an already-committed hash pin it for the batch (kvpool's fix, SEMANTICS A.15). */
+  /** Saves to an already-committed hash pin it for the batch (a fix of the reference: docs/semantics.md, linear state). */
   readonly savePins: readonly LinearStatePin[];
   readonly reservations: readonly LinearStateReservation[];
   readonly promotions: readonly LinearStatePromotion[];
@@ -276,7 +276,7 @@ export class LinearStatePrefixCache {
     if (code < 0) throw new Error(`kvpool: internal error aborting slot ${reservation.slot} (core code ${code})`);
   }
 
-  // ---- the batch flow (SEMANTICS C.3) ----
+  // ---- the batch flow (docs/linear-state.md, the batch flow) ----
 
   /**
    * Resolves the cache ops of one batch: every restore is matched and pinned

@@ -1,4 +1,4 @@
-// BlockManagerImpl (seed section 4): free stack + prefix cache + padding id 0.
+// BlockManagerImpl (docs/managers.md): free stack + prefix cache + padding id 0.
 
 import { copyInt32 } from '../core/views.js';
 import { loadCore } from '../core/plain-core.js';

@@ -1,4 +1,4 @@
-// The allocator-level interface (seed section 2.2): "give me N block ids".
+// The allocator-level interface (docs/managers.md): "give me N block ids".
 
 /** Counters of one manager, as returned by `stats()`. */
 export interface BlockManagerStats {

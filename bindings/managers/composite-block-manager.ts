@@ -1,12 +1,13 @@
-// CompositeBlockManager (seed 9.2, SEMANTICS B): the KV manager of a hybrid
+// CompositeBlockManager (docs/composite.md): the KV manager of a hybrid
 // attention model. It owns one sub-manager per kind of attention layer --
 // full (or compressed: block size base * ratio) and sliding window -- each a
 // pool of its own, and gives a sequence one block table per sub-manager.
 //
-// Growth is all-or-nothing (MAIN, B.3): every sub-manager's missing blocks
-// are checked and taken in one round, and only after the round commits are
-// the window blocks that slid out (B.2) given back. Sub-managers never cache,
-// so "enough free ids" is exact and a failed round changes nothing at all.
+// Growth is all-or-nothing, as in the reference's current code
+// (docs/composite.md, growth is all or nothing): every sub-manager's missing
+// blocks are checked and taken in one round, and only after the round
+// commits are the window blocks that slid out given back. Sub-managers never
+// cache, so "enough free ids" is exact and a failed round changes nothing.
 
 import { loadCore } from '../core/plain-core.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
@@ -157,8 +158,9 @@ export function parseCompositeLayout(o: CompositeBlockManagerOptions, name = 'op
     }
     return { kind, compressRatio: ratio, blockSize, numBlocks };
   });
-  // MAIN: capacity comes from the admission (non-window) sub-manager with the
-  // smallest blocks, the lowest index on ties; a window-only layout uses sub-manager 0.
+  // As in the reference's current code (docs/composite.md, figures): capacity
+  // comes from the admission (non-window) sub-manager with the smallest
+  // blocks, the lowest index on ties; a window-only layout uses sub-manager 0.
   let capacityIndex = -1;
   specs.forEach((s, i) => {
     if (s.kind === 'full' && (capacityIndex < 0 || s.blockSize < specs[capacityIndex]!.blockSize)) capacityIndex = i;
@@ -265,8 +267,9 @@ export class CompositeBlockManager {
 
   /**
    * Grows every table to cover `numTokens` tokens, all or nothing, then gives
-   * back the window blocks that slid out at `kvCachedTokens` (B.2). Returns
-   * false, changing nothing, when some sub-manager is short.
+   * back the window blocks that slid out at `kvCachedTokens` (docs/composite.md,
+   * the window rule). Returns false, changing nothing, when some sub-manager
+   * is short.
    */
   allocate(tables: CompositeBlockTables, numTokens: number, kvCachedTokens = 0): boolean {
     this.own(tables);
@@ -384,7 +387,7 @@ export class CompositeBlockManager {
     return c;
   }
 
-  // ---- figures (capacity from the finest admission sub-manager, MAIN) ----
+  // ---- figures (capacity from the finest admission sub-manager: docs/composite.md, figures) ----
 
   numFreeBlocks(): number {
     return this.capacityManager.numFreeBlocks();
@@ -446,9 +449,10 @@ export class CompositeBlockManager {
    * a valid id, and each id's holders equal the times the tables hold it.
    * Returns the holder count per id of each sub-manager.
    */
-  checkHolders(tables: Iterable<CompositeBlockTables>): Int32Array[] {
+  checkHolders(tables: Iterable<CompositeBlockTables>, /** @internal other holders of one sub-manager's ids */ extra?: { index: number; counts: Int32Array }): Int32Array[] {
     this.live();
     const counts = this.subManagers.map((m) => new Int32Array(m.numBlocks));
+    if (extra) counts[extra.index]!.set(extra.counts);
     for (const t of tables) {
       this.own(t);
       for (let i = 0; i < this.subManagers.length; i++) {

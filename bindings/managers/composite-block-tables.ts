@@ -1,4 +1,4 @@
-// The 2-D block table of one sequence on a composite manager (seed 9.2): one
+// The 2-D block table of one sequence on a composite manager (docs/composite.md, tables): one
 // table per sub-manager, each in that sub-manager's own id space and block
 // size. A sliding-window table keeps the positions that slid out of the
 // window as -1 placeholders, always a leading run, so logical positions

@@ -1,4 +1,4 @@
-// ConcurrentBlockManagerImpl (seed section 9.1): BlockManagerImpl for managers
+// ConcurrentBlockManagerImpl (docs/threads.md): BlockManagerImpl for managers
 // that several threads use at once (disaggregated prefill/decode, a KV-cache
 // store). The manager lives in the shared-memory build of the core, so the
 // main thread and its workers see one state; every operation runs under a

@@ -1,7 +1,7 @@
 // Which cached block goes first when blocks run short. 'lru' is the
 // reference's order (and the default); the others order the evictable
 // blocks by a per-block key, least recent first among equal keys (see
-// assembly/lru.ts and README "Eviction policies").
+// assembly/lru.ts and docs/eviction.md).
 
 import { describe } from '../validate.js';
 

@@ -1,4 +1,4 @@
-// SingleBlockManager (seed section 6): a pool of single per-sequence ids
+// SingleBlockManager (docs/managers.md): a pool of single per-sequence ids
 // (embedding ids, linear-state slots). Block size 1, id 0 reserved, no
 // prefix cache: allocateShared finds nothing and cache does nothing.
 

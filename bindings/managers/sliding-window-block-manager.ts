@@ -1,8 +1,9 @@
-// SlidingWindowBlockManager (seed 9.3, SEMANTICS B.4): the block pool of the
+// SlidingWindowBlockManager (docs/composite.md): the block pool of the
 // sliding-window attention layers. Allocation is BlockManagerImpl's with the
-// prefix cache off; what it adds is the window rule (B.2): once a sequence
-// has `kvCachedTokens` computed tokens, its leading blocks that only hold
-// tokens older than the last W - 1 are given back.
+// prefix cache off; what it adds is the window rule (docs/composite.md, the
+// window rule): once a sequence has `kvCachedTokens` computed tokens, its
+// leading blocks that only hold tokens older than the last W - 1 are given
+// back.
 
 import { loadCore } from '../core/plain-core.js';
 import { checkInt, checkInt32Array, checkKeys, checkObject, describe } from '../validate.js';
@@ -19,7 +20,7 @@ export interface SlidingWindowBlockManagerOptions {
   slidingWindowSize: number;
 }
 
-/** Inputs of the reference's SWA pool sizing rule (SEMANTICS B.1). */
+/** Inputs of the reference's SWA pool sizing rule (docs/composite.md, layout). */
 export interface SwaPoolSizing {
   blockSize: number;
   slidingWindowSize: number;
@@ -56,7 +57,7 @@ export function swaPoolBlocks(s: SwaPoolSizing): number {
 
 /**
  * Leading blocks of a window table that slid out once `kvCachedTokens` tokens
- * are computed (SEMANTICS B.2): `floor((cached - W + 1) / B)` when
+ * are computed (docs/composite.md, the window rule): `floor((cached - W + 1) / B)` when
  * `cached >= W`, capped by the table's length.
  */
 export function outOfWindowBlocks(kvCachedTokens: number, slidingWindowSize: number, blockSize: number, length: number): number {
@@ -107,7 +108,7 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
     return 0;
   }
 
-  /** Leading blocks of a table of `length` blocks that slid out at `kvCachedTokens` (B.2). */
+  /** Leading blocks of a table of `length` blocks that slid out at `kvCachedTokens` (the window rule). */
   outOfWindow(kvCachedTokens: number, length: number): number {
     this.live();
     checkInt('kvCachedTokens', kvCachedTokens);

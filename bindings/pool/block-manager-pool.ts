@@ -17,7 +17,7 @@ import { CompositeRank } from '../ranks/composite-rank.js';
 import type { LinearStateAddOn } from '../ranks/linear-state-add-on.js';
 import type { BlockTransferInfo, RankManager } from '../ranks/rank-manager.js';
 import type { SequenceState } from '../ranks/sequence-state.js';
-import { checkBool, checkInt, describe } from '../validate.js';
+import { checkBool, checkInt, checkInt32Array, describe } from '../validate.js';
 import type { KVCacheManager } from './kv-cache-manager.js';
 import { checkLabels, rankStats, renderMetrics, sumStats, type PoolRankStats } from './metrics.js';
 import { parsePoolOptions, type BlockManagerPoolOptions, type PoolConfig } from './pool-options.js';
@@ -48,6 +48,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   readonly singles: SingleBlockManager[] = [];
   /** Sequences holding anything of this pool. */
   protected readonly live = new Set<Sequence>();
+  /** Per rank, the references the caller holds on blocks of `allocateBlocks` (index = id). */
+  private readonly raw: Int32Array[] = [];
   private disposed = false;
 
   constructor(options: BlockManagerPoolOptions, /** @internal */ parsed?: PoolConfig) {
@@ -69,6 +71,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
         const rank = buildRank(o.rank, r);
         this.ranks.push(rank);
         this.managers.push(rank.kv);
+        this.raw.push(new Int32Array(rank.kv.numBlocks));
         this.singles.push(new SingleBlockManager({ numBlocks: o.singleBlockCapacity }));
       }
     } catch (e) {
@@ -252,14 +255,33 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const n = Math.ceil(checkInt('numTokens', numTokens) / this.blockSize);
     const r = this.chooseRank();
     const ids = this.managers[r]!.allocate(n);
-    return ids === null ? null : { dpRank: r, blockIds: ids };
+    if (ids === null) return null;
+    for (const id of ids) this.raw[r]![id]!++;
+    return { dpRank: r, blockIds: ids };
   }
 
-  /** Gives back blocks of `allocateBlocks` (or any the caller holds on `dpRank`). */
+  /** Gives back blocks `allocateBlocks` handed out on `dpRank` (only those: a sequence's blocks are its own). */
   deallocateBlocks(dpRank: number, blockIds: ArrayLike<number>): void {
     this.ensureOpen();
     checkInt('dpRank', dpRank, 0, this.dpSize - 1);
-    this.managers[dpRank]!.deallocate(blockIds);
+    const ids = checkInt32Array('blockIds', blockIds);
+    const held = this.raw[dpRank]!;
+    const left = new Map<number, number>();
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      const h = left.get(id) ?? (id >= 0 && id < held.length ? held[id]! : 0);
+      if (h <= 0) throw new RangeError(`blockIds[${i}] = ${id} is not a block allocateBlocks handed out on dp rank ${dpRank} (or it was given back)`);
+      left.set(id, h - 1);
+    }
+    this.managers[dpRank]!.deallocate(ids);
+    for (let i = 0; i < ids.length; i++) held[ids[i]!]!--;
+  }
+
+  /** The KV block manager of `dpRank` (a composite rank's capacity sub-manager): for audits and views. */
+  kvManager(dpRank: number): PoolManager {
+    this.ensureOpen();
+    checkInt('dpRank', dpRank, 0, this.dpSize - 1);
+    return this.managers[dpRank]!;
   }
 
   /** @internal */
@@ -529,7 +551,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
       if (s.single >= 0) single[s.dpRank]![s.single]!++;
     }
     this.ranks.forEach((k, r) => {
-      k.check(placed[r]!, r);
+      k.check(placed[r]!, r, this.raw[r]!);
       k.linear?.check(placed[r]!, r);
       this.singles[r]!.check();
       const actual = this.singles[r]!.holderCounts();

@@ -1,4 +1,4 @@
-// The scheduler-level interface (seed section 2.1): one request, one sequence.
+// The scheduler-level interface (docs/pool.md): one request, one sequence.
 
 import type { Sequence } from './sequence.js';
 

@@ -25,7 +25,8 @@ export interface LinearStatePoolOptions {
   /**
    * Which shared KV prefix a checkpoint makes reusable: up to the furthest
    * checkpointed block boundary (every xLLM version; default), or only the
-   * leading run of checkpointed boundaries (the seed's text).
+   * leading run of checkpointed boundaries (the rule as the reference's
+   * design description states it). See docs/linear-state.md.
    */
   linearStateReuse?: LinearStateReuse;
 }
@@ -135,9 +136,6 @@ export function parsePoolOptions(o: BlockManagerPoolOptions, hostNumBlocks: numb
   const concurrent = checkBool('options.enableDisaggPd', o.enableDisaggPd ?? false) || checkBool('options.enableKvcacheStore', o.enableKvcacheStore ?? false);
   if (!concurrent && o.lockTimeoutMs !== undefined) refuse('lockTimeoutMs', 'does nothing without enableDisaggPd or enableKvcacheStore (nothing takes a lock)');
   const lockTimeoutMs = checkInt('options.lockTimeoutMs', o.lockTimeoutMs ?? 10_000, 1);
-  if (concurrent && kind === 'xtensor') {
-    throw new TypeError('options: enableXtensor cannot be combined with enableDisaggPd/enableKvcacheStore: XTensor page state lives in JavaScript objects, which other threads cannot see');
-  }
 
   if (hostNumBlocks !== null && !prefixCache) {
     throw new TypeError(

@@ -1,4 +1,4 @@
-// A sequence as the pool sees it (seed 9.5): tokens, the count of tokens
+// A sequence as the pool sees it (docs/pool.md, Sequence): tokens, the count of tokens
 // whose KV is computed, its block table (logical index -> physical id), how
 // many leading blocks came from the prefix cache, its dp rank and its
 // single id. All arrays grow by doubling; reads are views, not copies.
@@ -26,7 +26,7 @@ export interface ForkOptions {
   /**
    * The fork will write into the shared last block (a second or later beam
    * child of the same source): its next allocation that needs no new block
-   * copies that block first (seed: beam-search swap).
+   * copies that block first (a beam-search swap: docs/pool.md, beam search).
    */
   swapLastBlock?: boolean;
 }

@@ -291,10 +291,11 @@ export class BlockTableRank implements RankManager {
     return counts;
   }
 
-  check(placed: readonly SequenceState[], rank: number, extra?: (counts: Int32Array) => void): void {
+  check(placed: readonly SequenceState[], rank: number, extra: Int32Array, more?: (counts: Int32Array) => void): void {
     this.kv.check();
     const counts = this.holdersOf(placed);
-    extra?.(counts);
+    for (let id = 0; id < counts.length; id++) counts[id]! += extra[id]!;
+    more?.(counts);
     compareHolders(`rank ${rank} KV`, this.kv.holderCounts(), counts);
   }
 

@@ -8,11 +8,12 @@ import { CompositeBlockManager, type CompositeBlockManagerOptions, type SubManag
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import type { EvictionPolicy } from '../managers/eviction-policy.js';
 import { XTensorBlockManagerImpl, type XTensorBlockManagerOptions } from '../managers/xtensor-block-manager-impl.js';
+import { ConcurrentXTensorBlockManagerImpl } from '../managers/xtensor-concurrent-block-manager-impl.js';
 import { BlockTableRank } from './block-table-rank.js';
 import { CompositeRank } from './composite-rank.js';
 import { HostTierRank } from './host-tier-rank.js';
 import { LinearStateAddOn, type LinearStateReuse } from './linear-state-add-on.js';
-import { lockedRank } from './locked-rank.js';
+import { lockedRank, type Lockable } from './locked-rank.js';
 import type { RankKind, RankManager } from './rank-manager.js';
 
 /** Everything a rank is built from (the pool's options, parsed: pool/pool-options.ts). */
@@ -36,7 +37,7 @@ export interface RankConfig {
 /** Builds rank `dpRank`; on a failure, disposes what it made and throws. */
 export function buildRank(c: RankConfig, dpRank: number): RankManager {
   const made: { dispose(): void }[] = [];
-  const shared: ConcurrentBlockManagerImpl[] = [];
+  const shared: Lockable[] = [];
   const keep = <T extends { dispose(): void }>(x: T): T => (made.push(x), x);
   /** A core-backed KV manager, in shared memory (with its lock) when the rank is concurrent. */
   const manager = (numBlocks: number, prefixOn: boolean, minBlocks: 1 | 2 = 2): BlockManagerImpl => {
@@ -70,7 +71,9 @@ export function buildRank(c: RankConfig, dpRank: number): RankManager {
       const linear = c.linearState && keep(new LinearStateAddOn(c.linearState.numSlots, c.linearState.reuse, composite.capacityManager));
       rank = new CompositeRank(composite, linear, c.seedHalves);
     } else if (c.kind === 'xtensor') {
-      const kv = keep(new XTensorBlockManagerImpl({ ...c.xtensor!, dpRank }));
+      const o = { ...c.xtensor!, dpRank };
+      const kv = keep(c.concurrent === null ? new XTensorBlockManagerImpl(o) : new ConcurrentXTensorBlockManagerImpl({ ...o, lockTimeoutMs: c.concurrent.lockTimeoutMs }));
+      if (kv instanceof ConcurrentXTensorBlockManagerImpl) shared.push(kv);
       kv.reservePaddingBlocks();
       const linear = c.linearState && keep(new LinearStateAddOn(c.linearState.numSlots, c.linearState.reuse, null));
       rank = new BlockTableRank('xtensor', kv, linear, c.seedHalves);

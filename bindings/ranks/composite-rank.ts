@@ -116,7 +116,7 @@ export class CompositeRank implements RankManager {
 
   setTime(): void {}
 
-  check(placed: readonly SequenceState[], rank: number): void {
+  check(placed: readonly SequenceState[], rank: number, extra: Int32Array): void {
     const m = this.composite;
     m.check();
     const tables = [];
@@ -124,7 +124,7 @@ export class CompositeRank implements RankManager {
       if (s.numBlocks !== 0) throw new Error(`kvpool: rank ${rank}: a sequence on a composite rank holds a plain block table`);
       if (s.composite) tables.push(s.composite);
     }
-    m.checkHolders(tables);
+    m.checkHolders(tables, { index: m.capacityIndex, counts: extra });
   }
 
   dispose(): void {

@@ -484,8 +484,8 @@ export class HostTierRank implements RankManager {
     this.host.setTime(t);
   }
 
-  check(placed: readonly SequenceState[], rank: number): void {
-    this.inner.check(placed, rank, (counts) => {
+  check(placed: readonly SequenceState[], rank: number, extra: Int32Array): void {
+    this.inner.check(placed, rank, extra, (counts) => {
       for (const b of this.queued) counts[b.src]!++;
       for (const p of this.inFlight) for (const b of p.blocks) counts[b.src]!++;
     });

@@ -86,7 +86,11 @@ export interface RankManager {
   /** The priority policy's clock (0 without it). */
   time(): number;
   setTime(t: number): void;
-  /** Audits the rank (number `rank`, for messages) against the sequences placed on it. */
-  check(placed: readonly SequenceState[], rank: number): void;
+  /**
+   * Audits the rank (number `rank`, for messages) against the sequences
+   * placed on it and `extra`, the references the pool's caller holds on its
+   * KV manager's blocks (index = id).
+   */
+  check(placed: readonly SequenceState[], rank: number, extra: Int32Array): void;
   dispose(): void;
 }

@@ -1,10 +1,9 @@
-// The replay kernel (REPLAY.md): a deterministic closed-loop trace replay
+// The replay kernel (docs/replay-kernel.md): a deterministic closed-loop trace replay
 // that pins ids, hits and evictions. Written against a small interface so
 // the same loop drives the Wasm pool and the test reference model.
 
 import { isCoreLoaded, plainCore } from '../core/plain-core.js';
 import { MAX_SEQUENCE_TOKENS, checkInt, describe } from '../validate.js';
-import { ReplayStepper } from './stepper.js';
 import type { TraceRequest } from './trace.js';
 
 /** The sequence operations the loop uses. */
@@ -50,7 +49,7 @@ export interface ReplayTarget<S extends ReplaySequence> {
   blockIds?(seq: S): ArrayLike<number>;
 }
 
-/** What a replay with linear state adds to the result (see the README's "Linear state"). */
+/** What a replay with linear state adds to the result (docs/linear-state.md, replaying a trace). */
 export interface ReplayLinearStateResult {
   /** Prefills that restored the recurrent state from a checkpoint. */
   checkpointHits: number;
@@ -180,23 +179,4 @@ export function nextOutputToken(token: number): number {
 
 export interface ReplayProgress {
   (done: number, total: number): void;
-}
-
-/** Runs the loop of REPLAY.md over `requests` and returns its result object. */
-export function runReplay<S extends ReplaySequence>(
-  target: ReplayTarget<S>,
-  requests: readonly TraceRequest[],
-  params: ReplayParams,
-  onProgress?: ReplayProgress,
-): ReplayResult {
-  const { blockSize, maxRunning, publishAfterPrefill, limit } = params;
-  const stepper = new ReplayStepper(target, requests, { blockSize, maxRunning, publishAfterPrefill, limit });
-  const total = stepper.total;
-  const progressEvery = Math.max(1, Math.floor(total / 200));
-  while (stepper.step()) {
-    const r = stepper.done;
-    if (onProgress && r % progressEvery === 0 && r < total) onProgress(r, total);
-  }
-  onProgress?.(total, total);
-  return stepper.result();
 }

@@ -5,7 +5,7 @@
 import { BlockManagerPool } from '../pool/block-manager-pool.js';
 import type { KVEvent } from '../managers/kv-events.js';
 import type { Sequence } from '../pool/sequence.js';
-import { runReplay } from './kernel.js';
+import { runReplay } from './stepper.js';
 import {
   completeRun, parseReplayOptions, PoolReplayTarget, REPLAY_DECODE_PRIORITY, replayConfig, replayMode, traceArg,
   type PlainReplayRun, type ReplayOptions,

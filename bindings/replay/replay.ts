@@ -10,9 +10,8 @@ import { checkBool, checkInt, checkKeys, checkObject, describe } from '../valida
 import {
   CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type CompositeReplaySequence, type SubManagerReplayStats,
 } from './composite-replay.js';
-import {
-  runReplay, type ReplayLinearStateResult, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
-} from './kernel.js';
+import { type ReplayLinearStateResult, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget } from './kernel.js';
+import { runReplay } from './stepper.js';
 import type { TraceRequest } from './trace.js';
 import { generateWorkload } from './workload.js';
 import { parseEvictionPolicy, type EvictionPolicy } from '../managers/eviction-policy.js';

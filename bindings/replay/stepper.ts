@@ -1,8 +1,10 @@
-// The loop of the replay kernel (REPLAY.md), one request per step: runReplay()
+// The loop of the replay kernel (docs/replay-kernel.md), one request per step: runReplay()
 // drives it to the end, and views that draw the pool between requests (the
 // pool inspector) step it themselves. One loop, so both give the same result.
 
-import { nextOutputToken, outputToken, promptTokens, type ReplayParams, type ReplayResult, type ReplaySequence, type ReplayTarget } from './kernel.js';
+import {
+  nextOutputToken, outputToken, promptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
+} from './kernel.js';
 import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { TraceRequest } from './trace.js';
 
@@ -216,4 +218,23 @@ export class ReplayStepper<S extends ReplaySequence> {
     this.fifoReq.push(r);
     return { request: r, placed: true, matchedBlocks: matched, newBlocks, truncated: cut, finished: this.finishedInStep };
   }
+}
+
+/** Runs the replay kernel's loop (docs/replay-kernel.md, the loop) over `requests` and returns its result object. */
+export function runReplay<S extends ReplaySequence>(
+  target: ReplayTarget<S>,
+  requests: readonly TraceRequest[],
+  params: ReplayParams,
+  onProgress?: ReplayProgress,
+): ReplayResult {
+  const { blockSize, maxRunning, publishAfterPrefill, limit } = params;
+  const stepper = new ReplayStepper(target, requests, { blockSize, maxRunning, publishAfterPrefill, limit });
+  const total = stepper.total;
+  const progressEvery = Math.max(1, Math.floor(total / 200));
+  while (stepper.step()) {
+    const r = stepper.done;
+    if (onProgress && r % progressEvery === 0 && r < total) onProgress(r, total);
+  }
+  onProgress?.(total, total);
+  return stepper.result();
 }

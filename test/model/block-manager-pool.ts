@@ -60,7 +60,7 @@ export class ModelBlockManagerPool {
     return keys;
   }
 
-  /** SEMANTICS C.4 on `table` (blocks [existed, table.length) just matched); returns the blocks kept. */
+  /** The trim of docs/linear-state.md (which prefix hits are kept) on `table` (blocks [existed, table.length) just matched); returns the blocks kept. */
   private trim(s: ModelSequence, r: number, table: number[], existed: number): number[] {
     if (this.linear.length === 0 || table.length === 0) return table;
     const total = table.length;

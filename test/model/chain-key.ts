@@ -1,7 +1,7 @@
 // The model's block key: SHA-1 of (parent key, tokens).
 //
 // Deliberately not XXH3: the model shares no code or algorithm with the core.
-// Eviction order, hits and ids depend only on key *equality* (REPLAY.md), so
+// Eviction order, hits and ids depend only on key *equality* (docs/replay-kernel.md), so
 // any collision-free chain key gives the same results; a cryptographic hash
 // is the most obviously collision-free one.
 

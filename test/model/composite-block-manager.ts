@@ -24,7 +24,7 @@ export interface ModelSubSpec {
   numBlocks: number;
 }
 
-/** The layout rules of SEMANTICS B.1, restated. */
+/** The layout rules of docs/composite.md (layout), restated. */
 export function modelLayout(o: ModelCompositeOptions): ModelSubSpec[] {
   return o.kinds.map((kind, i) => {
     const ratio = o.ratios?.[i] ?? 1;

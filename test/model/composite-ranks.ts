@@ -1,7 +1,7 @@
-// Model of a BlockManagerPool with composite ranks (seed 5.1, SEMANTICS B.5):
+// Model of a BlockManagerPool with composite ranks (docs/composite.md):
 // rank choice and single ids as in the pool, the blocks in 2-D tables, no
-// prefix cache, no beam swap. Mirrors bindings/pool/composite-ranks.ts and
-// the composite hooks of bindings/pool/block-manager-pool.ts.
+// prefix cache, no beam swap. Mirrors bindings/ranks/composite-rank.ts and
+// the pool's placement in bindings/pool/block-manager-pool.ts.
 
 import { ModelCompositeBlockManager, type ModelCompositeOptions } from './composite-block-manager.js';
 import { ModelSequence } from './sequence.js';

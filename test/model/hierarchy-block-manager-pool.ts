@@ -1,4 +1,4 @@
-// Model of HierarchyBlockManagerPool (SEMANTICS A.13) over the model pool:
+// Model of HierarchyBlockManagerPool (docs/host-tier.md) over the model pool:
 // a host manager per rank, host block lists per sequence, load plans, offload
 // pairs and plans in flight. Mirrors bindings/pool/hierarchy-block-manager-pool.ts
 // rule by rule, written for clarity.

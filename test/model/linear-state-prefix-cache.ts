@@ -1,4 +1,4 @@
-// Model of LinearStatePrefixCache (SEMANTICS C.1-C.3): arrays and a Map whose
+// Model of LinearStatePrefixCache (docs/linear-state.md): arrays and a Map whose
 // insertion order is the LRU (first = least recent). Eviction walks the LRU
 // and takes the first unpinned checkpoint, as the reference does.
 

@@ -1,5 +1,5 @@
 // Model of SlidingWindowBlockManager: a prefix-cache-off manager plus the
-// window rule (SEMANTICS B.2). Mirrors bindings/managers/sliding-window-block-manager.ts.
+// window rule (docs/composite.md, the window rule). Mirrors bindings/managers/sliding-window-block-manager.ts.
 
 import { ModelBlockManager } from './block-manager-impl.js';
 import { modelInt } from './validate.js';

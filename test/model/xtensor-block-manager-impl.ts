@@ -1,4 +1,4 @@
-// Model of XTensorBlockManagerImpl and its page allocator (SEMANTICS part E),
+// Model of XTensorBlockManagerImpl and its page allocator (docs/xtensor.md),
 // written for clarity: per-id byte ranges decide which ids are usable, the
 // figures are counted by scanning every id, and an allocation that cannot be
 // completed is undone from a snapshot. Mirrors
