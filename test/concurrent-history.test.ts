@@ -9,7 +9,7 @@
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { ConcurrentBlockManagerImpl } from '../bindings/index.js';
-import { ModelBlockManager } from './model/block-manager-impl.js';
+import { ModelBlockManager } from '../model/block-manager-impl.js';
 import { agree } from './support/agree.js';
 import type { HistoryEntry, HistorySnapshot } from './support/concurrent-history.js';
 import { soak } from './support/soak.js';

@@ -8,8 +8,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CompositeBlockManager, SlidingWindowBlockManager, type CompositeBlockTables } from '../bindings/index.js';
-import { ModelCompositeBlockManager, type ModelKind } from './model/composite-block-manager.js';
-import { ModelSlidingWindowBlockManager } from './model/sliding-window-block-manager.js';
+import { ModelCompositeBlockManager, type ModelKind } from '../model/composite-block-manager.js';
+import { ModelSlidingWindowBlockManager } from '../model/sliding-window-block-manager.js';
 import { agree } from './support/agree.js';
 import { sameRefusal } from './support/same-outcome.js';
 import { soak } from './support/soak.js';

@@ -7,13 +7,13 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { HierarchyBlockManagerPool, type OffloadPlan } from '../bindings/pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import { ModelHierarchyPool, type ModelOffloadPlan } from './model/hierarchy-block-manager-pool.js';
+import { ModelHierarchyPool, type ModelOffloadPlan } from '../model/hierarchy-block-manager-pool.js';
 import { agree } from './support/agree.js';
 import { hostRankState, rankEvict, rankEvictionOrder, rankFreeIds } from './support/pool-probe.js';
 import { sameOutcome } from './support/same-outcome.js';
 import { soak } from './support/soak.js';
 import { countSteps } from './support/steps.js';
-import type { ModelSequence } from './model/sequence.js';
+import type { ModelSequence } from '../model/sequence.js';
 
 type Op =
   | { kind: 'new'; prompt: number; len: number; start: 'no' | 'full' | 'chunk'; tokens: number; copy: number }

@@ -10,7 +10,7 @@ import {
   LinearStatePrefixCache, type LinearStatePin, type LinearStateReservation, type ResolvedLinearStateOps,
 } from '../bindings/linear-state/linear-state-prefix-cache.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import { ModelLinearStateCache, type ModelBatch, type ModelLinearSeq } from './model/linear-state-prefix-cache.js';
+import { ModelLinearStateCache, type ModelBatch, type ModelLinearSeq } from '../model/linear-state-prefix-cache.js';
 import { agree } from './support/agree.js';
 import { soak } from './support/soak.js';
 import { countSteps } from './support/steps.js';

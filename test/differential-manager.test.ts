@@ -8,9 +8,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl, ConcurrentBlockManagerImpl, SingleBlockManager } from '../bindings/index.js';
-import { ModelBlockManager } from './model/block-manager-impl.js';
-import { modelRetentionRanges } from './model/prefix-cache.js';
-import { ModelSingleBlockManager } from './model/single-block-manager.js';
+import { ModelBlockManager } from '../model/block-manager-impl.js';
+import { modelRetentionRanges } from '../model/prefix-cache.js';
+import { ModelSingleBlockManager } from '../model/single-block-manager.js';
 import { agree } from './support/agree.js';
 import { sameRefusal } from './support/same-outcome.js';
 import { countSteps } from './support/steps.js';

@@ -8,8 +8,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BlockManagerPool, Sequence } from '../bindings/index.js';
-import { ModelBlockManagerPool } from './model/block-manager-pool.js';
-import { ModelSequence } from './model/sequence.js';
+import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
+import { ModelSequence } from '../model/sequence.js';
 import { agree } from './support/agree.js';
 import { rankEvictionOrder, rankFreeIds, rankSingleFreeIds } from './support/pool-probe.js';
 import { sameRefusal } from './support/same-outcome.js';

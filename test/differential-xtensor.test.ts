@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { XTensorBlockManagerImpl } from '../bindings/managers/xtensor-block-manager-impl.js';
-import { ModelXTensor } from './model/xtensor-block-manager-impl.js';
+import { ModelXTensor } from '../model/xtensor-block-manager-impl.js';
 import { agree } from './support/agree.js';
 import { sameRefusal } from './support/same-outcome.js';
 import { soak } from './support/soak.js';

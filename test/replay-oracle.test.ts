@@ -3,7 +3,7 @@
 // 1. Hand-derived traces: small multi-request traces whose ids, hits,
 //    evictions and checksums are worked out below from the replay rules (the
 //    derivation is in the comments), checked against the library's replay
-//    and against the model's own replay loop (test/model/replay.ts).
+//    and against the model's own replay loop (model/replay.ts).
 // 2. Random traces in every mode: the library's replay and the model's loop
 //    over the model pools must give the same result object.
 // 3. CI only (KVPOOL_FULL_REPLAY=1, set by .ci/run): the Mooncake
@@ -13,7 +13,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { replaySync, type ReplayOptions, type TraceRequest } from '../bindings/index.js';
-import { modelReplay, type ModelReplayOptions, type ModelReplayResult } from './model/replay.js';
+import { modelReplay, type ModelReplayOptions, type ModelReplayResult } from '../model/replay.js';
 import { agree } from './support/agree.js';
 import { figures } from './support/replay-figures.js';
 import { haveTrace, TRACE_PATH } from './support/externals.js';

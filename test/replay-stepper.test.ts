@@ -14,9 +14,9 @@ import { runReplay } from '../bindings/replay/stepper.js';
 import { PoolReplayTarget } from '../bindings/replay/replay.js';
 import { ReplayStepper } from '../bindings/replay/stepper.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
-import { ModelBlockManagerPool } from './model/block-manager-pool.js';
-import { modelReplay } from './model/replay.js';
-import { ModelReplayTarget } from './support/model-replay-target.js';
+import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
+import { modelReplay } from '../model/replay.js';
+import { ModelReplayTarget } from '../model/replay-target.js';
 
 function withoutTimings(r: ReplayResult) {
   const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
@@ -43,7 +43,7 @@ describe('ReplayStepper', () => {
         expect(st.finished).toBe(true);
         expect(st.step()).toBeNull();
         expect(withoutTimings(st.result())).toEqual(withoutTimings(expected));
-        // The model's own loop (test/model/replay.ts) shares no code with either.
+        // The model's own loop (model/replay.ts) shares no code with either.
         expect(withoutTimings(st.result())).toEqual(modelReplay(trace, { ...o, ...params }));
         expect(b.numFreeBlocks()).toEqual(a.numFreeBlocks());
         expect([...b.managers[0]!.lruOrder()]).toEqual([...a.managers[0]!.lruOrder()]);

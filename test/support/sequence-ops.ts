@@ -3,8 +3,8 @@
 // results compared. Test glue (the model itself imports nothing from bindings/).
 
 import type { BlockManagerPool, Sequence } from '../../bindings/index.js';
-import type { ModelBlockManagerPool } from '../model/block-manager-pool.js';
-import type { ModelSequence } from '../model/sequence.js';
+import type { ModelBlockManagerPool } from '../../model/block-manager-pool.js';
+import type { ModelSequence } from '../../model/sequence.js';
 import { agree } from './agree.js';
 
 export type SequenceOp =
