@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     setupFiles: ['./test/setup.ts'],
+    globalSetup: ['./test/support/global-setup.ts'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
   },

@@ -15,9 +15,9 @@ import { Sequence } from '../bindings/pool/sequence.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
 import { runReplay } from '../bindings/replay/stepper.js';
 import { replaySync } from '../bindings/replay/replay.js';
-import { ModelBlockManager } from '../test/model/block-manager-impl.js';
-import { ModelBlockManagerPool } from '../test/model/block-manager-pool.js';
-import { ModelReplayTarget } from '../test/support/model-replay-target.js';
+import { ModelBlockManager } from '../model/block-manager-impl.js';
+import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
+import { ModelReplayTarget } from '../model/replay-target.js';
 import { phase, progress } from './progress.js';
 
 const quick = process.argv.includes('--quick');

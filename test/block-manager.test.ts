@@ -99,12 +99,20 @@ describe('BlockManagerImpl prefix cache', () => {
   });
 
   it('never shares blocks across different parents (the hash chains)', () => {
+    // Two chains cached: [P, X] and [Q, Y]. A prompt [Q, X] matches Q, and
+    // then X -- cached, but under P -- must miss: without chaining it would hit.
     const m = mgr();
-    const a = chain(2, 100);
-    const ids = m.allocate(2)!;
-    m.cache(a, ids);
-    const b = chain(2, 200).slice(0, B).concat(a.slice(B)); // same block 1 tokens, other block 0
-    expect(m.allocateShared(b).length).toBe(0);
+    const p = chain(1, 100); // block P
+    const q = chain(1, 200); // block Q
+    const x = chain(1, 300); // block X
+    const y = chain(1, 400); // block Y
+    const a = m.allocate(2)!;
+    const b = m.allocate(2)!;
+    expect(m.cache([...p, ...x], a)).toBe(2);
+    expect(m.cache([...q, ...y], b)).toBe(2);
+    expect([...m.allocateShared([...q, ...x])]).toEqual([b[0]]);
+    expect([...m.allocateShared([...p, ...x])]).toEqual([...a]); // X does hit after P
+    m.check();
   });
 
   it('evicts chain tails first: a match leaves the root most recent', () => {

@@ -11,7 +11,7 @@ import { runReplay } from '../bindings/replay/stepper.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
-import { ModelCompositePool } from './model/composite-ranks.js';
+import { ModelCompositePool } from '../model/composite-ranks.js';
 import { TRACE_PATH as TRACE, haveTrace } from './support/externals.js';
 import { ModelCompositeReplayTarget } from './support/model-composite-replay-target.js';
 import { capture } from './support/capture.js';

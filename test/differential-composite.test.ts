@@ -8,8 +8,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import type { ModelKind } from './model/composite-block-manager.js';
-import { ModelCompositePool, type ModelCompositeSequence } from './model/composite-ranks.js';
+import type { ModelKind } from '../model/composite-block-manager.js';
+import { ModelCompositePool, type ModelCompositeSequence } from '../model/composite-ranks.js';
+import { agree } from './support/agree.js';
+import { rankSingleFreeIds } from './support/pool-probe.js';
+import { soak } from './support/soak.js';
+import { countSteps } from './support/steps.js';
 
 type Op =
   | { kind: 'new'; len: number }
@@ -89,7 +93,7 @@ function run(L: Layout, ops: Op[]): void {
     const same = () => {
       pool.check();
       for (const [s, m] of seqs) {
-        expect({ t: norm(s.compositeBlockTables), kv: s.kvCachedTokens, dp: s.dpRank, single: s.singleBlockId, n: s.numTokens }).toEqual({
+        agree({ t: norm(s.compositeBlockTables), kv: s.kvCachedTokens, dp: s.dpRank, single: s.singleBlockId, n: s.numTokens }, {
           t: norm(m.tables),
           kv: m.kvCachedTokens,
           dp: m.dpRank,
@@ -97,17 +101,16 @@ function run(L: Layout, ops: Op[]): void {
           n: m.numTokens,
         });
       }
-      expect(pool.numFreeBlocks()).toEqual(model.numFreeBlocks());
-      expect(pool.numUsedBlocks()).toEqual(model.numUsedBlocks());
+      agree([pool.numFreeBlocks(), pool.numUsedBlocks()], [model.numFreeBlocks(), model.numUsedBlocks()], 'free, used');
       for (let r = 0; r < L.dpSize; r++) {
         const c = pool.compositeManager(r)!;
         const mr = model.ranks[r]!;
-        expect(c.capacityIndex).toBe(mr.capacityIndex);
-        expect(c.subManagers.map((x) => [...x.freeIds()])).toEqual(mr.subs.map((x) => x.free));
         const st = c.subManagerStats();
-        expect(st.map((x) => x.peakUsedBlocks)).toEqual(mr.peaks);
-        expect(st.map((x) => x.blocksReleasedOutOfWindow)).toEqual(mr.releasedOut);
-        expect([...pool.singles[r]!.freeIds()]).toEqual(model.singles[r]!.free);
+        agree(
+          [c.capacityIndex, c.subManagers.map((x) => Array.from(x.freeIds())), st.map((x) => x.peakUsedBlocks), st.map((x) => x.blocksReleasedOutOfWindow), rankSingleFreeIds(pool, r)],
+          [mr.capacityIndex, mr.subs.map((x) => x.free), mr.peaks, mr.releasedOut, model.singles[r]!.free],
+          `rank ${r}: capacity index, free stacks, peaks, released out of window, single ids`,
+        );
       }
     };
     for (const op of ops) {
@@ -119,7 +122,7 @@ function run(L: Layout, ops: Op[]): void {
         const [s, m] = seqs[op.pick % seqs.length]!;
         switch (op.kind) {
           case 'allocate':
-            expect(pool.allocate(s)).toBe(model.allocate(m));
+            agree(pool.allocate(s), model.allocate(m));
             break;
           case 'decode':
             if (norm(s.compositeBlockTables).length === 0) break;
@@ -129,12 +132,12 @@ function run(L: Layout, ops: Op[]): void {
               m.appendToken(9000 + i);
               s.kvCachedTokens = m.kvCachedTokens = s.numTokens - 1;
               const ok = pool.allocate(s, s.numTokens);
-              expect(ok).toBe(model.allocate(m, m.numTokens));
+              agree(ok, model.allocate(m, m.numTokens));
               if (!ok) break;
             }
             break;
           case 'tryAllocate':
-            expect(pool.tryAllocate(s)).toBe(model.tryAllocate(m));
+            agree(pool.tryAllocate(s), model.tryAllocate(m));
             break;
           case 'finish':
             pool.deallocate(s);
@@ -142,7 +145,7 @@ function run(L: Layout, ops: Op[]): void {
             break;
           case 'compute': // any computed count, then a round for every token: the window follows the count
             s.kvCachedTokens = m.kvCachedTokens = Math.min(op.cached, s.numTokens);
-            expect(pool.allocate(s, s.numTokens)).toBe(model.allocate(m, m.numTokens));
+            agree(pool.allocate(s, s.numTokens), model.allocate(m, m.numTokens));
             break;
           case 'fork':
             if (s.dpRank >= 0) seqs.push([s.fork(), model.fork(m)]);
@@ -151,6 +154,7 @@ function run(L: Layout, ops: Op[]): void {
       }
       same();
     }
+    countSteps(ops.length);
     for (const [s, m] of seqs) {
       pool.deallocate(s);
       model.deallocate(m);
@@ -167,11 +171,11 @@ function run(L: Layout, ops: Op[]): void {
 describe('composite pool vs reference model', () => {
   it('agrees on many sequences growing, sliding and finishing', () => {
     fc.assert(
-      fc.property(layoutArb, fc.array(opArb, { minLength: 1, maxLength: 60 }), (L, ops) => {
+      fc.property(layoutArb, fc.array(opArb, { minLength: 20, maxLength: 300, size: 'max' }), (L, ops) => {
         fc.pre(L.kinds.every((k, i) => k !== 'full' || Math.floor(L.numBlocks / L.ratios[i]!) >= 2));
         run(L, ops);
       }),
-      { numRuns: 300 },
+      { numRuns: soak(150) },
     );
   });
 });

@@ -7,8 +7,13 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { HierarchyBlockManagerPool, type OffloadPlan } from '../bindings/pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import { ModelHierarchyPool, type ModelOffloadPlan } from './model/hierarchy-block-manager-pool.js';
-import type { ModelSequence } from './model/sequence.js';
+import { ModelHierarchyPool, type ModelOffloadPlan } from '../model/hierarchy-block-manager-pool.js';
+import { agree } from './support/agree.js';
+import { hostRankState, rankEvict, rankEvictionOrder, rankFreeIds } from './support/pool-probe.js';
+import { sameOutcome } from './support/same-outcome.js';
+import { soak } from './support/soak.js';
+import { countSteps } from './support/steps.js';
+import type { ModelSequence } from '../model/sequence.js';
 
 type Op =
   | { kind: 'new'; prompt: number; len: number; start: 'no' | 'full' | 'chunk'; tokens: number; copy: number }
@@ -17,7 +22,9 @@ type Op =
   | { kind: 'decode'; pick: number; steps: number }
   | { kind: 'allocateShared'; pick: number }
   | { kind: 'finish'; pick: number; withoutCache: boolean }
-  | { kind: 'fork'; pick: number }
+  | { kind: 'fork'; pick: number; swap: boolean }
+  | { kind: 'tryAllocate'; pick: number }
+  | { kind: 'publish'; pick: number; upTo: number }
   | { kind: 'take' }
   | { kind: 'complete'; pick: number; ok: boolean }
   | { kind: 'evict'; rank: number; n: number }
@@ -40,7 +47,9 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('decode' as const), pick: fc.nat(), steps: fc.integer({ min: 1, max: 5 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('allocateShared' as const), pick: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('finish' as const), pick: fc.nat(), withoutCache: fc.boolean() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('fork' as const), pick: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('fork' as const), pick: fc.nat(), swap: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('tryAllocate' as const), pick: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('publish' as const), pick: fc.nat(), upTo: fc.nat() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('take' as const) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('complete' as const), pick: fc.nat(), ok: fc.boolean() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('evict' as const), rank: fc.nat({ max: 2 }), n: fc.nat({ max: 30 }) }) },
@@ -54,25 +63,11 @@ function promptTokens(p: number, len: number): number[] {
 }
 
 /** What the runs exercised, so the test fails if the generator stops reaching the host tier. */
-const seen = { loads: 0, offloads: 0, refusals: 0, failedPlans: 0, hostHits: 0 };
+const seen = { loads: 0, offloads: 0, refusals: 0, failedPlans: 0, hostHits: 0, tryAllocates: 0, swapForks: 0, publishes: 0 };
 
-/** Same outcome: both return the same value, or both throw. */
+/** Same outcome: both return the same value, or both throw an error of the same class. */
 function same<T>(a: () => T, b: () => T): void {
-  let ra: T | Error, rb: T | Error;
-  try {
-    ra = a();
-  } catch (e) {
-    ra = e as Error;
-  }
-  try {
-    rb = b();
-  } catch (e) {
-    rb = e as Error;
-  }
-  if (ra instanceof Error || rb instanceof Error) {
-    seen.refusals++;
-    expect([ra instanceof Error, rb instanceof Error]).toEqual([true, true]);
-  } else expect(ra).toEqual(rb);
+  if (!sameOutcome(a, b).ok) seen.refusals++;
 }
 
 function run(ops: Op[], numBlocks: number, hostNumBlocks: number, blockSize: number, dpSize: number, singles: number): void {
@@ -90,23 +85,23 @@ function run(ops: Op[], numBlocks: number, hostNumBlocks: number, blockSize: num
   const compare = () => {
     pool.check();
     for (const [s, m] of seqs) {
-      expect({ t: [...s.blockTable], sh: s.sharedBlocks, kv: s.kvCachedTokens, dp: s.dpRank, h: [...pool.hostBlockTable(s)] }).toEqual({
+      agree({ t: [...s.blockTable], sh: s.sharedBlocks, kv: s.kvCachedTokens, dp: s.dpRank, h: [...pool.hostBlockTable(s)], hkv: pool.hostKvCachedTokens(s) }, {
         t: m.blockTable,
         sh: m.sharedBlocks,
         kv: m.kvCachedTokens,
         dp: m.dpRank,
         h: model.hostOf.get(m)?.table ?? [],
+        hkv: model.hostOf.get(m)?.kv ?? 0,
       });
-      expect(pool.hostKvCachedTokens(s)).toBe(model.hostOf.get(m)?.kv ?? 0);
     }
-    expect(pool.numFreeBlocks()).toEqual(model.numFreeBlocks());
-    expect(pool.numUsedBlocks()).toEqual(model.numUsedBlocks());
+    agree([pool.numFreeBlocks(), pool.numUsedBlocks()], [model.numFreeBlocks(), model.numUsedBlocks()], 'free, used');
     for (let r = 0; r < dpSize; r++) {
-      expect([...pool.managers[r]!.freeIds()]).toEqual(model.managers[r]!.free);
-      expect([...pool.managers[r]!.lruOrder()]).toEqual(model.managers[r]!.prefix.lruOrder());
-      expect([...pool.hosts[r]!.freeIds()]).toEqual(model.hosts[r]!.free);
-      expect([...pool.hosts[r]!.lruOrder()]).toEqual(model.hosts[r]!.prefix.lruOrder());
-      expect(pool.hostNumUsedBlocks()[r]).toBe(model.hosts[r]!.numUsedBlocks());
+      agree(
+        [rankFreeIds(pool, r), rankEvictionOrder(pool, r), hostRankState(pool, r), pool.hostNumUsedBlocks()[r]],
+        [model.managers[r]!.free, model.managers[r]!.prefix.lruOrder(), { free: model.hosts[r]!.free, evictionOrder: model.hosts[r]!.prefix.lruOrder() }, model.hosts[r]!.numUsedBlocks()],
+        `rank ${r}: device free, device order, host, host used`,
+      );
+      agree(pool.swapTransferInfos(r).map((x) => ({ ...x })), model.swaps[r], `rank ${r} swaps`);
     }
   };
   try {
@@ -157,11 +152,11 @@ function run(ops: Op[], numBlocks: number, hostNumBlocks: number, blockSize: num
           if (!op.ok) seen.failedPlans++;
         }
         // Device pressure: the device cache loses entries the host may now hold.
-        for (let r = 0; r < dpSize; r++) expect(pool.managers[r]!.evict(op.evict)).toBe(model.managers[r]!.evict(op.evict));
+        for (let r = 0; r < dpSize; r++) agree(rankEvict(pool, r, op.evict), model.managers[r]!.evict(op.evict));
       } else if (op.kind === 'evict') {
         // The device cache loses entries the host still has: the next prompt loads them.
         const r = op.rank % dpSize;
-        expect(pool.managers[r]!.evict(op.n)).toBe(model.managers[r]!.evict(op.n));
+        agree(rankEvict(pool, r, op.n), model.managers[r]!.evict(op.n));
       } else if (seqs.length > 0) {
         const [s, m] = pick(op.pick);
         switch (op.kind) {
@@ -195,12 +190,29 @@ function run(ops: Op[], numBlocks: number, hostNumBlocks: number, blockSize: num
             }
             break;
           case 'fork':
-            if (s.dpRank >= 0) seqs.push([s.fork(), model.fork(m)]);
+            if (s.dpRank >= 0) {
+              seqs.push([s.fork({ swapLastBlock: op.swap }), model.fork(m, op.swap)]);
+              if (op.swap && s.numBlocks > 0) seen.swapForks++;
+            }
+            break;
+          case 'tryAllocate':
+            same(() => pool.tryAllocate(s), () => model.tryAllocate(m));
+            seen.tryAllocates++;
+            break;
+          case 'publish':
+            // The KV of the first tokens is published while the sequence runs.
+            if (s.dpRank >= 0) {
+              const n = op.upTo % (s.numTokens + 2);
+              pool.cache(s, n);
+              model.cache(m, n);
+              seen.publishes++;
+            }
             break;
         }
       }
       compare();
     }
+    countSteps(ops.length);
     for (const [s, m] of seqs) {
       pool.deallocate(s);
       model.deallocate(m);
@@ -251,7 +263,7 @@ describe('host tier vs reference model', () => {
   it('agrees on random operations', () => {
     fc.assert(
       fc.property(
-        fc.array(opArb, { minLength: 1, maxLength: 60, size: 'max' }),
+        fc.array(opArb, { minLength: 20, maxLength: 300, size: 'max' }),
         fc.integer({ min: 3, max: 16 }),
         fc.integer({ min: 2, max: 40 }),
         fc.integer({ min: 1, max: 4 }),
@@ -260,7 +272,7 @@ describe('host tier vs reference model', () => {
         (ops, numBlocks, hostNumBlocks, blockSize, dpSize, singles) =>
           run([...warmUp, ...ops], numBlocks, hostNumBlocks, blockSize, dpSize, singles),
       ),
-      { numRuns: 80 },
+      { numRuns: soak(100) },
     );
     for (const [k, v] of Object.entries(seen)) expect(v, k).toBeGreaterThan(0);
   });

@@ -10,7 +10,10 @@ import {
   LinearStatePrefixCache, type LinearStatePin, type LinearStateReservation, type ResolvedLinearStateOps,
 } from '../bindings/linear-state/linear-state-prefix-cache.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import { ModelLinearStateCache, type ModelBatch, type ModelLinearSeq } from './model/linear-state-prefix-cache.js';
+import { ModelLinearStateCache, type ModelBatch, type ModelLinearSeq } from '../model/linear-state-prefix-cache.js';
+import { agree } from './support/agree.js';
+import { soak } from './support/soak.js';
+import { countSteps } from './support/steps.js';
 
 type BatchOp = { restore: number | null; save: number | null; seq: number | null };
 type Op =
@@ -60,19 +63,22 @@ const hashKey = (n: number) => `h${n}`;
 
 function compare(c: LinearStatePrefixCache, m: ModelLinearStateCache): void {
   c.check();
-  expect([...c.slots.freeIds()]).toEqual(m.free);
+  agree(Array.from(c.slots.freeIds()), m.free, 'free slots');
+  const states: unknown[] = [];
+  const expected: unknown[] = [];
   for (let s = 1; s < m.numSlots; s++) {
-    expect(c.slotState(s)).toBe(m.state[s]);
-    if (m.state[s] === 'committed') expect(c.slots.refCount(s) - 1).toBe(m.pins[s]);
+    states.push(c.slotState(s), m.state[s] === 'committed' ? c.slots.refCount(s) - 1 : null);
+    expected.push(m.state[s], m.state[s] === 'committed' ? m.pins[s] : null);
   }
-  expect([...c.lruOrder()]).toEqual(m.lruOrder());
+  agree(states, expected, 'slot states and pins');
+  agree(Array.from(c.lruOrder()), m.lruOrder(), 'LRU');
   const st = c.stats();
-  expect({
+  agree({
     matchCalls: st.matchCalls,
     matchHits: st.matchHits,
     checkpointsCommitted: st.checkpointsCommitted,
     checkpointsEvicted: st.checkpointsEvicted,
-  }).toEqual(m.counters);
+  }, m.counters, 'counters');
 }
 
 function run(ops: Op[], numSlots: number): void {
@@ -183,6 +189,7 @@ function run(ops: Op[], numSlots: number): void {
       }
       compare(c, m);
     }
+    countSteps(ops.length);
   } finally {
     c.dispose();
   }
@@ -191,8 +198,8 @@ function run(ops: Op[], numSlots: number): void {
 describe('differential: LinearStatePrefixCache core vs model', () => {
   it('agrees on random operation sequences', () => {
     fc.assert(
-      fc.property(fc.array(opArb, { minLength: 1, maxLength: 60 }), fc.integer({ min: 2, max: 7 }), (ops, n) => run(ops, n)),
-      { numRuns: 300 },
+      fc.property(fc.array(opArb, { minLength: 20, maxLength: 400, size: 'max' }), fc.integer({ min: 2, max: 7 }), (ops, n) => run(ops, n)),
+      { numRuns: soak(150) },
     );
   });
 });

@@ -6,7 +6,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { XTensorBlockManagerImpl } from '../bindings/managers/xtensor-block-manager-impl.js';
-import { ModelXTensor } from './model/xtensor-block-manager-impl.js';
+import { ModelXTensor } from '../model/xtensor-block-manager-impl.js';
+import { agree } from './support/agree.js';
+import { sameRefusal } from './support/same-outcome.js';
+import { soak } from './support/soak.js';
+import { countSteps } from './support/steps.js';
 
 type Op =
   | { kind: 'allocate'; n: number }
@@ -16,7 +20,8 @@ type Op =
   | { kind: 'freeReserved' }
   | { kind: 'trim' }
   | { kind: 'sleep' }
-  | { kind: 'wakeup' };
+  | { kind: 'wakeup' }
+  | { kind: 'bad'; which: number; pick: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 5, arbitrary: fc.record({ kind: fc.constant('allocate' as const), n: fc.nat({ max: 8 }) }) },
@@ -27,6 +32,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ kind: 'trim' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'sleep' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'wakeup' as const }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('bad' as const), which: fc.nat({ max: 5 }), pick: fc.nat() }) },
 );
 
 const configArb = fc
@@ -50,15 +56,17 @@ const configArb = fc
   }));
 
 /** What the runs exercised, so the test fails if the generator stops reaching these paths. */
-const seen = { nulls: 0, maps: 0, unmaps: 0, refusals: 0, straddles: 0, reserved: 0 };
+const seen = { nulls: 0, maps: 0, unmaps: 0, refusals: 0, straddles: 0, reserved: 0, badCalls: 0 };
 
-function outcome<T>(f: () => T): T | 'threw' {
+/** The call's result, or the class of the error it threw (both sides must throw alike). */
+function outcome<T>(f: () => T): T | `threw ${string}` {
   try {
     return f();
-  } catch {
-    return 'threw';
+  } catch (e) {
+    return `threw ${(e as Error).constructor.name}`;
   }
 }
+const threw = (v: unknown): v is `threw ${string}` => typeof v === 'string' && v.startsWith('threw ');
 
 type Config = typeof configArb extends fc.Arbitrary<infer T> ? T : never;
 
@@ -75,9 +83,9 @@ function run(ops: Op[], cfg: Config): void {
     x.check();
     const ev = x.takeEvents();
     for (const e of ev) seen[e.type === 'map' ? 'maps' : 'unmaps']++;
-    expect(ev).toEqual(m.takeEvents());
-    expect(x.pageStates()).toEqual(m.pageStates());
-    expect([x.numFreeBlocks(), x.numUsedBlocks()]).toEqual([m.numFreeBlocks(), m.numUsedBlocks()]);
+    agree(ev, m.takeEvents(), 'page events');
+    agree(x.pageStates(), m.pageStates(), 'page states');
+    agree([x.numFreeBlocks(), x.numUsedBlocks()], [m.numFreeBlocks(), m.numUsedBlocks()], 'free, used');
   };
   compare();
   for (const op of ops) {
@@ -85,10 +93,10 @@ function run(ops: Op[], cfg: Config): void {
       case 'allocate': {
         const a = outcome(() => x.allocate(op.n));
         const b = outcome(() => m.allocate(op.n));
-        expect(a === 'threw' || a === null ? a : [...a]).toEqual(b);
+        agree(threw(a) || a === null ? a : Array.from(a), b);
         if (a === null) seen.nulls++;
-        if (a === 'threw') seen.refusals++;
-        if (a !== 'threw' && a !== null) held.push(...a);
+        if (threw(a)) seen.refusals++;
+        if (!threw(a) && a !== null) held.push(...a);
         break;
       }
       case 'free': {
@@ -108,7 +116,7 @@ function run(ops: Op[], cfg: Config): void {
       case 'reserve':
       {
         const r = outcome(() => x.tryToReserve(op.k));
-        expect(r).toBe(outcome(() => m.tryToReserve(op.k)));
+        agree(r, outcome(() => m.tryToReserve(op.k)));
         if (r === true && op.k > 0) seen.reserved++;
       }
         break;
@@ -128,9 +136,27 @@ function run(ops: Op[], cfg: Config): void {
         x.wakeup();
         m.wakeup();
         break;
+      case 'bad': {
+        // Refused alike, nothing changed (compared below).
+        const notHeld = [0, opts.numBlocks, ...Array.from({ length: opts.numBlocks }, (_, i) => i).filter((i) => !held.includes(i) && i > 0)];
+        const id = notHeld[op.pick % notHeld.length]!;
+        const calls: Array<[() => unknown, () => unknown]> = [
+          [() => x.allocate(-1), () => m.allocate(-1)],
+          [() => x.allocate(2.5), () => m.allocate(2.5)],
+          [() => x.tryToReserve(-1), () => m.tryToReserve(-1)],
+          [() => x.deallocate([id]), () => m.deallocate([id])],
+          [() => x.retain([id]), () => m.retain([id])],
+          [() => x.deallocate([...held, held[0] ?? id]), () => m.deallocate([...held, held[0] ?? id])],
+        ];
+        const [a, b] = calls[op.which]!;
+        sameRefusal(a, b);
+        seen.badCalls++;
+        break;
+      }
     }
     compare();
   }
+  countSteps(ops.length);
   x.deallocate(held);
   m.deallocate(held);
   x.freeReserved();
@@ -144,8 +170,8 @@ function run(ops: Op[], cfg: Config): void {
 describe('XTensor vs reference model', () => {
   it('agrees on random operations', () => {
     fc.assert(
-      fc.property(fc.array(opArb, { minLength: 1, maxLength: 60, size: 'max' }), configArb, (ops, cfg) => run(ops, cfg)),
-      { numRuns: 200 },
+      fc.property(fc.array(opArb, { minLength: 20, maxLength: 300, size: 'max' }), configArb, (ops, cfg) => run(ops, cfg)),
+      { numRuns: soak(220) },
     );
     for (const [k, v] of Object.entries(seen)) expect(v, k).toBeGreaterThan(0);
   });

@@ -22,9 +22,9 @@ import { replayWithEventHook } from '../bindings/replay/replay-events.js';
 import type { ReplayOptions } from '../bindings/replay/replay.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
 import { TRACE_PATH } from './support/externals.js';
+import { soak, soaking } from './support/soak.js';
 import { readBatch } from './support/vllm-wire.js';
 
-const SOAK = process.env['KVPOOL_SOAK'] === '1';
 
 interface EngineSpec {
   numBlocks: number;
@@ -214,8 +214,8 @@ function run(specs: EngineSpec[], ops: Op[]): void {
 
 describe('KVEventIndex follows engines exactly', () => {
   it('after every step of random runs: each index holds each cache and answers every query as the engine matches', () => {
-    fc.assert(fc.property(fc.array(engineArb, { minLength: 1, maxLength: 3 }), fc.array(opArb, { minLength: 20, maxLength: SOAK ? 300 : 120, size: 'max' }), run), {
-      numRuns: SOAK ? 400 : 30,
+    fc.assert(fc.property(fc.array(engineArb, { minLength: 1, maxLength: 3 }), fc.array(opArb, { minLength: 20, maxLength: soaking ? 300 : 120, size: 'max' }), run), {
+      numRuns: soak(30),
     });
     // The runs reached host-tier blocks, salts, clears, evictions and late joins. (A pool caches a chain
     // from its first unshared block, so a block waiting for its parent needs a manager: see below.)
@@ -338,7 +338,7 @@ describe('KVEventIndex follows a replay', () => {
     expect(followReplay({ ...base, hostBlocks: 150 }, { blockHashes: 'bytes' }, 1)).toBeGreaterThan(100);
   });
 
-  it.runIf(SOAK)('soak: the Mooncake conversation trace, 4096 blocks, with a host tier: the index holds the caches every 50 steps', async () => {
+  it.runIf(soaking)('soak: the Mooncake conversation trace, 4096 blocks, with a host tier: the index holds the caches every 50 steps', async () => {
     const trace = await readTraceFile(TRACE_PATH);
     expect(followReplay({ trace, numBlocks: 4096, hostBlocks: 8192 }, {}, 50)).toBeGreaterThan(200);
   });

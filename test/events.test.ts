@@ -12,9 +12,9 @@ import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import type { KVEvent } from '../bindings/managers/kv-events.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import { ModelBlockManagerPool } from './model/block-manager-pool.js';
-import type { ModelEvent } from './model/block-manager-impl.js';
-import type { ModelSequence } from './model/sequence.js';
+import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
+import type { ModelEvent } from '../model/block-manager-impl.js';
+import type { ModelSequence } from '../model/sequence.js';
 import { applySequenceOp, type SequenceOp } from './support/sequence-ops.js';
 
 const B = 4;

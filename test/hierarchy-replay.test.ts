@@ -10,7 +10,7 @@ import { runReplay } from '../bindings/replay/stepper.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import type { HostTierReplayRun } from '../bindings/replay/replay.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
-import { ModelHierarchyPool } from './model/hierarchy-block-manager-pool.js';
+import { ModelHierarchyPool } from '../model/hierarchy-block-manager-pool.js';
 import { ModelHierarchyReplayTarget } from './support/model-hierarchy-replay-target.js';
 import { capture } from './support/capture.js';
 import { figures } from './support/replay-figures.js';

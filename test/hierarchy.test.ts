@@ -432,3 +432,36 @@ describe('the KV-cache store (prefetch_from_storage)', () => {
     expect(() => p.updatePrefetchResult(s, [] as never)).toThrow(/non-empty array of counts/);
   });
 });
+
+// Found by the host-tier differential (a failed tryAllocate dropped a sequence
+// still holding host blocks from the pool's live set; check() then failed).
+const tokensFrom = (n: number, base: number) => Array.from({ length: n }, (_, i) => base + i);
+
+describe('HierarchyBlockManagerPool tryAllocate', () => {
+  it('a failed tryAllocate of a sequence holding host blocks keeps it live (or gives them back); the pool stays whole', () => {
+    const p = new HierarchyBlockManagerPool({ numBlocks: 6, blockSize: B, hostNumBlocks: 16 });
+    // A computes 3 full blocks and a token; finishing offloads the 3 blocks to the host.
+    const a = new Sequence(tokensFrom(13, 100));
+    expect(p.allocate(a)).toBe(true);
+    a.kvCachedTokens = 13;
+    p.deallocate(a);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    expect(p.resetPrefixCache()).toEqual([3]); // the device forgets them; the host keeps them
+    // Another sequence takes all 5 device blocks.
+    const filler = new Sequence(tokensFrom(20, 900));
+    expect(p.allocate(filler)).toBe(true);
+    // B has A's prompt: its match attaches A's 3 blocks from the host tier.
+    const b = new Sequence(tokensFrom(13, 100));
+    expect(p.allocateShared(b)).toBe(0);
+    expect([...p.hostBlockTable(b)].length).toBe(3);
+    // No device block for it: tryAllocate fails...
+    expect(p.tryAllocate(b)).toBe(false);
+    // ...and the pool must still account for what b holds.
+    if (p.hostBlockTable(b).length > 0) expect(p.liveSequences().has(b)).toBe(true);
+    expect(() => p.check()).not.toThrow();
+    p.deallocate([b, filler]);
+    expect(p.hostNumUsedBlocks()).toEqual([0]);
+    p.check();
+    p.dispose();
+  });
+});

@@ -15,7 +15,7 @@ import { LinearStatePrefixCache } from '../bindings/linear-state/linear-state-pr
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { promptTokens } from '../bindings/replay/kernel.js';
-import { ModelBlockManager } from './model/block-manager-impl.js';
+import { ModelBlockManager } from '../model/block-manager-impl.js';
 
 const B = 2;
 const N = 24;

@@ -14,8 +14,9 @@ import { runReplay } from '../bindings/replay/stepper.js';
 import { PoolReplayTarget } from '../bindings/replay/replay.js';
 import { ReplayStepper } from '../bindings/replay/stepper.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
-import { ModelBlockManagerPool } from './model/block-manager-pool.js';
-import { ModelReplayTarget } from './support/model-replay-target.js';
+import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
+import { modelReplay } from '../model/replay.js';
+import { ModelReplayTarget } from '../model/replay-target.js';
 
 function withoutTimings(r: ReplayResult) {
   const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
@@ -30,7 +31,7 @@ describe('ReplayStepper', () => {
   ];
   const trace = generateWorkload({ requests: 200, seed: 11 });
   for (const [name, o, params] of cases) {
-    it(`gives runReplay's result when stepped to the end (${name})`, () => {
+    it(`gives runReplay's result, and the model loop's, when stepped to the end (${name})`, () => {
       const a = new BlockManagerPool(o);
       const b = new BlockManagerPool(o);
       try {
@@ -42,6 +43,8 @@ describe('ReplayStepper', () => {
         expect(st.finished).toBe(true);
         expect(st.step()).toBeNull();
         expect(withoutTimings(st.result())).toEqual(withoutTimings(expected));
+        // The model's own loop (model/replay.ts) shares no code with either.
+        expect(withoutTimings(st.result())).toEqual(modelReplay(trace, { ...o, ...params }));
         expect(b.numFreeBlocks()).toEqual(a.numFreeBlocks());
         expect([...b.managers[0]!.lruOrder()]).toEqual([...a.managers[0]!.lruOrder()]);
       } finally {
@@ -132,6 +135,7 @@ describe('ReplayStepper', () => {
             }
             const expected = runReplay(new ModelReplayTarget(new ModelBlockManagerPool({ numBlocks, blockSize, dpSize })), trace, params);
             expect(withoutTimings(a.result())).toEqual(withoutTimings(expected));
+            expect(withoutTimings(a.result())).toEqual(modelReplay(trace, { numBlocks, dpSize, ...params }));
           } finally {
             pool.dispose();
           }

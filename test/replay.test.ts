@@ -14,8 +14,8 @@ import { runReplay } from '../bindings/replay/stepper.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import { parseTrace, type TraceRequest } from '../bindings/replay/trace.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
-import { ModelBlockManagerPool } from './model/block-manager-pool.js';
-import { ModelReplayTarget } from './support/model-replay-target.js';
+import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
+import { ModelReplayTarget } from '../model/replay-target.js';
 
 import { TRACE_PATH as TRACE, haveTrace } from './support/externals.js';
 import { capture } from './support/capture.js';

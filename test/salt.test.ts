@@ -9,9 +9,13 @@ import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { saltKey } from '../bindings/pool/salt.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import { ModelBlockManagerPool } from './model/block-manager-pool.js';
-import type { ModelSequence } from './model/sequence.js';
+import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
+import type { ModelSequence } from '../model/sequence.js';
+import { agree } from './support/agree.js';
+import { rankEvictionOrder, rankFreeIds } from './support/pool-probe.js';
 import { applySequenceOp, type SequenceOp } from './support/sequence-ops.js';
+import { soak } from './support/soak.js';
+import { countSteps } from './support/steps.js';
 
 const B = 4;
 const PROMPT = Array.from({ length: 3 * B + 1 }, (_, i) => 10 + i); // 3 full blocks + 1 token
@@ -159,12 +163,12 @@ function diff(ops: Op[], numBlocks: number, blockSize: number, dpSize: number): 
       const forked = applySequenceOp(pool, model, seqs[op.pick % seqs.length]!, op, blockSize);
       if (forked) seqs.push(forked);
       pool.check();
-      for (const [a, b] of seqs) expect([...a.blockTable, a.sharedBlocks]).toEqual([...b.blockTable, b.sharedBlocks]);
+      for (const [a, b] of seqs) agree([...a.blockTable, a.sharedBlocks], [...b.blockTable, b.sharedBlocks]);
       for (let r = 0; r < dpSize; r++) {
-        expect([...pool.managers[r]!.freeIds()]).toEqual(model.managers[r]!.free);
-        expect([...pool.managers[r]!.lruOrder()]).toEqual(model.managers[r]!.prefix.lruOrder());
+        agree([rankFreeIds(pool, r), rankEvictionOrder(pool, r)], [model.managers[r]!.free, model.managers[r]!.prefix.lruOrder()]);
       }
     }
+    countSteps(ops.length);
   } finally {
     pool.dispose();
   }
@@ -174,13 +178,13 @@ describe('salted pool vs reference model', () => {
   it('agrees step by step', () => {
     fc.assert(
       fc.property(
-        fc.array(opArb, { minLength: 1, maxLength: 40 }),
+        fc.array(opArb, { minLength: 20, maxLength: 300, size: 'max' }),
         fc.integer({ min: 3, max: 30 }),
         fc.integer({ min: 1, max: 4 }),
         fc.integer({ min: 1, max: 2 }),
         diff,
       ),
-      { numRuns: 200 },
+      { numRuns: soak(100) },
     );
   });
 });

@@ -15,7 +15,7 @@ import {
 } from '../bindings/managers/xtensor-concurrent-block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import { ModelXTensor } from './model/xtensor-block-manager-impl.js';
+import { ModelXTensor } from '../model/xtensor-block-manager-impl.js';
 import { hammer, sumTallies, type XTally } from './support/xtensor-hammer.js';
 
 const BOOT = new URL('./support/ts-worker.mjs', import.meta.url);

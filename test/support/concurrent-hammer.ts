@@ -18,6 +18,22 @@ export interface Tally {
   evictedExplicitly: number;
   /** Fresh ids that another thread still held exclusively when handed out. */
   heldTwice: number;
+  /** Ticks of a clock all threads advance once per operation: this thread's first and last. */
+  firstTick: number;
+  lastTick: number;
+}
+
+/**
+ * Shared by the threads of one run: [0] the operation clock, [1] threads
+ * arrived at the halfway barrier, [2] how many threads take part.
+ */
+export type HammerSync = Int32Array;
+
+/** Waits until every thread of the run has done half its operations. */
+function halfway(sync: HammerSync): void {
+  Atomics.add(sync, 1, 1);
+  Atomics.notify(sync, 1);
+  while (Atomics.load(sync, 1) < sync[2]!) Atomics.wait(sync, 1, Atomics.load(sync, 1), 100);
 }
 
 /** Prompts sharing prefixes across threads: 3 roots, each with 4 branches (p in 0..11, up to 4 blocks). */
@@ -34,7 +50,7 @@ export function prompt(p: number, blocks: number, B: number): number[] {
  * fresh id (0: nobody); it is cleared before the id is cached or released.
  * Releases everything it holds at the end.
  */
-export function hammer(m: ConcurrentBlockManagerImpl, ops: number, seed: number, owners: Int32Array, tag: number): Tally {
+export function hammer(m: ConcurrentBlockManagerImpl, ops: number, seed: number, owners: Int32Array, tag: number, sync?: HammerSync): Tally {
   const r = rng(seed);
   const B = m.blockSize;
   const tally: Tally = {
@@ -47,6 +63,8 @@ export function hammer(m: ConcurrentBlockManagerImpl, ops: number, seed: number,
     blocksInserted: 0,
     evictedExplicitly: 0,
     heldTwice: 0,
+    firstTick: -1,
+    lastTick: -1,
   };
   const held: number[] = []; // one entry per reference this thread owns
   const exclusive = new Set<number>();
@@ -74,6 +92,13 @@ export function hammer(m: ConcurrentBlockManagerImpl, ops: number, seed: number,
   };
 
   for (let op = 0; op < ops; op++) {
+    if (sync) {
+      // The threads meet halfway, so every thread's operations overlap every
+      // other's in time (by construction, not by luck of the scheduler).
+      if (op === ops >> 1) halfway(sync);
+      tally.lastTick = Atomics.add(sync, 0, 1);
+      if (tally.firstTick < 0) tally.firstTick = tally.lastTick;
+    }
     const x = r();
     if (x < 0.25) {
       const a = alloc(1 + Math.floor(r() * 3));

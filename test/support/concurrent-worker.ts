@@ -9,15 +9,17 @@
 // "no-wait": tries the manager with Atomics.wait throwing, as on a browser's
 // main thread, and reports the error;
 // "attach-release": uses the attached manager, disposes it and releases the
-// thread's regions of the shared memory.
+// thread's regions of the shared memory;
+// "history": runs runHistory() (test/concurrent-history.test.ts) and posts its log.
 
 import { parentPort, workerData } from 'node:worker_threads';
 import '../../bindings/wasm-node.js';
 import { ConcurrentBlockManagerImpl, type SharedManagerDescriptor } from '../../bindings/managers/concurrent-block-manager-impl.js';
 import { hammer } from './concurrent-hammer.js';
+import { runHistory } from './concurrent-history.js';
 
 interface Data {
-  mode: 'hammer' | 'die-holding' | 'create-big' | 'load-bytes' | 'attach-release' | 'no-wait';
+  mode: 'hammer' | 'die-holding' | 'create-big' | 'load-bytes' | 'attach-release' | 'no-wait' | 'history';
   bytes?: Uint8Array;
   desc: SharedManagerDescriptor;
   ops: number;
@@ -25,6 +27,12 @@ interface Data {
   tag: number;
   owners: SharedArrayBuffer;
   start: SharedArrayBuffer;
+  /** "history": the shared counters, this thread's number, how many threads, phases and operations per phase. */
+  sync?: SharedArrayBuffer;
+  thread?: number;
+  threads?: number;
+  phases?: number;
+  opsPerPhase?: number;
 }
 
 const d = workerData as Data;
@@ -46,11 +54,14 @@ if (d.mode === 'load-bytes') {
   own.dispose();
   ConcurrentBlockManagerImpl.releaseThread();
   parentPort!.postMessage(report);
+} else if (d.mode === 'history') {
+  const log = runHistory(m, { sync: d.sync! }, d.thread!, d.threads!, d.phases!, d.opsPerPhase!, d.seed);
+  parentPort!.postMessage({ log });
 } else if (d.mode === 'hammer') {
   const start = new Int32Array(d.start);
   parentPort!.postMessage({ ready: true, threadId: m.threadId });
   while (Atomics.load(start, 0) === 0) Atomics.wait(start, 0, 0);
-  const tally = hammer(m, d.ops, d.seed, new Int32Array(d.owners), d.tag);
+  const tally = hammer(m, d.ops, d.seed, new Int32Array(d.owners), d.tag, d.sync ? new Int32Array(d.sync) : undefined);
   parentPort!.postMessage({ tally, threadId: m.threadId });
 } else if (d.mode === 'no-wait') {
   // As on a browser's main thread: Atomics.wait throws.

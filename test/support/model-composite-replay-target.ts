@@ -3,7 +3,7 @@
 // bindings/replay/composite-replay.ts.
 
 import type { ReplaySequence, ReplayTarget } from '../../bindings/replay/kernel.js';
-import { ModelCompositePool, type ModelCompositeSequence } from '../model/composite-ranks.js';
+import { ModelCompositePool, type ModelCompositeSequence } from '../../model/composite-ranks.js';
 
 class View implements ReplaySequence {
   constructor(

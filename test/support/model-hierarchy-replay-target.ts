@@ -1,9 +1,9 @@
 // The replay loop's view of the model host-tier pool, completing every
 // transfer at once (test glue: the model itself imports nothing from bindings/).
 
-import { ModelHierarchyPool } from '../model/hierarchy-block-manager-pool.js';
-import type { ModelSequence } from '../model/sequence.js';
-import { ModelReplayTarget } from './model-replay-target.js';
+import { ModelHierarchyPool } from '../../model/hierarchy-block-manager-pool.js';
+import type { ModelSequence } from '../../model/sequence.js';
+import { ModelReplayTarget } from '../../model/replay-target.js';
 
 export class ModelHierarchyReplayTarget extends ModelReplayTarget {
   constructor(readonly tiered: ModelHierarchyPool) {

@@ -4,6 +4,8 @@
 // completed is undone from a snapshot. Mirrors
 // bindings/managers/xtensor-block-manager-impl.ts and xtensor-page-allocator.ts.
 
+import { modelInt, modelInt32s } from './validate.js';
+
 export interface ModelXTensorOptions {
   numBlocks: number;
   pageSize: number;
@@ -155,6 +157,7 @@ export class ModelXTensor {
   }
 
   allocate(n: number): number[] | null {
+    modelInt('n', n);
     this.ready();
     const got = this.takeAll(n);
     if (got) for (const id of got) this.s.ref[id] = 1;
@@ -169,6 +172,7 @@ export class ModelXTensor {
   }
 
   deallocate(ids: number[]): void {
+    modelInt32s('ids', ids);
     const left = [...this.s.ref];
     for (const id of ids) {
       if (id <= 0 || id >= this.numBlocks || left[id]! <= 0) throw new RangeError('not held');
@@ -178,11 +182,13 @@ export class ModelXTensor {
   }
 
   retain(ids: number[]): void {
+    modelInt32s('ids', ids);
     for (const id of ids) if (id <= 0 || id >= this.numBlocks || this.s.ref[id]! <= 0) throw new RangeError('not held');
     for (const id of ids) this.s.ref[id]!++;
   }
 
   tryToReserve(k: number): boolean {
+    modelInt('k', k);
     this.ready();
     const got = this.takeAll(k);
     if (!got) return false;

@@ -1,10 +1,10 @@
-// The replay loop's view of the model pool (test glue: the model itself imports nothing from bindings/).
+// The replay loop's view of the model pool: the shape of the library's
+// ReplayTarget, met structurally (the model imports nothing from bindings/).
 
-import type { ReplayTarget } from '../../bindings/replay/kernel.js';
-import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
-import type { ModelSequence } from '../model/sequence.js';
+import { ModelBlockManagerPool } from './block-manager-pool.js';
+import type { ModelSequence } from './sequence.js';
 
-export class ModelReplayTarget implements ReplayTarget<ModelSequence> {
+export class ModelReplayTarget {
   constructor(readonly pool: ModelBlockManagerPool) {}
   newSequence(buffer: Int32Array, promptLength: number): ModelSequence {
     return this.pool.newSequence(buffer.subarray(0, promptLength));

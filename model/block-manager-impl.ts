@@ -3,6 +3,7 @@
 
 import { chainKey } from './chain-key.js';
 import { blockRetention, ModelPrefixCache, MODEL_DEFAULT_PRIORITY, type ModelEvictionPolicy, type ModelRetention } from './prefix-cache.js';
+import { modelCheckInt32s, modelInt } from './validate.js';
 
 /** A recorded event, by block id and key (the model's keys are not XXH3). */
 export type ModelEvent =
@@ -36,6 +37,13 @@ export class ModelBlockManager {
   /** The most ids ever used at once (kept only with trackPeak: it costs a scan per step). */
   peakUsed = 0;
   trackPeak = false;
+  /**
+   * Check token arrays (O(tokens) per call). A pool turns this off for its
+   * managers: it passes them tokens its sequences already checked.
+   */
+  checkTokens = true;
+  /** Called with every id popped off the free stack, in order (the replay's id checksum watches this). */
+  onPop: ((id: number) => void) | null = null;
   counters = { matchCalls: 0, blocksQueried: 0, blocksHit: 0, blocksInserted: 0, blocksEvicted: 0, blocksAllocated: 0, allocationFailures: 0 };
 
   constructor(o: ModelManagerOptions) {
@@ -62,6 +70,7 @@ export class ModelBlockManager {
   }
 
   allocate(n: number): number[] | null {
+    modelInt('n', n);
     if (n > this.free.length && this.prefixOn) this.evict(n - this.free.length);
     if (n > this.free.length) {
       this.counters.allocationFailures++;
@@ -73,6 +82,7 @@ export class ModelBlockManager {
       this.ref[id] = 1;
       this.stamp.delete(id);
       out.push(id);
+      this.onPop?.(id);
     }
     this.counters.blocksAllocated += n;
     this.notePeak();
@@ -81,6 +91,7 @@ export class ModelBlockManager {
 
   /** Throws (changing nothing) if some id has no holder besides the cache. */
   validateRelease(ids: number[]): void {
+    modelCheckInt32s('ids', ids);
     const left = new Map<number, number>();
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks) throw new RangeError(`ids[${i}] = ${id} is not a block id`);
@@ -96,6 +107,7 @@ export class ModelBlockManager {
   }
 
   retain(ids: number[]): void {
+    modelCheckInt32s('ids', ids);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id] === 0) throw new RangeError(`ids[${i}] = ${id} cannot be retained`);
     });
@@ -108,6 +120,7 @@ export class ModelBlockManager {
   }
 
   evict(k: number): number {
+    modelInt('n', k);
     let done = 0;
     if (this.prefix.policy !== 'lru') {
       for (; done < k; done++) {
@@ -150,7 +163,13 @@ export class ModelBlockManager {
   }
 
   allocateShared(tokens: ArrayLike<number>, existing: number[] = [], salt = ''): number[] {
+    if (this.checkTokens) modelCheckInt32s('tokens', tokens);
+    modelCheckInt32s('existingShared', existing);
     const nFull = Math.floor(tokens.length / this.blockSize);
+    if (existing.length > nFull) throw new RangeError(`model: ${existing.length} existing ids for ${nFull} full blocks`);
+    existing.forEach((id, i) => {
+      if (id <= 0 || id >= this.numBlocks || this.ref[id] === 0) throw new RangeError(`model: existingShared[${i}] = ${id} is not held`);
+    });
     if (nFull <= existing.length) return []; // nothing to look up: not counted
     this.counters.matchCalls++;
     this.counters.blocksQueried += nFull - existing.length;
@@ -174,7 +193,11 @@ export class ModelBlockManager {
   }
 
   cache(tokens: ArrayLike<number>, ids: number[], existing = 0, salt = '', retention: readonly ModelRetention[] = []): number {
+    if (this.checkTokens) modelCheckInt32s('tokens', tokens);
+    modelCheckInt32s('ids', ids);
+    if (ids.length > Math.ceil(tokens.length / this.blockSize)) throw new RangeError(`model: ${ids.length} ids for ${tokens.length} tokens`);
     const n = Math.min(Math.floor(tokens.length / this.blockSize), ids.length);
+    modelInt('existingSharedCount', existing, 0, n);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id]! - this.cachedCount(id) <= 0) {
         throw new RangeError(`ids[${i}] = ${id} is not held`);
@@ -217,12 +240,15 @@ export class ModelBlockManager {
 
   /** The priority policy's clock (never backwards). */
   setTime(t: number): void {
-    if (t < this.prefix.now) throw new RangeError(`t ${t} is before ${this.prefix.now}`);
+    if (typeof t !== 'number') throw new TypeError('model: t is not a number');
+    if (!(t >= this.prefix.now) || t === Infinity) throw new RangeError(`model: t ${t} is not a finite time from ${this.prefix.now} on`);
     this.prefix.now = t;
   }
 
   /** Caches ids[i] under keys[i] (insert by stamped key: blocks copied in from another tier). */
   cacheByKeys(ids: number[], keys: string[]): number {
+    modelCheckInt32s('ids', ids);
+    if (keys.length !== ids.length) throw new RangeError(`model: ${keys.length} keys for ${ids.length} ids`);
     ids.forEach((id, i) => {
       if (id <= 0 || id >= this.numBlocks || this.ref[id]! - this.cachedCount(id) <= 0) {
         throw new RangeError(`ids[${i}] = ${id} is not held`);

@@ -4,6 +4,7 @@
 
 import { ModelBlockManager } from './block-manager-impl.js';
 import { ModelSlidingWindowBlockManager } from './sliding-window-block-manager.js';
+import { modelInt } from './validate.js';
 
 export type ModelKind = 'full' | 'sliding-window';
 
@@ -60,11 +61,26 @@ export class ModelCompositeBlockManager {
     this.releasedOut = this.specs.map(() => 0);
   }
 
+  /** Tables this manager made (tables of another manager are refused). */
+  private readonly made = new WeakSet<number[][]>();
+
   newTables(): number[][] {
-    return this.specs.map(() => []);
+    const t = this.specs.map((): number[] => []);
+    this.made.add(t);
+    return t;
   }
 
-  allocate(tables: number[][], numTokens: number, cached: number): boolean {
+  /** A TypeError for something that is not a set of tables, an Error for another manager's. */
+  own(tables: unknown): number[][] {
+    if (!Array.isArray(tables)) throw new TypeError('model: not block tables');
+    if (!this.made.has(tables)) throw new Error('model: tables of another composite manager');
+    return tables;
+  }
+
+  allocate(tables: number[][], numTokens: number, cached = 0): boolean {
+    this.own(tables);
+    modelInt('numTokens', numTokens);
+    modelInt('kvCachedTokens', cached);
     const need = this.specs.map((s, i) => Math.max(0, Math.ceil(numTokens / s.blockSize) - tables[i]!.length));
     if (need.some((n, i) => n > this.subs[i]!.numFreeBlocks())) return false;
     need.forEach((n, i) => {
@@ -78,6 +94,8 @@ export class ModelCompositeBlockManager {
   }
 
   releaseOutOfWindow(tables: number[][], cached: number): number {
+    this.own(tables);
+    modelInt('kvCachedTokens', cached);
     let n = 0;
     this.subs.forEach((m, i) => {
       if (m instanceof ModelSlidingWindowBlockManager) {
@@ -90,13 +108,17 @@ export class ModelCompositeBlockManager {
   }
 
   deallocate(tables: number[][]): void {
+    this.own(tables);
     this.subs.forEach((m, i) => m.deallocate(tables[i]!.filter((id) => id !== -1)));
     for (const t of tables) t.length = 0;
   }
 
   fork(tables: number[][]): number[][] {
+    this.own(tables);
     this.subs.forEach((m, i) => m.retain(tables[i]!.filter((id) => id !== -1)));
-    return tables.map((t) => [...t]);
+    const c = tables.map((t) => [...t]);
+    this.made.add(c);
+    return c;
   }
 
   numFreeBlocks(): number {

@@ -6,7 +6,8 @@ import { chainKey } from './chain-key.js';
 import { ModelLinearStateCache } from './linear-state-prefix-cache.js';
 import { ModelSequence } from './sequence.js';
 import { ModelSingleBlockManager } from './single-block-manager.js';
-import type { ModelEvictionPolicy } from './prefix-cache.js';
+import { modelRetentionRanges, type ModelEvictionPolicy } from './prefix-cache.js';
+import { modelInt } from './validate.js';
 
 export interface ModelPoolOptions {
   numBlocks: number;
@@ -30,6 +31,8 @@ export class ModelBlockManagerPool {
   /** One linear-state cache per rank when linear state is on, else empty. */
   readonly linear: ModelLinearStateCache[] = [];
   readonly contiguous: boolean;
+  /** Per rank: shared blocks given back for lack of a checkpoint, below the cap (linear state). */
+  readonly trimmedBlocks: number[];
 
   constructor(o: ModelPoolOptions) {
     this.blockSize = o.blockSize;
@@ -43,7 +46,10 @@ export class ModelBlockManagerPool {
       this.swaps.push([]);
       if (o.enableLinearState) this.linear.push(new ModelLinearStateCache(o.linearStateNumSlots ?? 202));
     }
+    // Sequences check their tokens when made and appended to: the managers need not again.
+    for (const m of this.managers) m.checkTokens = false;
     this.contiguous = o.linearStateReuse === 'contiguous';
+    this.trimmedBlocks = this.managers.map(() => 0);
   }
 
   /** The chain key at boundary k (after block k-1) of the sequence's tokens. */
@@ -66,7 +72,10 @@ export class ModelBlockManagerPool {
       if (this.linear[r]!.contains(keys[i]!)) safe = i + 1;
       else if (this.contiguous) break;
     }
-    if (safe < total) this.managers[r]!.deallocate(table.slice(safe));
+    if (safe < total) {
+      this.trimmedBlocks[r]! += Math.max(0, limit - safe);
+      this.managers[r]!.deallocate(table.slice(safe));
+    }
     return table.slice(0, safe);
   }
 
@@ -74,20 +83,82 @@ export class ModelBlockManagerPool {
     return new ModelSequence(prompt, salt);
   }
 
+  /** Most free blocks, lowest rank on ties; with linear state, ranks without a free single id are skipped (rank 0 if none is left). */
+  chooseRank(): number {
+    let best = 0;
+    let bestFree = 0;
+    for (let r = 0; r < this.dpSize; r++) {
+      if (this.linear.length > 0 && this.singles[r]!.free.length === 0) continue;
+      if (this.managers[r]!.numFreeBlocks() > bestFree) {
+        best = r;
+        bestFree = this.managers[r]!.numFreeBlocks();
+      }
+    }
+    return best;
+  }
+
   private rankOf(s: ModelSequence): number {
     if (s.dpRank < 0) {
-      let best = 0;
-      let bestFree = 0;
-      for (let r = 0; r < this.dpSize; r++) {
-        if (this.linear.length > 0 && this.singles[r]!.free.length === 0) continue;
-        if (this.managers[r]!.numFreeBlocks() > bestFree) {
-          best = r;
-          bestFree = this.managers[r]!.numFreeBlocks();
-        }
-      }
-      s.dpRank = best;
+      s.dpRank = this.chooseRank();
+      s.owner = this;
     }
     return s.dpRank;
+  }
+
+  /** A sequence placed by another pool cannot be used here (an Error, nothing changes). */
+  own(s: ModelSequence): ModelSequence {
+    if (!(s instanceof ModelSequence)) throw new TypeError('model: not a sequence');
+    if (s.owner !== null && s.owner !== this) throw new Error('model: the sequence belongs to another pool');
+    return s;
+  }
+
+  /** Allocates each sequence for all its tokens, in order, stopping at the first that fails. */
+  allocateAll(list: ModelSequence[]): boolean {
+    list.forEach((s) => this.own(s));
+    for (const s of list) if (!this.allocateOne(s, s.numTokens)) return false;
+    return true;
+  }
+
+  /** Sequence.setRetention: replaces its marks. */
+  setRetention(s: ModelSequence, ranges: unknown): void {
+    s.retention = modelRetentionRanges(ranges);
+  }
+
+  /** The clock of the priority policy, shared by every rank (never backwards). */
+  get time(): number {
+    return this.managers[0]!.prefix.now;
+  }
+
+  setTime(t: number): void {
+    if (typeof t !== 'number') throw new TypeError('model: t is not a number');
+    if (!(t >= this.time) || t === Infinity) throw new RangeError(`model: t ${t} is not a finite time from ${this.time} on`);
+    for (const m of this.managers) m.setTime(t);
+  }
+
+  swapTransferInfos(r: number): Array<{ src: number; dst: number }> {
+    return this.swaps[modelInt('dpRank', r, 0, this.dpSize - 1)]!;
+  }
+
+  /** The linear-state cache of rank `r` (a RangeError for a bad rank, then an Error without linear state). */
+  linearStateCache(r: number): ModelLinearStateCache {
+    modelInt('dpRank', r, 0, this.dpSize - 1);
+    if (this.linear.length === 0) throw new Error('model: no linear state');
+    return this.linear[r]!;
+  }
+
+  resetTransferInfos(): void {
+    for (const s of this.swaps) s.length = 0;
+  }
+
+  /** Used / usable blocks of the rank a new sequence would go to. */
+  kvCacheUtilization(): number {
+    const m = this.managers[this.chooseRank()]!;
+    return m.numUsedBlocks() / (m.numBlocks - 1);
+  }
+
+  /** Mean utilization over ranks. */
+  gpuCacheUsage(): number {
+    return this.managers.reduce((a, m) => a + m.numUsedBlocks() / (m.numBlocks - 1), 0) / this.dpSize;
   }
 
   private attachShared(s: ModelSequence, m: ModelBlockManager): void {
@@ -103,7 +174,16 @@ export class ModelBlockManagerPool {
     s.kvCachedTokens = hits.length * B;
   }
 
-  allocate(s: ModelSequence, numTokens = s.numTokens): boolean {
+  /** One sequence (for `numTokens`, all its tokens by default), or a list: see allocateAll. */
+  allocate(s: ModelSequence | ModelSequence[], numTokens?: number): boolean {
+    if (Array.isArray(s)) {
+      if (numTokens !== undefined) throw new TypeError('model: numTokens with a list of sequences');
+      return this.allocateAll(s);
+    }
+    return this.allocateOne(this.own(s), numTokens === undefined ? s.numTokens : modelInt('numTokens', numTokens));
+  }
+
+  protected allocateOne(s: ModelSequence, numTokens: number): boolean {
     const r = this.rankOf(s);
     const m = this.managers[r]!;
     const startedEmpty = s.blockTable.length === 0;
@@ -167,6 +247,7 @@ export class ModelBlockManagerPool {
   }
 
   tryAllocate(s: ModelSequence): boolean {
+    this.own(s);
     const r = this.rankOf(s);
     const m = this.managers[r]!;
     const newSingle = s.singleBlockId < 0;
@@ -195,12 +276,15 @@ export class ModelBlockManagerPool {
   }
 
   allocateShared(s: ModelSequence): number {
+    this.own(s);
     const r = this.rankOf(s);
     if (s.blockTable.length === 0 && this.prefixOn) this.attachShared(s, this.managers[r]!);
     return s.sharedBlocks;
   }
 
   cache(s: ModelSequence, numTokens?: number): void {
+    this.own(s);
+    if (numTokens !== undefined) modelInt('numTokens', numTokens);
     const avail = numTokens === undefined ? s.kvCachedTokens : Math.min(numTokens, s.blockTable.length * this.blockSize, s.numTokens);
     this.cacheUpTo(s, avail);
   }
@@ -209,10 +293,11 @@ export class ModelBlockManagerPool {
     if (!this.prefixOn || s.dpRank < 0) return;
     const n = Math.min(Math.floor(numTokens / this.blockSize), s.blockTable.length);
     if (n <= s.sharedBlocks) return;
-    this.managers[s.dpRank]!.cache(s.tokens.slice(0, n * this.blockSize), s.blockTable.slice(0, n), s.sharedBlocks, s.salt);
+    this.managers[s.dpRank]!.cache(s.tokens.slice(0, n * this.blockSize), s.blockTable.slice(0, n), s.sharedBlocks, s.salt, s.retention);
   }
 
   deallocate(s: ModelSequence, cacheFirst = true): void {
+    this.own(s);
     if (s.dpRank < 0) return;
     if (cacheFirst) this.cacheUpTo(s, s.kvCachedTokens);
     if (s.singleBlockId >= 0) this.releaseSingle(s, s.dpRank);
@@ -220,8 +305,13 @@ export class ModelBlockManagerPool {
     s.reset();
   }
 
-  fork(parent: ModelSequence, swapLastBlock = false): ModelSequence {
+  fork(parent: ModelSequence, swapLastBlock: unknown = false): ModelSequence {
+    this.own(parent);
+    if (parent.owner === null) throw new Error('model: fork of a sequence no pool has placed');
+    if (typeof swapLastBlock !== 'boolean') throw new TypeError('model: swapLastBlock is not a boolean');
     const c = new ModelSequence(parent.tokens, parent.salt);
+    c.retention = parent.retention;
+    c.owner = this;
     (c as { numPromptTokens: number }).numPromptTokens = parent.numPromptTokens;
     c.blockTable = [...parent.blockTable];
     c.sharedBlocks = parent.sharedBlocks;
