@@ -69,6 +69,45 @@ describe('beam search as the reference does it', () => {
     p.check();
   });
 
+  it("keeps the child's computed count when its next allocation takes the source's blocks", () => {
+    const p = new BlockManagerPool({ numBlocks: 32, blockSize: B });
+    const src = new Sequence(prompt(2, 100, 2));
+    const child = new Sequence(prompt(2, 500, 1));
+    expect(p.allocate([src, child])).toBe(true);
+    src.kvCachedTokens = 10;
+    p.adoptBeam(child, src);
+    expect(child.kvCachedTokens).toBe(10);
+    child.appendToken(5);
+    expect(p.allocate(child)).toBe(true);
+    expect([...child.blockTable]).toEqual([1, 2, 3]);
+    expect(child.kvCachedTokens).toBe(10);
+    // Finishing caches what it computed: the source's two full blocks are the child's now.
+    p.deallocate(src);
+    p.deallocate(child);
+    expect(p.numBlocksInPrefixCache()).toEqual([2]);
+    p.check();
+  });
+
+  it("takes the source's cache salt with its tokens, as a fork does", () => {
+    const p = new BlockManagerPool({ numBlocks: 32, blockSize: B });
+    const src = new Sequence(prompt(2, 100, 2), { cacheSalt: 'tenant-a' });
+    const child = new Sequence(prompt(1, 500));
+    expect(p.allocate([src, child])).toBe(true);
+    p.adoptBeam(child, src);
+    expect(child.cacheSalt).toBe('tenant-a');
+    expect(child.prefixHashes()).toEqual(src.prefixHashes());
+    src.kvCachedTokens = 10;
+    child.kvCachedTokens = 10;
+    p.deallocate(child);
+    // Its blocks were cached under the tenant's chain: the tenant hits them, nobody else does.
+    const again = new Sequence(prompt(2, 100, 2), { cacheSalt: 'tenant-a' });
+    const other = new Sequence(prompt(2, 100, 2));
+    expect(p.allocateShared(again)).toBe(2);
+    expect(p.allocateShared(other)).toBe(0);
+    p.deallocate([src, again, other]);
+    p.check();
+  });
+
   it('is refused across ranks, on an unplaced source and on composite ranks', () => {
     const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, dpSize: 2 });
     const a = new Sequence(prompt(1));
@@ -201,6 +240,24 @@ describe('pool operations are all or nothing', () => {
     p.check();
     p.deallocateWithoutCache(s);
     expect(p.hostNumUsedBlocks()).toEqual([0]);
+    p.check();
+  });
+
+  it("a salted sequence's first chunked allocation checks its load plan against its salted host hits", () => {
+    const p = new HierarchyBlockManagerPool({ numBlocks: 16, blockSize: B, hostNumBlocks: 16 });
+    const t = prompt(3, 100, 1);
+    const first = new Sequence(t, { cacheSalt: 'tenant-a' });
+    expect(p.allocate(first)).toBe(true);
+    first.kvCachedTokens = first.numTokens;
+    p.deallocate(first);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    expect(p.managers[0]!.evict(100)).toBe(3);
+    // The host holds the tenant's 3 blocks; 4 tokens leave the sequence 1 device block to load into.
+    const s = new Sequence(t, { cacheSalt: 'tenant-a' });
+    expect(() => p.allocateChunked(s, 4, 3)).toThrow(/would write device block 2/);
+    expect([s.dpRank, s.numBlocks, p.hostBlockTable(s).length]).toEqual([-1, 0, 0]);
+    expect(p.allocateChunked(s, 4, 1)).toBe(true);
+    expect(p.takeTransfers()[0]!.loads.map((l) => l.dst)).toEqual([...s.blockTable]);
     p.check();
   });
 

@@ -138,7 +138,12 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     if (s.dpRank >= 0) return;
     s.dpRank = r;
     s.owner = this;
-    if (s.salt !== null && s.saltKey === null) s.saltKey = saltKey(s.salt, this.seed);
+    this.keySalt(s);
+  }
+
+  /** The digest of an unplaced sequence's salt under this pool's seed (a salt set later, or another pool's digest, is replaced). */
+  private keySalt(s: SequenceState): void {
+    s.saltKey = s.salt === null ? null : saltKey(s.salt, this.seed);
   }
 
   /**
@@ -221,6 +226,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
       const rank = this.ranks[s.dpRank]!;
       if ((s.linearSlot >= 0 || rank.linear === null) && rank.fits(s, numTokens)) return true;
     }
+    // The host tier's precheck matches the prompt: an unplaced sequence's salt must be keyed first.
+    if (s.dpRank < 0) this.keySalt(s);
     this.ranks[this.rankFor(s)]!.precheck(s, numTokens, maxCopyBlocks);
     return this.grow(seq, s, numTokens, maxCopyBlocks, false);
   }
@@ -294,7 +301,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /**
    * Beam search as the reference does it: `child`, a surviving beam, takes
-   * over `source`'s tokens, computed count and blocks (one reference each,
+   * over `source`'s tokens, cache salt, computed count and blocks (one reference each,
    * taken now); its own blocks are let go at its next allocation, which also
    * copies the shared last block first when `swapLastBlock` (the second and
    * later children of one source) and no new block is needed. `fork` makes a
@@ -313,6 +320,9 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     try {
       rank.adoptBeam(c, s, swap);
       this.placeOn(c, s.dpRank);
+      // The blocks it takes are chained on the source's salt: it takes the salt with the tokens, as a fork does.
+      c.salt = s.salt;
+      c.saltKey = s.saltKey;
       if (c.tokens.length < s.numTokens) c.tokens = new Int32Array(s.tokens.length);
       c.tokens.set(s.tokens.subarray(0, s.numTokens));
       c.numTokens = s.numTokens;
