@@ -237,7 +237,7 @@ export class ModelBlockManagerPool {
 
   /**
    * Beam search as the reference does it: `child` takes over `source`'s
-   * tokens, salt, computed count and blocks (a reference each, now); its own
+   * tokens (and which of them are prompt), salt, computed count and blocks (a reference each, now); its own
    * blocks go at its next allocation, which also copies the shared last
    * block first when `swapLastBlock` and no new block is needed.
    */
@@ -254,6 +254,7 @@ export class ModelBlockManagerPool {
     this.placeOn(child, source.dpRank);
     child.salt = source.salt;
     child.tokens = [...source.tokens];
+    child.numPromptTokens = source.numPromptTokens;
     child.kvCachedTokens = source.kvCachedTokens;
     this.live.add(child);
   }

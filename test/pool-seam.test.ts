@@ -108,6 +108,32 @@ describe('beam search as the reference does it', () => {
     p.check();
   });
 
+  it("on a host tier, the child's own host blocks go with its own device blocks: nothing of its old prompt is loaded", () => {
+    const p = new HierarchyBlockManagerPool({ numBlocks: 16, blockSize: B, hostNumBlocks: 16 });
+    const long = prompt(3, 100, 1);
+    const first = new Sequence(long);
+    expect(p.allocate(first)).toBe(true);
+    first.kvCachedTokens = first.numTokens;
+    p.deallocate(first);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    expect(p.managers[0]!.evict(100)).toBe(3);
+    // The child attaches its prompt's 3 host blocks and copies none of them yet.
+    const child = new Sequence(long);
+    expect(p.allocateChunked(child, 4, 0)).toBe(true);
+    expect([p.hostBlockTable(child).length, child.kvCachedTokens]).toEqual([3, 0]);
+    const src = new Sequence(prompt(1, 500, 1));
+    expect(p.allocate(src)).toBe(true);
+    p.adoptBeam(child, src);
+    expect(p.allocate(child)).toBe(true);
+    expect([...child.blockTable]).toEqual([...src.blockTable]);
+    expect([p.hostBlockTable(child).length, p.hostKvCachedTokens(child), child.kvCachedTokens]).toEqual([0, 0, 0]);
+    expect(p.takeTransfers()[0]!.loads).toEqual([]);
+    p.check();
+    p.deallocate([child, src]);
+    expect([p.numUsedBlocks(), p.hostNumUsedBlocks()]).toEqual([[0], [0]]);
+    p.check();
+  });
+
   it('is refused across ranks, on an unplaced source and on composite ranks', () => {
     const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, dpSize: 2 });
     const a = new Sequence(prompt(1));

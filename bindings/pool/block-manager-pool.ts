@@ -301,7 +301,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /**
    * Beam search as the reference does it: `child`, a surviving beam, takes
-   * over `source`'s tokens, cache salt, computed count and blocks (one reference each,
+   * over `source`'s tokens (and which of them are prompt), cache salt, computed count and blocks (one reference each,
    * taken now); its own blocks are let go at its next allocation, which also
    * copies the shared last block first when `swapLastBlock` (the second and
    * later children of one source) and no new block is needed. `fork` makes a
@@ -326,6 +326,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
       if (c.tokens.length < s.numTokens) c.tokens = new Int32Array(s.tokens.length);
       c.tokens.set(s.tokens.subarray(0, s.numTokens));
       c.numTokens = s.numTokens;
+      c.numPromptTokens = s.numPromptTokens;
       c.kvCached = s.kvCached;
       this.live.add(child);
     } finally {

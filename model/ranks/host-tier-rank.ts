@@ -66,6 +66,7 @@ export class ModelHostTierRank implements ModelRankManager {
   // ---- allocation: device first, then the host prefix and its load plan ----
 
   allocate(s: ModelSequence, numTokens: number, maxCopy: number): boolean {
+    this.takeBeamHost(s);
     const startedEmpty = s.blockTable.length === 0;
     if (!this.inner.allocate(s, numTokens)) {
       // Short of blocks, the whole sequence is reset, its host state included.
@@ -95,6 +96,11 @@ export class ModelHostTierRank implements ModelRankManager {
     return s.host?.table.length ?? 0;
   }
 
+  /** A beam the sequence adopted replaces its own blocks when taken: its host blocks (its own prompt's KV) go with them. */
+  private takeBeamHost(s: ModelSequence): void {
+    if (s.beamSource !== null) this.releaseHost(s);
+  }
+
   /**
    * Refuses (a RangeError, nothing changed) an allocation whose load plan
    * would write a device block the sequence will not hold: the device and
@@ -102,12 +108,13 @@ export class ModelHostTierRank implements ModelRankManager {
    */
   precheck(s: ModelSequence, numTokens: number, maxCopy: number): void {
     const B = this.blockSize;
-    const h = s.host;
+    // A pending beam: the allocation continues on the source's blocks, with no host blocks.
+    const h = s.beamSource === null ? s.host : null;
     const held = h?.table.length ?? 0;
     const after = Math.ceil(numTokens / B);
     const hostBound = held > 0 ? h!.kv / B : Math.floor((s.numTokens - 1) / B);
     if (after >= hostBound || maxCopy === 0) return;
-    let devHeld = s.blockTable.length;
+    let devHeld = s.beamSource === null ? s.blockTable.length : s.beamSource.table.length;
     let kv = s.kvCachedTokens;
     if (devHeld === 0 && this.prefixCache) {
       let hits = this.kv.peek(s.tokens, s.salt);
@@ -163,10 +170,12 @@ export class ModelHostTierRank implements ModelRankManager {
   // ---- release: cache, offload what only this sequence computed, give back ----
 
   cache(s: ModelSequence, numTokens: number): void {
+    this.takeBeamHost(s);
     this.inner.cache(s, numTokens);
   }
 
   release(s: ModelSequence, cacheFirst: boolean): void {
+    this.takeBeamHost(s);
     if (cacheFirst) {
       this.inner.cache(s, s.kvCachedTokens);
       if (this.hostBlocksOf(s) < s.blockTable.length) this.queueOffload(s);
