@@ -220,6 +220,8 @@ export class ModelBlockManagerPool {
     this.own(parent);
     if (parent.owner === null) throw new Error('model: fork of a sequence no pool has placed');
     if (typeof swapLastBlock !== 'boolean') throw new TypeError('model: swapLastBlock is not a boolean');
+    // Its tokens are the beam's already, its table not yet.
+    if (parent.beamSource !== null) throw new Error('model: fork of a sequence whose adopted beam is not taken yet');
     const c = new ModelSequence(parent.tokens, parent.salt);
     c.numPromptTokens = parent.numPromptTokens;
     c.retention = parent.retention;
@@ -249,6 +251,7 @@ export class ModelBlockManagerPool {
     if (typeof swap !== 'boolean') throw new TypeError('model: swapLastBlock is not a boolean');
     if (child === source) throw new Error('model: a sequence adopting itself');
     if (source.dpRank < 0) throw new Error('model: the source is not placed');
+    if (source.beamSource !== null) throw new Error('model: the source adopted a beam not taken yet');
     if (child.dpRank >= 0 && child.dpRank !== source.dpRank) throw new Error('model: child and source on different ranks');
     this.ranks[source.dpRank]!.adoptBeam(child, source, swap);
     this.placeOn(child, source.dpRank);

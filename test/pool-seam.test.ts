@@ -134,6 +134,26 @@ describe('beam search as the reference does it', () => {
     p.check();
   });
 
+  it('a sequence whose adopted beam is not taken yet is neither forked nor adopted from (its table is not its tokens\' yet)', () => {
+    const p = new BlockManagerPool({ numBlocks: 32, blockSize: B });
+    const src = new Sequence(prompt(2, 100, 2));
+    const child = new Sequence(prompt(1, 500, 1));
+    const other = new Sequence(prompt(1, 700));
+    expect(p.allocate([src, child, other])).toBe(true);
+    p.adoptBeam(child, src);
+    const before = { table: [...child.blockTable], used: p.numUsedBlocks() };
+    expect(() => child.fork()).toThrow(/fork: the sequence adopted a beam its next allocation takes; allocate it first/);
+    expect(() => p.adoptBeam(other, child)).toThrow(/adoptBeam: the source adopted a beam its next allocation takes; allocate it first/);
+    expect({ table: [...child.blockTable], used: p.numUsedBlocks() }).toEqual(before);
+    expect([...other.tokens]).toEqual(prompt(1, 700));
+    p.check();
+    expect(p.allocate(child)).toBe(true);
+    const fork = child.fork();
+    expect([...fork.blockTable]).toEqual([...src.blockTable]);
+    p.deallocate([fork, child, src, other]);
+    p.check();
+  });
+
   it('is refused across ranks, on an unplaced source and on composite ranks', () => {
     const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, dpSize: 2 });
     const a = new Sequence(prompt(1));

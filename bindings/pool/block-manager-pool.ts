@@ -314,6 +314,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const swap = checkBool('options.swapLastBlock', options.swapLastBlock ?? false);
     if (c === s) throw new Error('adoptBeam: child and source are the same sequence');
     if (s.dpRank < 0) throw new Error('adoptBeam: the source has not been allocated yet');
+    if (s.beamSource !== null) throw new Error('adoptBeam: the source adopted a beam its next allocation takes; allocate it first');
     if (c.dpRank >= 0 && c.dpRank !== s.dpRank) throw new Error(`adoptBeam: the child is on dp rank ${c.dpRank}, its source on ${s.dpRank}`);
     const rank = this.ranks[s.dpRank]!;
     rank.enter();
