@@ -37,7 +37,7 @@ import { countSteps } from './support/steps.js';
 const SALTS = ['', 'tenant-a', 'tenant-b'];
 
 /** Random runs per row (times the CI soak factor). */
-const RUNS_PER_ROW = 8;
+const RUNS_PER_ROW = 12;
 
 /** Units of 3 tokens; unit j of prompt p holds digit j of p in base 3: shared prefixes, and equal content after different ones. */
 function promptTokens(p: number, len: number): number[] {
@@ -416,7 +416,8 @@ class Run {
     const mops: ModelOp[] = [];
     twins.forEach(({ s, m }, i) => {
       const kvc = s.kvCachedTokens;
-      const e = kvc + (ends[i]! % (s.numTokens - kvc + 1));
+      // Half the prefills advance a block at a time (chunked prefill: promotions), the rest anywhere.
+      const e = ends[i]! % 2 === 0 && kvc < s.numPromptTokens ? Math.min(s.numTokens, (Math.floor(kvc / this.B) + 1) * this.B) : kvc + (ends[i]! % (s.numTokens - kvc + 1));
       const boundary = Math.floor(e / this.B) * this.B;
       const end = boundary >= kvc && boundary > 0 ? boundary : e;
       stepEnds.push(end);

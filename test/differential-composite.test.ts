@@ -184,7 +184,7 @@ describe('composite pool vs reference model', () => {
         fc.pre(L.kinds.every((k, i) => k !== 'full' || Math.floor(L.numBlocks / L.ratios[i]!) >= 2));
         run(L, ops);
       }),
-      { numRuns: soak(150) },
+      { numRuns: soak(80) },
     );
   });
 });

@@ -289,7 +289,7 @@ describe('pool vs reference model', () => {
   it('agrees on random scheduler operations', () => {
     fc.assert(
       fc.property(opsOf(opArb), ...sizes, (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles)),
-      { numRuns: soak(110) },
+      { numRuns: soak(80) },
     );
     expect([...seen.refusals].sort((a, b) => a - b)).toEqual(Array.from({ length: BAD_CALLS }, (_, i) => i));
     for (const k of ['listFailures', 'partialPublish', 'swaps'] as const) expect(seen[k], k).toBeGreaterThan(0);
@@ -303,7 +303,7 @@ describe('pool vs reference model', () => {
         fc.record({ numSlots: fc.integer({ min: 2, max: 16 }), reuse: fc.constantFrom('furthest' as const, 'contiguous' as const) }),
         (ops, numBlocks, blockSize, dpSize, singles, linear) => run(ops, numBlocks, blockSize, dpSize, singles, linear),
       ),
-      { numRuns: soak(60) },
+      { numRuns: soak(30) },
     );
   });
 
@@ -315,7 +315,7 @@ describe('pool vs reference model', () => {
         fc.constantFrom('lfu' as const, 'priority' as const),
         (ops, numBlocks, blockSize, dpSize, singles, policy) => run(ops, numBlocks, blockSize, dpSize, singles, null, false, policy),
       ),
-      { numRuns: soak(70) },
+      { numRuns: soak(30) },
     );
     expect(seen.retentionEvictions).toBeGreaterThan(0);
   });
@@ -323,7 +323,7 @@ describe('pool vs reference model', () => {
   it('agrees with ConcurrentBlockManagerImpl ranks (enableKvcacheStore)', () => {
     fc.assert(
       fc.property(opsOf(opArb), ...sizes, (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles, null, true)),
-      { numRuns: soak(40) },
+      { numRuns: soak(10) },
     );
   });
 });
