@@ -37,7 +37,7 @@ import { countSteps } from './support/steps.js';
 const SALTS = ['', 'tenant-a', 'tenant-b'];
 
 /** Random runs per row (times the CI soak factor). */
-const RUNS_PER_ROW = 12;
+const RUNS_PER_ROW = 16;
 
 /** Units of 3 tokens; unit j of prompt p holds digit j of p in base 3: shared prefixes, and equal content after different ones. */
 function promptTokens(p: number, len: number): number[] {
