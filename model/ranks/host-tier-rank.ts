@@ -302,9 +302,9 @@ export class ModelHostTierRank implements ModelRankManager {
 
   // ---- everything else is the device's ----
 
-  fork(parent: ModelSequence, child: ModelSequence): void {
+  /** A fork shares its parent's device blocks, none of its host blocks. */
+  fork(parent: ModelSequence): void {
     this.inner.fork(parent);
-    void child;
   }
 
   adoptBeam(child: ModelSequence, source: ModelSequence, swap: boolean): void {
