@@ -1,7 +1,7 @@
 // Model of BlockManagerImpl: a free stack, reference counts and the prefix
 // cache, in plain arrays and maps. Mirrors bindings/managers/block-manager-impl.ts.
 
-import { chainKey } from './chain-key.js';
+import { blockKey } from './chain-key.js';
 import { blockRetention, ModelPrefixCache, MODEL_DEFAULT_PRIORITY, type ModelEvictionPolicy, type ModelRetention } from './prefix-cache.js';
 import { modelCheckInt32s, modelInt } from './validate.js';
 
@@ -10,6 +10,23 @@ export type ModelEvent =
   | { type: 'stored'; blockId: number; key: string; parentKey: string | null; tokenIds: number[]; salt: string | null }
   | { type: 'removed'; blockId: number; key: string }
   | { type: 'cleared' };
+
+/** A manager's figures, field for field those of the library's BlockManagerStats. */
+export interface ModelManagerStats {
+  numFreeBlocks: number;
+  numUsedBlocks: number;
+  numBlocksInPrefixCache: number;
+  numTotalBlocks: number;
+  numEvictableBlocks: number;
+  matchCalls: number;
+  blocksQueried: number;
+  blocksHit: number;
+  blocksInserted: number;
+  blocksEvicted: number;
+  blocksAllocated: number;
+  allocationFailures: number;
+  peakUsedBlocks: number;
+}
 
 export interface ModelManagerOptions {
   numBlocks: number;
@@ -149,7 +166,7 @@ export class ModelBlockManager {
 
   /** The key of block `b` of `tokens`, given the key of block b-1 (the salt only counts for block 0). */
   private keyAt(parent: string | null, tokens: ArrayLike<number>, b: number, salt: string): string {
-    return chainKey(parent, tokens, b * this.blockSize, (b + 1) * this.blockSize, parent === null ? salt : '');
+    return blockKey(parent, tokens, b, this.blockSize, salt);
   }
 
   /** The key of block `b - 1`: stamped on `parentId`, else computed from the tokens. */
@@ -276,14 +293,14 @@ export class ModelBlockManager {
     return added;
   }
 
-  /** How many leading full blocks of `tokens` a match would hit; changes nothing. */
-  peek(tokens: ArrayLike<number>): number {
+  /** How many leading full blocks of `tokens` (salted with `salt`) a match would hit; changes nothing. */
+  peek(tokens: ArrayLike<number>, salt = ''): number {
     if (!this.prefixOn) return 0;
     const nFull = Math.floor(tokens.length / this.blockSize);
     let parent: string | null = null;
     let hits = 0;
     for (let b = 0; b < nFull; b++) {
-      parent = this.keyAt(parent, tokens, b, '');
+      parent = this.keyAt(parent, tokens, b, salt);
       if (!this.prefix.has(parent)) break;
       hits++;
     }
@@ -328,6 +345,24 @@ export class ModelBlockManager {
 
   numBlocksInPrefixCache(): number {
     return this.prefix.size;
+  }
+
+  /** Used / usable blocks (the padding block excluded). */
+  kvCacheUtilization(): number {
+    return this.numBlocks > 1 ? this.numUsedBlocks() / (this.numBlocks - 1) : 0;
+  }
+
+  /** The figures of BlockManagerStats (the peak is kept only with trackPeak). */
+  stats(): ModelManagerStats {
+    return {
+      numFreeBlocks: this.free.length,
+      numUsedBlocks: this.numUsedBlocks(),
+      numBlocksInPrefixCache: this.prefix.size,
+      numTotalBlocks: this.numBlocks - 1,
+      numEvictableBlocks: this.numEvictableBlocks(),
+      ...this.counters,
+      peakUsedBlocks: this.peakUsed,
+    };
   }
 
   numEvictableBlocks(): number {

@@ -1,108 +1,79 @@
-// Model of BlockManagerPool over the model managers. Mirrors
-// bindings/pool/block-manager-pool.ts rule by rule, written for clarity.
+// Model of BlockManagerPool (bindings/pool/block-manager-pool.ts): it chooses
+// each sequence's data-parallel rank, owns single ids, keeps track of the
+// sequences holding anything, and hands everything a rank does with blocks
+// to that rank's model (model/ranks/). Written for clarity, rule by rule.
 
-import { ModelBlockManager } from './block-manager-impl.js';
-import { chainKey } from './chain-key.js';
-import { ModelLinearStateCache } from './linear-state-prefix-cache.js';
+import type { ModelBlockManager, ModelManagerStats } from './block-manager-impl.js';
+import type { ModelCompositeBlockManager } from './composite-block-manager.js';
+import type { ModelLinearStateCache, ModelOp } from './linear-state-prefix-cache.js';
+import { parseModelPoolOptions, type ModelPoolConfig, type ModelPoolOptions } from './pool-options.js';
+import { modelRetentionRanges } from './prefix-cache.js';
+import { modelBuildRank } from './ranks/build-rank.js';
+import { ModelCompositeRank } from './ranks/composite-rank.js';
+import type { ModelLinearStateAddOn } from './ranks/linear-state-add-on.js';
+import type { ModelRankManager, ModelSwap } from './ranks/rank-manager.js';
 import { ModelSequence } from './sequence.js';
 import { ModelSingleBlockManager } from './single-block-manager.js';
-import { modelRetentionRanges, type ModelEvictionPolicy } from './prefix-cache.js';
-import { modelInt } from './validate.js';
+import { modelInt, modelInt32s } from './validate.js';
+import type { ModelXTensor } from './xtensor-block-manager-impl.js';
 
-export interface ModelPoolOptions {
-  numBlocks: number;
-  blockSize: number;
-  dpSize?: number;
-  enablePrefixCache?: boolean;
-  singleBlockCapacity?: number;
-  enableLinearState?: boolean;
-  linearStateNumSlots?: number;
-  linearStateReuse?: 'furthest' | 'contiguous';
-  evictionPolicy?: ModelEvictionPolicy;
+export type { ModelPoolOptions } from './pool-options.js';
+
+/** One rank's figures, as the library's PoolRankStats. */
+export interface ModelRankStats extends ModelManagerStats {
+  singleBlocksFree: number;
+  singleBlocksUsed: number;
+  prefixQueryTokens: number;
+  prefixHitTokens: number;
+  prefixHitRate: number;
 }
 
 export class ModelBlockManagerPool {
   readonly blockSize: number;
+  readonly numBlocks: number;
   readonly dpSize: number;
-  readonly prefixOn: boolean;
-  readonly managers: ModelBlockManager[] = [];
+  readonly enablePrefixCache: boolean;
+  readonly ranks: ModelRankManager[] = [];
   readonly singles: ModelSingleBlockManager[] = [];
-  readonly swaps: Array<Array<{ src: number; dst: number }>> = [];
-  /** One linear-state cache per rank when linear state is on, else empty. */
-  readonly linear: ModelLinearStateCache[] = [];
-  readonly contiguous: boolean;
-  /** Per rank: shared blocks given back for lack of a checkpoint, below the cap (linear state). */
-  readonly trimmedBlocks: number[];
+  /** Sequences holding anything of this pool. */
+  protected readonly live = new Set<ModelSequence>();
+  /** Per rank, the references the caller holds on blocks of allocateBlocks (index = id). */
+  private readonly raw: number[][] = [];
 
-  constructor(o: ModelPoolOptions) {
-    this.blockSize = o.blockSize;
-    this.dpSize = o.dpSize ?? 1;
-    this.prefixOn = o.enablePrefixCache ?? true;
-    for (let r = 0; r < this.dpSize; r++) {
-      this.managers.push(
-        new ModelBlockManager({ numBlocks: o.numBlocks, blockSize: o.blockSize, enablePrefixCache: this.prefixOn, evictionPolicy: o.evictionPolicy }),
-      );
-      this.singles.push(new ModelSingleBlockManager(o.singleBlockCapacity ?? 202));
-      this.swaps.push([]);
-      if (o.enableLinearState) this.linear.push(new ModelLinearStateCache(o.linearStateNumSlots ?? 202));
+  constructor(o: ModelPoolOptions, parsed?: ModelPoolConfig) {
+    const c = parsed ?? parseModelPoolOptions(o);
+    this.blockSize = c.blockSize;
+    this.numBlocks = c.numBlocks;
+    this.dpSize = c.dpSize;
+    this.enablePrefixCache = c.rank.prefixCache;
+    for (let r = 0; r < c.dpSize; r++) {
+      const rank = modelBuildRank(c.rank, r);
+      this.ranks.push(rank);
+      this.raw.push(new Array<number>(rank.kv.numBlocks).fill(0));
+      this.singles.push(new ModelSingleBlockManager(c.singleBlockCapacity));
     }
-    // Sequences check their tokens when made and appended to: the managers need not again.
-    for (const m of this.managers) m.checkTokens = false;
-    this.contiguous = o.linearStateReuse === 'contiguous';
-    this.trimmedBlocks = this.managers.map(() => 0);
   }
 
-  /** The chain key at boundary k (after block k-1) of the sequence's tokens. */
-  boundaryKeys(s: ModelSequence, n: number): string[] {
-    const keys: string[] = [];
-    let parent: string | null = null;
-    for (let b = 0; b < n; b++) keys.push((parent = chainKey(parent, s.tokens, b * this.blockSize, (b + 1) * this.blockSize)));
-    return keys;
+  /** Each rank's KV block manager, on pools of plain or composite ranks (a composite: its capacity sub-manager). */
+  get managers(): ModelBlockManager[] {
+    return this.ranks.map((k, r) => {
+      if (k.kind === 'xtensor') throw new Error(`model: rank ${r} keeps its blocks in a ModelXTensor; use kvManager(${r})`);
+      return k.kv as ModelBlockManager;
+    });
   }
 
-  /** The trim of docs/linear-state.md (which prefix hits are kept) on `table` (blocks [existed, table.length) just matched); returns the blocks kept. */
-  private trim(s: ModelSequence, r: number, table: number[], existed: number): number[] {
-    if (this.linear.length === 0 || table.length === 0) return table;
-    const total = table.length;
-    let safe = Math.min(existed, total);
-    const cap = s.numTokens === 0 ? 0 : Math.floor((s.numTokens - 1) / this.blockSize);
-    const limit = Math.max(safe, Math.min(total, cap));
-    const keys = this.boundaryKeys(s, limit);
-    for (let i = safe; i < limit; i++) {
-      if (this.linear[r]!.contains(keys[i]!)) safe = i + 1;
-      else if (this.contiguous) break;
-    }
-    if (safe < total) {
-      this.trimmedBlocks[r]! += Math.max(0, limit - safe);
-      this.managers[r]!.deallocate(table.slice(safe));
-    }
-    return table.slice(0, safe);
+  /** The KV manager of rank `r` (for views and audits, as the library's kvManager). */
+  kvManager(r: number): ModelBlockManager | ModelXTensor {
+    return this.ranks[modelInt('dpRank', r, 0, this.dpSize - 1)]!.kv;
+  }
+
+  /** Keeps every manager's peak figure (a scan per step: for the differential tests). */
+  trackPeaks(): void {
+    for (const k of this.ranks) k.trackPeaks();
   }
 
   newSequence(prompt: ArrayLike<number>, salt = ''): ModelSequence {
     return new ModelSequence(prompt, salt);
-  }
-
-  /** Most free blocks, lowest rank on ties; with linear state, ranks without a free single id are skipped (rank 0 if none is left). */
-  chooseRank(): number {
-    let best = 0;
-    let bestFree = 0;
-    for (let r = 0; r < this.dpSize; r++) {
-      if (this.linear.length > 0 && this.singles[r]!.free.length === 0) continue;
-      if (this.managers[r]!.numFreeBlocks() > bestFree) {
-        best = r;
-        bestFree = this.managers[r]!.numFreeBlocks();
-      }
-    }
-    return best;
-  }
-
-  private rankOf(s: ModelSequence): number {
-    if (s.dpRank < 0) {
-      s.dpRank = this.chooseRank();
-      s.owner = this;
-    }
-    return s.dpRank;
   }
 
   /** A sequence placed by another pool cannot be used here (an Error, nothing changes). */
@@ -112,11 +83,249 @@ export class ModelBlockManagerPool {
     return s;
   }
 
-  /** Allocates each sequence for all its tokens, in order, stopping at the first that fails. */
-  allocateAll(list: ModelSequence[]): boolean {
-    list.forEach((s) => this.own(s));
-    for (const s of list) if (!this.allocateOne(s, s.numTokens)) return false;
+  /** Most free blocks, lowest rank on ties; with linear state, ranks without a free single id are skipped (rank 0 if none is left). */
+  chooseRank(): number {
+    let best = 0;
+    let bestFree = 0;
+    for (let r = 0; r < this.dpSize; r++) {
+      if (this.ranks[r]!.linear !== null && this.singles[r]!.numFreeBlocks() === 0) continue;
+      const f = this.ranks[r]!.numFreeBlocks();
+      if (f > bestFree) {
+        best = r;
+        bestFree = f;
+      }
+    }
+    return best;
+  }
+
+  protected rankFor(s: ModelSequence): number {
+    return s.dpRank >= 0 ? s.dpRank : this.chooseRank();
+  }
+
+  /** Places `s` on rank `r` for good (even if the allocation then fails). */
+  protected placeOn(s: ModelSequence, r: number): void {
+    if (s.dpRank >= 0) return;
+    s.dpRank = r;
+    s.owner = this;
+  }
+
+  /**
+   * Grows `s` on its rank (tryAllocate: admits its whole prompt), placing it
+   * first: a new single id (with its live linear-state slot) is taken for the
+   * operation and given back if it fails; the live set follows what it holds.
+   */
+  private grow(s: ModelSequence, numTokens: number, maxCopy: number, tryAllocate: boolean): boolean {
+    const r = this.rankFor(s);
+    const rank = this.ranks[r]!;
+    const linear = rank.linear;
+    this.placeOn(s, r);
+    const newSingle = s.singleBlockId < 0;
+    if (newSingle && !this.acquireSingle(s, r)) return false;
+    // A sequence whose live slot was released alone gets a new one.
+    const newSlot = !newSingle && linear !== null && s.linearSlot < 0;
+    if (newSlot && !linear.acquire(s)) return false;
+    if (tryAllocate ? rank.tryAllocate(s) : rank.allocate(s, numTokens, maxCopy)) {
+      this.live.add(s);
+      return true;
+    }
+    if (newSingle) this.releaseSingle(s, r);
+    else if (newSlot) linear!.release(s);
+    if (!rank.holds(s) && s.singleBlockId < 0) this.live.delete(s);
+    return false;
+  }
+
+  private acquireSingle(s: ModelSequence, r: number): boolean {
+    const got = this.singles[r]!.allocate(1);
+    if (got === null) return false;
+    s.singleBlockId = got[0]!;
+    const linear = this.ranks[r]!.linear;
+    if (linear !== null && !linear.acquire(s)) {
+      this.singles[r]!.deallocate([s.singleBlockId]);
+      s.singleBlockId = -1;
+      return false;
+    }
     return true;
+  }
+
+  private releaseSingle(s: ModelSequence, r: number): void {
+    this.ranks[r]!.linear?.release(s);
+    this.singles[r]!.deallocate([s.singleBlockId]);
+    s.singleBlockId = -1;
+  }
+
+  // ---- allocation ----
+
+  /** One sequence (for `numTokens`, all its tokens by default), or a list, in order, stopping at the first that fails. */
+  allocate(arg: ModelSequence | ModelSequence[], numTokens?: number): boolean {
+    if (Array.isArray(arg)) {
+      if (numTokens !== undefined) throw new TypeError('model: numTokens with a list of sequences');
+      arg.forEach((s) => this.own(s));
+      return arg.every((s) => this.allocateOne(s, s.numTokens, Infinity));
+    }
+    const s = this.own(arg);
+    return this.allocateOne(s, numTokens === undefined ? s.numTokens : modelInt('numTokens', numTokens), Infinity);
+  }
+
+  protected allocateOne(s: ModelSequence, numTokens: number, maxCopy: number): boolean {
+    this.ranks[this.rankFor(s)]!.precheck(s, numTokens, maxCopy);
+    return this.grow(s, numTokens, maxCopy, false);
+  }
+
+  tryAllocate(s: ModelSequence): boolean {
+    this.own(s);
+    return this.grow(s, s.numTokens, Infinity, true);
+  }
+
+  allocateShared(s: ModelSequence): number {
+    this.own(s);
+    const r = this.rankFor(s);
+    this.placeOn(s, r);
+    this.ranks[r]!.allocateShared(s);
+    if (this.ranks[r]!.holds(s)) this.live.add(s);
+    return s.sharedBlocks;
+  }
+
+  /** The reference's raw allocate: blocks for `numTokens` from the rank a new sequence would go to; null when short. */
+  allocateBlocks(numTokens: number): { dpRank: number; blockIds: number[] } | null {
+    const n = Math.ceil(modelInt('numTokens', numTokens) / this.blockSize);
+    const r = this.chooseRank();
+    const ids = this.ranks[r]!.kv.allocate(n);
+    if (ids === null) return null;
+    for (const id of ids) this.raw[r]![id]!++;
+    return { dpRank: r, blockIds: ids };
+  }
+
+  /** Gives back blocks allocateBlocks handed out on `dpRank` (only those). */
+  deallocateBlocks(dpRank: number, blockIds: ArrayLike<number>): void {
+    modelInt('dpRank', dpRank, 0, this.dpSize - 1);
+    const ids = modelInt32s('blockIds', blockIds);
+    const held = this.raw[dpRank]!;
+    const left = new Map<number, number>();
+    ids.forEach((id, i) => {
+      const h = left.get(id) ?? (id >= 0 && id < held.length ? held[id]! : 0);
+      if (h <= 0) throw new RangeError(`model: blockIds[${i}] = ${id} was not handed out by allocateBlocks on rank ${dpRank}`);
+      left.set(id, h - 1);
+    });
+    this.ranks[dpRank]!.kv.deallocate(ids);
+    for (const id of ids) held[id]!--;
+  }
+
+  /** Raw blocks the caller holds on rank `r`, one entry per reference, ascending. */
+  rawBlocks(r: number): number[] {
+    return this.raw[r]!.flatMap((n, id) => new Array<number>(n).fill(id));
+  }
+
+  /** Sequence.fork: a copy sharing every block, with the same tokens, computed count and rank, and no single id. */
+  fork(parent: ModelSequence, swapLastBlock: unknown = false): ModelSequence {
+    this.own(parent);
+    if (parent.owner === null) throw new Error('model: fork of a sequence no pool has placed');
+    if (typeof swapLastBlock !== 'boolean') throw new TypeError('model: swapLastBlock is not a boolean');
+    // Its tokens are the beam's already, its table not yet.
+    if (parent.beamSource !== null) throw new Error('model: fork of a sequence whose adopted beam is not taken yet');
+    const c = new ModelSequence(parent.tokens, parent.salt);
+    c.numPromptTokens = parent.numPromptTokens;
+    c.retention = parent.retention;
+    c.owner = this;
+    c.blockTable = [...parent.blockTable];
+    c.sharedBlocks = parent.sharedBlocks;
+    c.kvCachedTokens = parent.kvCachedTokens;
+    c.dpRank = parent.dpRank;
+    c.needsSwap = swapLastBlock && parent.blockTable.length > 0;
+    const rank = this.ranks[parent.dpRank]!;
+    rank.fork(parent, c);
+    if (rank.holds(c)) this.live.add(c);
+    return c;
+  }
+
+  /**
+   * Beam search as the reference does it: `child` takes over `source`'s
+   * tokens (and which of them are prompt), salt, computed count and blocks (a reference each, now); its own
+   * blocks go at its next allocation, which also copies the shared last
+   * block first when `swapLastBlock` and no new block is needed.
+   */
+  adoptBeam(child: ModelSequence, source: ModelSequence, options: { swapLastBlock?: unknown } = {}): void {
+    this.own(child);
+    this.own(source);
+    if (options === null || typeof options !== 'object') throw new TypeError('model: options is not an object');
+    const swap = options.swapLastBlock ?? false;
+    if (typeof swap !== 'boolean') throw new TypeError('model: swapLastBlock is not a boolean');
+    if (child === source) throw new Error('model: a sequence adopting itself');
+    if (source.dpRank < 0) throw new Error('model: the source is not placed');
+    if (source.beamSource !== null) throw new Error('model: the source adopted a beam not taken yet');
+    if (child.dpRank >= 0 && child.dpRank !== source.dpRank) throw new Error('model: child and source on different ranks');
+    this.ranks[source.dpRank]!.adoptBeam(child, source, swap);
+    this.placeOn(child, source.dpRank);
+    child.salt = source.salt;
+    child.tokens = [...source.tokens];
+    child.numPromptTokens = source.numPromptTokens;
+    child.kvCachedTokens = source.kvCachedTokens;
+    this.live.add(child);
+  }
+
+  // ---- caching and release ----
+
+  cache(s: ModelSequence, numTokens?: number): void {
+    this.own(s);
+    const avail = numTokens === undefined ? s.kvCachedTokens : Math.min(modelInt('numTokens', numTokens), s.blockTable.length * this.blockSize, s.numTokens);
+    if (s.dpRank < 0) return;
+    this.ranks[s.dpRank]!.cache(s, avail);
+  }
+
+  /** One sequence or a list; caches its computed blocks first unless `cacheFirst` is false. */
+  deallocate(arg: ModelSequence | ModelSequence[], cacheFirst = true): void {
+    const list = Array.isArray(arg) ? arg : [arg];
+    list.forEach((s) => this.own(s));
+    for (const s of list) this.release(s, cacheFirst);
+  }
+
+  deallocateWithoutCache(s: ModelSequence): void {
+    this.release(this.own(s), false);
+  }
+
+  protected release(s: ModelSequence, cacheFirst: boolean): void {
+    const r = s.dpRank;
+    if (r < 0) return;
+    this.ranks[r]!.release(s, cacheFirst);
+    if (s.singleBlockId >= 0) this.releaseSingle(s, r);
+    this.live.delete(s);
+  }
+
+  // ---- figures ----
+
+  numFreeBlocks(): number[] {
+    return this.ranks.map((k) => k.numFreeBlocks());
+  }
+
+  numUsedBlocks(): number[] {
+    return this.ranks.map((k) => k.numUsedBlocks());
+  }
+
+  numBlocksInPrefixCache(): number[] {
+    return this.ranks.map((k) => k.numBlocksInPrefixCache());
+  }
+
+  /** Utilization of the rank a new sequence would go to. */
+  kvCacheUtilization(): number {
+    return this.ranks[this.chooseRank()]!.kvCacheUtilization();
+  }
+
+  /** Mean utilization over ranks. */
+  gpuCacheUsage(): number {
+    return this.ranks.reduce((a, k) => a + k.kvCacheUtilization(), 0) / this.dpSize;
+  }
+
+  stats(): ModelRankStats[] {
+    return this.ranks.map((k, r) => {
+      const st = k.stats();
+      return {
+        ...st,
+        singleBlocksFree: this.singles[r]!.numFreeBlocks(),
+        singleBlocksUsed: this.singles[r]!.numUsedBlocks(),
+        prefixQueryTokens: st.blocksQueried * this.blockSize,
+        prefixHitTokens: st.blocksHit * this.blockSize,
+        prefixHitRate: st.blocksQueried > 0 ? st.blocksHit / st.blocksQueried : 0,
+      };
+    });
   }
 
   /** Sequence.setRetention: replaces its marks. */
@@ -126,219 +335,84 @@ export class ModelBlockManagerPool {
 
   /** The clock of the priority policy, shared by every rank (never backwards). */
   get time(): number {
-    return this.managers[0]!.prefix.now;
+    return this.ranks[0]!.time();
   }
 
   setTime(t: number): void {
     if (typeof t !== 'number') throw new TypeError('model: t is not a number');
     if (!(t >= this.time) || t === Infinity) throw new RangeError(`model: t ${t} is not a finite time from ${this.time} on`);
-    for (const m of this.managers) m.setTime(t);
+    for (const k of this.ranks) k.setTime(t);
   }
 
-  swapTransferInfos(r: number): Array<{ src: number; dst: number }> {
-    return this.swaps[modelInt('dpRank', r, 0, this.dpSize - 1)]!;
+  recordEvents(on: boolean): void {
+    if (typeof on !== 'boolean') throw new TypeError('model: on is not a boolean');
+    for (const k of this.ranks) k.recordEvents(on);
+  }
+
+  resetPrefixCache(): number[] {
+    return this.ranks.map((k) => k.resetPrefixCache());
+  }
+
+  swapTransferInfos(r: number): ModelSwap[] {
+    return this.ranks[modelInt('dpRank', r, 0, this.dpSize - 1)]!.transfers;
+  }
+
+  resetTransferInfos(): void {
+    for (const k of this.ranks) k.transfers.length = 0;
+  }
+
+  // ---- composite ranks ----
+
+  compositeManager(r: number): ModelCompositeBlockManager | null {
+    const k = this.ranks[modelInt('dpRank', r, 0, this.dpSize - 1)]!;
+    return k instanceof ModelCompositeRank ? k.composite : null;
+  }
+
+  // ---- linear state ----
+
+  /** The chain keys at the first `n` block boundaries of `s` (Sequence.prefixHashes). */
+  prefixKeys(s: ModelSequence, n: number): string[] {
+    return n <= 0 ? [] : this.ranks[Math.max(0, s.dpRank)]!.prefixKeys(s, n);
   }
 
   /** The linear-state cache of rank `r` (a RangeError for a bad rank, then an Error without linear state). */
   linearStateCache(r: number): ModelLinearStateCache {
     modelInt('dpRank', r, 0, this.dpSize - 1);
-    if (this.linear.length === 0) throw new Error('model: no linear state');
-    return this.linear[r]!;
+    return this.requireLinear(r).cache;
   }
 
-  resetTransferInfos(): void {
-    for (const s of this.swaps) s.length = 0;
-  }
-
-  /** Used / usable blocks of the rank a new sequence would go to. */
-  kvCacheUtilization(): number {
-    const m = this.managers[this.chooseRank()]!;
-    return m.numUsedBlocks() / (m.numBlocks - 1);
-  }
-
-  /** Mean utilization over ranks. */
-  gpuCacheUsage(): number {
-    return this.managers.reduce((a, m) => a + m.numUsedBlocks() / (m.numBlocks - 1), 0) / this.dpSize;
-  }
-
-  private attachShared(s: ModelSequence, m: ModelBlockManager): void {
-    const B = this.blockSize;
-    let hits = this.trim(s, this.managers.indexOf(m), m.allocateShared(s.tokens, [], s.salt), 0);
-    if (hits.length === 0) return;
-    if (hits.length * B === s.numTokens) {
-      m.deallocate([hits[hits.length - 1]!]);
-      hits = hits.slice(0, -1);
-    }
-    s.blockTable = hits;
-    s.sharedBlocks = hits.length;
-    s.kvCachedTokens = hits.length * B;
-  }
-
-  /** One sequence (for `numTokens`, all its tokens by default), or a list: see allocateAll. */
-  allocate(s: ModelSequence | ModelSequence[], numTokens?: number): boolean {
-    if (Array.isArray(s)) {
-      if (numTokens !== undefined) throw new TypeError('model: numTokens with a list of sequences');
-      return this.allocateAll(s);
-    }
-    return this.allocateOne(this.own(s), numTokens === undefined ? s.numTokens : modelInt('numTokens', numTokens));
-  }
-
-  protected allocateOne(s: ModelSequence, numTokens: number): boolean {
-    const r = this.rankOf(s);
-    const m = this.managers[r]!;
-    const startedEmpty = s.blockTable.length === 0;
-    const newSingle = s.singleBlockId < 0;
-    if (newSingle && !this.acquireSingle(s, r)) return false;
-    if (startedEmpty && this.prefixOn) this.attachShared(s, m);
-    const need = Math.ceil(numTokens / this.blockSize);
-    if (need <= s.blockTable.length) {
-      if (s.needsSwap) {
-        const fresh = m.allocate(1);
-        if (!fresh) {
-          if (newSingle) this.releaseSingle(s, r);
-          return false;
-        }
-        const last = s.blockTable.length - 1;
-        const src = s.blockTable[last]!;
-        s.blockTable[last] = fresh[0]!;
-        m.deallocate([src]);
-        s.sharedBlocks = Math.min(s.sharedBlocks, last);
-        s.needsSwap = false;
-        this.swaps[r]!.push({ src, dst: fresh[0]! });
-      }
-      return true;
-    }
-    const fresh = m.allocate(need - s.blockTable.length);
-    if (!fresh) {
-      if (startedEmpty) {
-        m.deallocate(s.blockTable);
-        s.reset();
-      }
-      if (newSingle) this.releaseSingle(s, r);
-      return false;
-    }
-    s.needsSwap = false;
-    s.blockTable.push(...fresh);
-    return true;
-  }
-
-  private acquireSingle(s: ModelSequence, r: number): boolean {
-    const got = this.singles[r]!.allocate(1);
-    if (!got) return false;
-    s.singleBlockId = got[0]!;
-    if (this.linear.length > 0 && s.linearSlot < 0) {
-      const slot = this.linear[r]!.acquireLive();
-      if (slot === null) {
-        this.releaseSingle(s, r);
-        return false;
-      }
-      s.linearSlot = slot;
-    }
-    return true;
-  }
-
-  private releaseSingle(s: ModelSequence, r: number): void {
-    if (s.linearSlot >= 0) {
-      this.linear[r]!.releaseLive(s.linearSlot);
-      s.linearSlot = -1;
-    }
-    this.singles[r]!.deallocate([s.singleBlockId]);
-    s.singleBlockId = -1;
-  }
-
-  tryAllocate(s: ModelSequence): boolean {
+  /** The cache op of `s` for a forward ending at `stepEnd` tokens (marks it initialized). */
+  linearStateCacheOp(s: ModelSequence, stepEnd: number): ModelOp {
     this.own(s);
-    const r = this.rankOf(s);
-    const m = this.managers[r]!;
-    const newSingle = s.singleBlockId < 0;
-    if (newSingle && !this.acquireSingle(s, r)) return false;
-    const before = { table: [...s.blockTable], shared: s.sharedBlocks };
-    if (this.prefixOn && s.blockTable.length === s.sharedBlocks) {
-      const existed = s.blockTable.length;
-      const kept = this.trim(s, r, [...s.blockTable, ...m.allocateShared(s.tokens, s.blockTable, s.salt)], existed);
-      s.sharedBlocks += kept.length - existed;
-      s.blockTable = kept;
-    }
-    const need = Math.ceil(s.numTokens / this.blockSize) - s.blockTable.length;
-    if (need > 0) {
-      const fresh = m.allocate(need);
-      if (!fresh) {
-        m.deallocate(s.blockTable.slice(before.table.length));
-        s.blockTable = before.table;
-        s.sharedBlocks = before.shared;
-        if (newSingle) this.releaseSingle(s, r);
-        return false;
-      }
-      s.blockTable.push(...fresh);
-    }
-    s.kvCachedTokens = s.numTokens;
-    return true;
+    this.requireLinear(0);
+    if (s.dpRank < 0) throw new Error('model: the sequence is not placed');
+    const rank = this.ranks[s.dpRank]!;
+    return rank.linear!.cacheOp(s, this.blockSize, stepEnd, (n) => rank.prefixKeys(s, n));
   }
 
-  allocateShared(s: ModelSequence): number {
+  /** Gives back the sequence's live slot alone; its next allocation takes a new one. */
+  releaseLinearStateSlot(s: ModelSequence): void {
     this.own(s);
-    const r = this.rankOf(s);
-    if (s.blockTable.length === 0 && this.prefixOn) this.attachShared(s, this.managers[r]!);
-    return s.sharedBlocks;
+    this.requireLinear(0);
+    if (s.dpRank >= 0) this.ranks[s.dpRank]!.linear!.release(s);
   }
 
-  cache(s: ModelSequence, numTokens?: number): void {
-    this.own(s);
-    if (numTokens !== undefined) modelInt('numTokens', numTokens);
-    const avail = numTokens === undefined ? s.kvCachedTokens : Math.min(numTokens, s.blockTable.length * this.blockSize, s.numTokens);
-    this.cacheUpTo(s, avail);
+  linearStateStats() {
+    return this.ranks.map((_, r) => {
+      const l = this.requireLinear(r);
+      return { ...l.cache.stats(), trimmedBlocks: l.trimmedBlocks };
+    });
   }
 
-  private cacheUpTo(s: ModelSequence, numTokens: number): void {
-    if (!this.prefixOn || s.dpRank < 0) return;
-    const n = Math.min(Math.floor(numTokens / this.blockSize), s.blockTable.length);
-    if (n <= s.sharedBlocks) return;
-    this.managers[s.dpRank]!.cache(s.tokens.slice(0, n * this.blockSize), s.blockTable.slice(0, n), s.sharedBlocks, s.salt, s.retention);
+  private requireLinear(r: number): ModelLinearStateAddOn {
+    const l = this.ranks[r]!.linear;
+    if (l === null) throw new Error('model: no linear state');
+    return l;
   }
 
-  deallocate(s: ModelSequence, cacheFirst = true): void {
-    this.own(s);
-    if (s.dpRank < 0) return;
-    if (cacheFirst) this.cacheUpTo(s, s.kvCachedTokens);
-    if (s.singleBlockId >= 0) this.releaseSingle(s, s.dpRank);
-    this.managers[s.dpRank]!.deallocate(s.blockTable);
-    s.reset();
-  }
+  // ---- audit ----
 
-  fork(parent: ModelSequence, swapLastBlock: unknown = false): ModelSequence {
-    this.own(parent);
-    if (parent.owner === null) throw new Error('model: fork of a sequence no pool has placed');
-    if (typeof swapLastBlock !== 'boolean') throw new TypeError('model: swapLastBlock is not a boolean');
-    const c = new ModelSequence(parent.tokens, parent.salt);
-    c.retention = parent.retention;
-    c.owner = this;
-    (c as { numPromptTokens: number }).numPromptTokens = parent.numPromptTokens;
-    c.blockTable = [...parent.blockTable];
-    c.sharedBlocks = parent.sharedBlocks;
-    c.kvCachedTokens = parent.kvCachedTokens;
-    c.dpRank = parent.dpRank;
-    c.needsSwap = swapLastBlock && parent.blockTable.length > 0;
-    if (c.blockTable.length > 0) this.managers[parent.dpRank]!.retain(c.blockTable);
-    return c;
-  }
-
-  recordEvents(on: boolean): void {
-    for (const m of this.managers) m.recordEvents(on);
-  }
-
-  resetPrefixCache(): number[] {
-    return this.managers.map((m) => m.resetPrefixCache());
-  }
-
-  numFreeBlocks(): number[] {
-    return this.managers.map((m) => m.numFreeBlocks());
-  }
-
-  numUsedBlocks(): number[] {
-    return this.managers.map((m) => m.numUsedBlocks());
-  }
-
-  numBlocksInPrefixCache(): number[] {
-    return this.managers.map((m) => m.numBlocksInPrefixCache());
+  liveSequences(): ReadonlySet<ModelSequence> {
+    return this.live;
   }
 }

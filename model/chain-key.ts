@@ -16,3 +16,8 @@ export function chainKey(parent: string | null, tokens: ArrayLike<number>, start
   h.update(new Uint8Array(bytes.buffer));
   return h.digest('hex');
 }
+
+/** The key of block `b` (blocks of `blockSize` tokens) given block b-1's key; the salt only reaches block 0. */
+export function blockKey(parent: string | null, tokens: ArrayLike<number>, b: number, blockSize: number, salt: string): string {
+  return chainKey(parent, tokens, b * blockSize, (b + 1) * blockSize, parent === null ? salt : '');
+}

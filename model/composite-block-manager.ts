@@ -16,6 +16,10 @@ export interface ModelCompositeOptions {
   window?: number;
   maxSeqsPerBatch?: number;
   maxTokensPerBatch?: number;
+  /** Window blocks one sequence keeps (default (window - 1) / B + 1). */
+  swaBlocksPerSeq?: number;
+  /** Each sub-manager's blocks, overriding the layout rules. */
+  subManagerBlocks?: number[];
 }
 
 export interface ModelSubSpec {
@@ -28,10 +32,13 @@ export interface ModelSubSpec {
 export function modelLayout(o: ModelCompositeOptions): ModelSubSpec[] {
   return o.kinds.map((kind, i) => {
     const ratio = o.ratios?.[i] ?? 1;
-    if (kind === 'full') return { kind, blockSize: o.blockSize * ratio, numBlocks: Math.floor(o.numBlocks / ratio) };
-    const B = o.blockSize * Math.max(ratio, 1);
+    const blockSize = o.blockSize * Math.max(ratio, 1);
+    const override = o.subManagerBlocks?.[i];
+    if (override !== undefined) return { kind, blockSize, numBlocks: override };
+    if (kind === 'full') return { kind, blockSize, numBlocks: Math.floor(o.numBlocks / ratio) };
+    const B = blockSize;
     const W = o.window!;
-    const perSeq = Math.floor((W - 1) / B) + 1;
+    const perSeq = o.swaBlocksPerSeq ?? Math.floor((W - 1) / B) + 1;
     const maxSeqs = Math.max(o.maxSeqsPerBatch ?? 256, 1);
     const maxTokens = Math.max(o.maxTokensPerBatch ?? 20480, 1);
     return { kind, blockSize: B, numBlocks: perSeq * maxSeqs + Math.ceil(maxTokens / B) + maxSeqs + 2 };
@@ -39,6 +46,8 @@ export function modelLayout(o: ModelCompositeOptions): ModelSubSpec[] {
 }
 
 export class ModelCompositeBlockManager {
+  /** Base tokens per block. */
+  readonly blockSize: number;
   readonly specs: ModelSubSpec[];
   readonly subs: ModelBlockManager[];
   readonly capacityIndex: number;
@@ -46,6 +55,7 @@ export class ModelCompositeBlockManager {
   readonly releasedOut: number[];
 
   constructor(o: ModelCompositeOptions) {
+    this.blockSize = o.blockSize;
     this.specs = modelLayout(o);
     this.subs = this.specs.map((s) =>
       s.kind === 'full'

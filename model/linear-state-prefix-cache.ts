@@ -208,6 +208,19 @@ export class ModelLinearStateCache {
     for (const s of b.pins) this.unpin(s);
   }
 
+  /** The figures of the library's stats(). */
+  stats() {
+    const count = (st: SlotState) => this.state.filter((x, s) => s > 0 && x === st).length;
+    return {
+      freeSlots: this.free.length,
+      liveSlots: count('live'),
+      pendingSlots: count('pending'),
+      committedCheckpoints: this.lru.size,
+      pinnedCheckpoints: this.pins.filter((n) => n > 0).length,
+      ...this.counters,
+    };
+  }
+
   /** Committed slots, least recent first. */
   lruOrder(): number[] {
     return [...this.lru.values()];

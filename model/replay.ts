@@ -21,7 +21,6 @@
 
 import type { ModelBlockManager } from './block-manager-impl.js';
 import { ModelBlockManagerPool } from './block-manager-pool.js';
-import { ModelCompositePool } from './composite-ranks.js';
 import { ModelHierarchyPool } from './hierarchy-block-manager-pool.js';
 import type { ModelEvictionPolicy } from './prefix-cache.js';
 import { ModelSequence } from './sequence.js';
@@ -121,12 +120,12 @@ function plainPool(o: ModelReplayOptions): Pool {
       const h = s.sharedBlocks;
       const full = Math.floor(s.numTokens / B);
       if (full === 0) return;
-      const keys = p.boundaryKeys(s, full);
+      const keys = p.prefixKeys(s, full);
       const ops = [];
       if (h > 0) ops.push({ liveSlot: s.linearSlot, restore: keys[h - 1]! });
       for (let k = h + 1; k <= full; k++) ops.push({ liveSlot: s.linearSlot, save: keys[k - 1]! });
       if (ops.length === 0) return;
-      const c = p.linear[s.dpRank]!;
+      const c = p.linearStateCache(s.dpRank);
       const batch = c.resolve(ops);
       if (h > 0 && batch.restoreSrc[0]! > 0) hits++;
       const before = c.counters.checkpointsCommitted;
@@ -143,8 +142,8 @@ function plainPool(o: ModelReplayOptions): Pool {
             linearState: {
               checkpointHits: hits,
               checkpointsSaved: saved,
-              checkpointEvictions: p.linear.reduce((a, c) => a + c.counters.checkpointsEvicted, 0),
-              trimmedBlocks: p.trimmedBlocks.reduce((a, b) => a + b, 0),
+              checkpointEvictions: p.linearStateStats().reduce((a, c) => a + c.checkpointsEvicted, 0),
+              trimmedBlocks: p.linearStateStats().reduce((a, c) => a + c.trimmedBlocks, 0),
             },
           }
         : {},
@@ -153,17 +152,17 @@ function plainPool(o: ModelReplayOptions): Pool {
 
 function compositePool(o: ModelReplayOptions): Pool {
   const ratios = o.compressRatios ?? [1];
-  const p = new ModelCompositePool({
+  const p = new ModelBlockManagerPool({
     numBlocks: o.numBlocks, blockSize: o.blockSize,
-    kinds: ['sliding-window', ...ratios.map(() => 'full' as const)], ratios: [0, ...ratios],
-    window: o.slidingWindow!, maxSeqsPerBatch: o.maxRunning,
+    managerTypes: ['sliding-window', ...ratios.map(() => 'full' as const)], compressRatios: [0, ...ratios],
+    slidingWindowSize: o.slidingWindow!, maxSeqsPerBatch: o.maxRunning,
   });
-  const m = p.ranks[0]!;
+  const m = p.compositeManager(0)!;
   return {
     newSequence: (tokens) => p.newSequence(tokens),
-    allocate: (s, n) => p.allocate(s as never, n),
+    allocate: (s, n) => p.allocate(s, n),
     publish: () => {}, // no prefix cache
-    finish: (s) => p.deallocate(s as never),
+    finish: (s) => p.deallocate(s),
     prefilled: () => {},
     ids: [m.subs[m.capacityIndex]!],
     evicted: () => 0,
@@ -204,8 +203,8 @@ function hostTierPool(o: ModelReplayOptions): Pool {
     cached: () => p.numBlocksInPrefixCache().reduce((a, b) => a + b, 0),
     extra: () => ({
       hostTier: {
-        hostBlocks: o.hostBlocks!, deviceHitBlocks: matched, hostHitBlocks: p.counters.hostHitBlocks,
-        blocksLoaded: p.counters.blocksLoaded, blocksOffloaded: p.counters.blocksOffloaded,
+        hostBlocks: o.hostBlocks!, deviceHitBlocks: matched, hostHitBlocks: p.hierarchyStats()[0]!.hostHitBlocks,
+        blocksLoaded: p.hierarchyStats()[0]!.blocksLoaded, blocksOffloaded: p.hierarchyStats()[0]!.blocksOffloaded,
         hostCachedBlocksAtEnd: p.hosts[0]!.numBlocksInPrefixCache(),
       },
     }),

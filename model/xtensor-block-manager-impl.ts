@@ -48,6 +48,10 @@ export class ModelXTensor {
   /** page -> its usable ids, for usable pages. */
   readonly pageIds = new Map<number, number[]>();
   s: State;
+  /** The counters the library's stats() reports (no prefix cache: the rest are 0). */
+  readonly counters = { blocksAllocated: 0, allocationFailures: 0 };
+  /** The most ids used at once, measured after each allocation. */
+  peakUsed = 0;
 
   constructor(o: ModelXTensorOptions) {
     this.numBlocks = o.numBlocks;
@@ -160,7 +164,13 @@ export class ModelXTensor {
     modelInt('n', n);
     this.ready();
     const got = this.takeAll(n);
-    if (got) for (const id of got) this.s.ref[id] = 1;
+    if (!got) {
+      this.counters.allocationFailures++;
+      return null;
+    }
+    for (const id of got) this.s.ref[id] = 1;
+    this.counters.blocksAllocated += n;
+    this.peakUsed = Math.max(this.peakUsed, this.numUsedBlocks());
     return got;
   }
 
@@ -243,6 +253,34 @@ export class ModelXTensor {
     let n = 0;
     for (let id = 0; id < this.numBlocks; id++) if (this.s.ref[id]! > 0 || (id === 0 && this.s.padding)) n++;
     return n;
+  }
+
+  /** Used / all blocks (the reference counts the padding block on both sides). */
+  kvCacheUtilization(): number {
+    return this.numUsedBlocks() / this.numBlocks;
+  }
+
+  /** Free ids of the pages in use, by page ascending, each page's next id first. */
+  freeIds(): number[] {
+    return [...this.s.allocated].sort((a, b) => a - b).flatMap((p) => this.s.pageFree[p]!);
+  }
+
+  /** The figures of the library's stats(): no prefix cache, so no lookups, entries or evictions. */
+  stats() {
+    return {
+      numFreeBlocks: this.numFreeBlocks(),
+      numUsedBlocks: this.numUsedBlocks(),
+      numBlocksInPrefixCache: 0,
+      numTotalBlocks: this.numBlocks,
+      numEvictableBlocks: 0,
+      matchCalls: 0,
+      blocksQueried: 0,
+      blocksHit: 0,
+      blocksInserted: 0,
+      blocksEvicted: 0,
+      ...this.counters,
+      peakUsedBlocks: this.peakUsed,
+    };
   }
 
   pageStates() {

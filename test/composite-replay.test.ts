@@ -11,7 +11,7 @@ import { runReplay } from '../bindings/replay/stepper.js';
 import { replaySync } from '../bindings/replay/replay.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
-import { ModelCompositePool } from '../model/composite-ranks.js';
+import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
 import { TRACE_PATH as TRACE, haveTrace } from './support/externals.js';
 import { ModelCompositeReplayTarget } from './support/model-composite-replay-target.js';
 import { capture } from './support/capture.js';
@@ -32,12 +32,12 @@ function both(trace: TraceRequest[], o: Run) {
   const ratios = o.compressRatios ?? [1];
   const core = replaySync({ trace, numBlocks: o.numBlocks, blockSize, maxRunning, slidingWindow: o.slidingWindow, compressRatios: o.compressRatios }) as CompositeReplayRun;
   const target = new ModelCompositeReplayTarget(
-    new ModelCompositePool({
+    new ModelBlockManagerPool({
       blockSize,
       numBlocks: o.numBlocks,
-      kinds: ['sliding-window', ...ratios.map(() => 'full' as const)],
-      ratios: [0, ...ratios],
-      window: o.slidingWindow,
+      managerTypes: ['sliding-window', ...ratios.map(() => 'full' as const)],
+      compressRatios: [0, ...ratios],
+      slidingWindowSize: o.slidingWindow,
       maxSeqsPerBatch: maxRunning,
     }),
   );

@@ -9,7 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import type { ModelKind } from '../model/composite-block-manager.js';
-import { ModelCompositePool, type ModelCompositeSequence } from '../model/composite-ranks.js';
+import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
+import type { ModelSequence } from '../model/sequence.js';
 import { agree } from './support/agree.js';
 import { rankSingleFreeIds } from './support/pool-probe.js';
 import { soak } from './support/soak.js';
@@ -85,16 +86,24 @@ function run(L: Layout, ops: Op[]): void {
     // Window options only shape window sub-managers (the pool refuses them otherwise).
     ...(L.kinds.includes('sliding-window') && { slidingWindowSize: L.window, maxSeqsPerBatch: L.maxSeqsPerBatch, maxTokensPerBatch: L.maxTokensPerBatch }),
   });
-  const model = new ModelCompositePool({ ...L, singleBlockCapacity: L.singles });
-  const seqs: Array<[Sequence, ModelCompositeSequence]> = [];
+  const model = new ModelBlockManagerPool({
+    numBlocks: L.numBlocks,
+    blockSize: L.blockSize,
+    dpSize: L.dpSize,
+    singleBlockCapacity: L.singles,
+    managerTypes: L.kinds,
+    compressRatios: L.ratios,
+    ...(L.kinds.includes('sliding-window') && { slidingWindowSize: L.window, maxSeqsPerBatch: L.maxSeqsPerBatch, maxTokensPerBatch: L.maxTokensPerBatch }),
+  });
+  const seqs: Array<[Sequence, ModelSequence]> = [];
   let next = 0;
   try {
-    for (let r = 0; r < L.dpSize; r++) expect(pool.compositeManager(r)!.specs.map((s) => [s.kind, s.blockSize, s.numBlocks])).toEqual(model.ranks[r]!.specs.map((s) => [s.kind, s.blockSize, s.numBlocks]));
+    for (let r = 0; r < L.dpSize; r++) expect(pool.compositeManager(r)!.specs.map((s) => [s.kind, s.blockSize, s.numBlocks])).toEqual(model.compositeManager(r)!.specs.map((s) => [s.kind, s.blockSize, s.numBlocks]));
     const same = () => {
       pool.check();
       for (const [s, m] of seqs) {
         agree({ t: norm(s.compositeBlockTables), kv: s.kvCachedTokens, dp: s.dpRank, single: s.singleBlockId, n: s.numTokens }, {
-          t: norm(m.tables),
+          t: norm(m.tables ?? []),
           kv: m.kvCachedTokens,
           dp: m.dpRank,
           single: m.singleBlockId,
@@ -104,7 +113,7 @@ function run(L: Layout, ops: Op[]): void {
       agree([pool.numFreeBlocks(), pool.numUsedBlocks()], [model.numFreeBlocks(), model.numUsedBlocks()], 'free, used');
       for (let r = 0; r < L.dpSize; r++) {
         const c = pool.compositeManager(r)!;
-        const mr = model.ranks[r]!;
+        const mr = model.compositeManager(r)!;
         const st = c.subManagerStats();
         agree(
           [c.capacityIndex, c.subManagers.map((x) => Array.from(x.freeIds())), st.map((x) => x.peakUsedBlocks), st.map((x) => x.blocksReleasedOutOfWindow), rankSingleFreeIds(pool, r)],
@@ -175,7 +184,7 @@ describe('composite pool vs reference model', () => {
         fc.pre(L.kinds.every((k, i) => k !== 'full' || Math.floor(L.numBlocks / L.ratios[i]!) >= 2));
         run(L, ops);
       }),
-      { numRuns: soak(150) },
+      { numRuns: soak(80) },
     );
   });
 });

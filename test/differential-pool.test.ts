@@ -110,7 +110,7 @@ function samePools(p: BlockManagerPool, m: ModelBlockManagerPool): void {
     const st = stats[r]!;
     agree(
       [rankFreeIds(p, r), rankEvictionOrder(p, r), rankSingleFreeIds(p, r), Array.from(p.swapTransferInfos(r), (x) => ({ ...x }))],
-      [mm.free, mm.prefix.lruOrder(), m.singles[r]!.free, m.swaps[r]],
+      [mm.free, mm.prefix.lruOrder(), m.singles[r]!.free, m.swapTransferInfos(r)],
       `rank ${r}: free, eviction order, single ids, swaps`,
     );
     agree(
@@ -127,9 +127,10 @@ function samePools(p: BlockManagerPool, m: ModelBlockManagerPool): void {
       },
       `rank ${r} stats`,
     );
-    if (m.linear.length > 0) {
+    if (m.ranks[r]!.linear !== null) {
       const lc = p.linearStateCache(r);
-      agree([Array.from(lc.slots.freeIds()), Array.from(lc.lruOrder())], [m.linear[r]!.free, m.linear[r]!.lruOrder()], `rank ${r} linear state`);
+      const mc = m.linearStateCache(r);
+      agree([Array.from(lc.slots.freeIds()), Array.from(lc.lruOrder())], [mc.free, mc.lruOrder()], `rank ${r} linear state`);
     }
   }
 }
@@ -189,7 +190,7 @@ function badCall(
     }
     case 16: {
       // A rank out of range; on a pool without linear state, any rank.
-      const r = pick % 2 === 0 || model.linear.length > 0 ? pool.dpSize : 0;
+      const r = pick % 2 === 0 || model.ranks[0]!.linear !== null ? pool.dpSize : 0;
       sameRefusal(() => pool.linearStateCache(r), () => model.linearStateCache(r));
       break;
     }
@@ -209,7 +210,7 @@ function run(
   };
   const pool = new BlockManagerPool(concurrent ? { ...opts, enableKvcacheStore: true } : opts);
   const model = new ModelBlockManagerPool(opts);
-  model.managers.forEach((x) => (x.trackPeak = true));
+  model.trackPeaks();
   const other: [BlockManagerPool, ModelBlockManagerPool] = [new BlockManagerPool({ numBlocks: 4, blockSize }), new ModelBlockManagerPool({ numBlocks: 4, blockSize })];
   const seqs: Array<[Sequence, ModelSequence]> = [];
   const pick = (i: number) => seqs[i % seqs.length]!;
@@ -252,9 +253,10 @@ function run(
           if (linear && s.dpRank >= 0 && k * blockSize <= s.numTokens) {
             const c = pool.linearStateCache(s.dpRank);
             const r = c.reserveCheckpoint(s.prefixHash(k * blockSize));
-            const mr = model.linear[s.dpRank]!.reserve(model.boundaryKeys(m, k)[k - 1]!, false);
+            const mc = model.linearStateCache(s.dpRank);
+            const mr = mc.reserve(model.prefixKeys(m, k)[k - 1]!, false);
             agree(r.slot, mr.slot);
-            if (r.reservation) agree(c.commit(r.reservation), model.linear[s.dpRank]!.commit(mr.slot));
+            if (r.reservation) agree(c.commit(r.reservation), mc.commit(mr.slot));
           }
         }
       }
@@ -287,7 +289,7 @@ describe('pool vs reference model', () => {
   it('agrees on random scheduler operations', () => {
     fc.assert(
       fc.property(opsOf(opArb), ...sizes, (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles)),
-      { numRuns: soak(110) },
+      { numRuns: soak(80) },
     );
     expect([...seen.refusals].sort((a, b) => a - b)).toEqual(Array.from({ length: BAD_CALLS }, (_, i) => i));
     for (const k of ['listFailures', 'partialPublish', 'swaps'] as const) expect(seen[k], k).toBeGreaterThan(0);
@@ -301,7 +303,7 @@ describe('pool vs reference model', () => {
         fc.record({ numSlots: fc.integer({ min: 2, max: 16 }), reuse: fc.constantFrom('furthest' as const, 'contiguous' as const) }),
         (ops, numBlocks, blockSize, dpSize, singles, linear) => run(ops, numBlocks, blockSize, dpSize, singles, linear),
       ),
-      { numRuns: soak(60) },
+      { numRuns: soak(30) },
     );
   });
 
@@ -313,7 +315,7 @@ describe('pool vs reference model', () => {
         fc.constantFrom('lfu' as const, 'priority' as const),
         (ops, numBlocks, blockSize, dpSize, singles, policy) => run(ops, numBlocks, blockSize, dpSize, singles, null, false, policy),
       ),
-      { numRuns: soak(70) },
+      { numRuns: soak(30) },
     );
     expect(seen.retentionEvictions).toBeGreaterThan(0);
   });
@@ -321,7 +323,7 @@ describe('pool vs reference model', () => {
   it('agrees with ConcurrentBlockManagerImpl ranks (enableKvcacheStore)', () => {
     fc.assert(
       fc.property(opsOf(opArb), ...sizes, (ops, numBlocks, blockSize, dpSize, singles) => run(ops, numBlocks, blockSize, dpSize, singles, null, true)),
-      { numRuns: soak(40) },
+      { numRuns: soak(10) },
     );
   });
 });

@@ -28,9 +28,9 @@ describe('replay with a host tier', () => {
     expect(hostTier).toEqual({
       hostBlocks: 12000,
       deviceHitBlocks: model.matchedBlocks,
-      hostHitBlocks: pool.counters.hostHitBlocks,
-      blocksLoaded: pool.counters.blocksLoaded,
-      blocksOffloaded: pool.counters.blocksOffloaded,
+      hostHitBlocks: pool.hierarchyStats()[0]!.hostHitBlocks,
+      blocksLoaded: pool.hierarchyStats()[0]!.blocksLoaded,
+      blocksOffloaded: pool.hierarchyStats()[0]!.blocksOffloaded,
       hostCachedBlocksAtEnd: pool.hosts[0]!.numBlocksInPrefixCache(),
     });
     expect(hostTier.blocksLoaded).toBeGreaterThan(1000);

@@ -184,7 +184,7 @@ describe('salted pool vs reference model', () => {
         fc.integer({ min: 1, max: 2 }),
         diff,
       ),
-      { numRuns: soak(100) },
+      { numRuns: soak(60) },
     );
   });
 });

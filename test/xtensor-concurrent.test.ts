@@ -410,13 +410,18 @@ function runPools(ops: PoolOp[], numBlocks: number, dpSize: number, pageSize: nu
               expect(p.allocate(a)).toBe(q.allocate(b));
             }
             break;
-          case 'fork':
-            if (a.dpRank >= 0) {
-              pairs.push([a.fork({ swapLastBlock: op.swap }), b.fork({ swapLastBlock: op.swap })]);
-              poolSeen.forks++;
-              if (op.swap) poolSeen.swaps++;
-            }
+          case 'fork': {
+            if (a.dpRank < 0) break;
+            // A sequence whose adopted beam is not taken yet is not forked: both refuse alike.
+            const x = outcome(() => a.fork({ swapLastBlock: op.swap }));
+            const y = outcome(() => b.fork({ swapLastBlock: op.swap }));
+            expect(x === 'threw').toBe(y === 'threw');
+            if (x === 'threw' || y === 'threw') break;
+            pairs.push([x, y]);
+            poolSeen.forks++;
+            if (op.swap) poolSeen.swaps++;
             break;
+          }
           case 'adopt': {
             const [c, d] = pairs[op.from % pairs.length]!;
             const r = outcome(() => p.adoptBeam(c, a, { swapLastBlock: op.swap }));

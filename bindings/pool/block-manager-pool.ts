@@ -141,10 +141,13 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     if (s.dpRank >= 0) return;
     s.dpRank = r;
     s.owner = this;
-    if (s.salt !== null && s.saltKey === null) {
-      s.saltKey = saltKey(s.salt, this.seed);
-      this.saltNames.add(s.saltKey, s.salt);
-    }
+    this.keySalt(s);
+  }
+
+  /** The digest of an unplaced sequence's salt under this pool's seed (a salt set later, or another pool's digest, is replaced). */
+  private keySalt(s: SequenceState): void {
+    s.saltKey = s.salt === null ? null : saltKey(s.salt, this.seed);
+    if (s.saltKey !== null) this.saltNames.add(s.saltKey, s.salt!);
   }
 
   /**
@@ -227,6 +230,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
       const rank = this.ranks[s.dpRank]!;
       if ((s.linearSlot >= 0 || rank.linear === null) && rank.fits(s, numTokens)) return true;
     }
+    // The host tier's precheck matches the prompt: an unplaced sequence's salt must be keyed first.
+    if (s.dpRank < 0) this.keySalt(s);
     this.ranks[this.rankFor(s)]!.precheck(s, numTokens, maxCopyBlocks);
     return this.grow(seq, s, numTokens, maxCopyBlocks, false);
   }
@@ -300,7 +305,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /**
    * Beam search as the reference does it: `child`, a surviving beam, takes
-   * over `source`'s tokens, computed count and blocks (one reference each,
+   * over `source`'s tokens (and which of them are prompt), cache salt, computed count and blocks (one reference each,
    * taken now); its own blocks are let go at its next allocation, which also
    * copies the shared last block first when `swapLastBlock` (the second and
    * later children of one source) and no new block is needed. `fork` makes a
@@ -313,15 +318,20 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const swap = checkBool('options.swapLastBlock', options.swapLastBlock ?? false);
     if (c === s) throw new Error('adoptBeam: child and source are the same sequence');
     if (s.dpRank < 0) throw new Error('adoptBeam: the source has not been allocated yet');
+    if (s.beamSource !== null) throw new Error('adoptBeam: the source adopted a beam its next allocation takes; allocate it first');
     if (c.dpRank >= 0 && c.dpRank !== s.dpRank) throw new Error(`adoptBeam: the child is on dp rank ${c.dpRank}, its source on ${s.dpRank}`);
     const rank = this.ranks[s.dpRank]!;
     rank.enter();
     try {
       rank.adoptBeam(c, s, swap);
       this.placeOn(c, s.dpRank);
+      // The blocks it takes are chained on the source's salt: it takes the salt with the tokens, as a fork does.
+      c.salt = s.salt;
+      c.saltKey = s.saltKey;
       if (c.tokens.length < s.numTokens) c.tokens = new Int32Array(s.tokens.length);
       c.tokens.set(s.tokens.subarray(0, s.numTokens));
       c.numTokens = s.numTokens;
+      c.numPromptTokens = s.numPromptTokens;
       c.kvCached = s.kvCached;
       this.live.add(child);
     } finally {

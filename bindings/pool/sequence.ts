@@ -264,6 +264,8 @@ export class Sequence {
     if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
     const swap = options.swapLastBlock ?? false;
     if (typeof swap !== 'boolean') throw new TypeError(`options.swapLastBlock must be a boolean, got ${describe(swap)}`);
+    // Its tokens are the beam's already, its table not yet: a copy would pair them wrongly.
+    if (this.state.beamSource !== null) throw new Error('fork: the sequence adopted a beam its next allocation takes; allocate it first');
     const child = new Sequence(this.tokens);
     const p = this.state;
     const c = child.state;

@@ -208,11 +208,13 @@ export class BlockTableRank implements RankManager {
     child.needSwap = swap && n > 0;
   }
 
-  /** The reference's process_beam_search: the sequence's own blocks go, its source's take their place. */
+  /** The reference's process_beam_search: the sequence's own blocks go, its source's take their place; its computed count stays. */
   private takeBeam(s: SequenceState): void {
     const b = s.beamSource!;
     const swap = s.needSwap;
+    const kvCached = s.kvCached;
     this.releaseBlocks(s);
+    s.kvCached = kvCached;
     s.beamSource = null;
     s.reserveBlocks(b.table.length);
     s.table.set(b.table);

@@ -125,6 +125,7 @@ export class HostTierRank implements RankManager {
   }
 
   allocate(s: SequenceState, numTokens: number, maxCopyBlocks = Infinity): boolean {
+    this.takeBeamHost(s);
     const startedEmpty = s.numBlocks === 0;
     if (!this.inner.allocate(s, numTokens)) {
       // Short of blocks, the reference's rollback resets the whole sequence, its host state included.
@@ -155,6 +156,15 @@ export class HostTierRank implements RankManager {
   }
 
   /**
+   * A beam the sequence adopted replaces its own blocks at its next
+   * allocation (or caching, or release): its host blocks, which hold its
+   * own prompt's KV, go with them.
+   */
+  private takeBeamHost(s: SequenceState): void {
+    if (s.beamSource !== null) this.releaseHost(s);
+  }
+
+  /**
    * Throws, before anything changes, when the load plan this allocation would
    * emit targets a device block the sequence will not hold (the reference
    * reads out of range there). Only a chunked prefill (numTokens short of the
@@ -162,15 +172,17 @@ export class HostTierRank implements RankManager {
    */
   precheck(s: SequenceState, numTokens: number, maxCopy = Infinity): void {
     const B = this.blockSize;
-    const h = s.host;
+    // A pending beam: the allocation continues on the source's blocks, with no host blocks.
+    const beam = s.beamSource;
+    const h = beam === null ? s.host : null;
     const held = h?.numBlocks ?? 0;
     const after = Math.ceil(numTokens / B);
     const hostBound = held > 0 ? h!.kvTokens / B : Math.floor((s.numTokens - 1) / B);
     if (after >= hostBound || maxCopy === 0) return;
     const nFull = Math.floor(s.numTokens / B);
-    let devHeld = s.numBlocks;
+    let devHeld = beam === null ? s.numBlocks : beam.table.length;
     let kv = s.kvCached;
-    if (s.numBlocks === 0 && this.prefixCache) {
+    if (devHeld === 0 && this.prefixCache) {
       let hits = this.device.peekMatches(s.tokens, nFull, s.saltKey);
       if (hits > 0) {
         if (hits * B === s.numTokens) hits--;
@@ -241,10 +253,12 @@ export class HostTierRank implements RankManager {
   // ---- release: cache, offload what only this sequence computed, give back ----
 
   cache(s: SequenceState, numTokens: number): void {
+    this.takeBeamHost(s);
     this.inner.cache(s, numTokens);
   }
 
   release(s: SequenceState, cacheFirst: boolean): void {
+    this.takeBeamHost(s);
     if (cacheFirst) {
       this.inner.cache(s, s.kvCached);
       if (this.hostBlocksOf(s) < s.numBlocks) this.queueOffload(s);

@@ -1,20 +1,22 @@
-// The replay loop's view of the model composite pool (test glue): the block
-// table the kernel sees is the capacity sub-manager's, as in
+// The replay loop's view of a model pool of composite ranks (test glue): the
+// block table the kernel sees is the capacity sub-manager's, as in
 // bindings/replay/composite-replay.ts.
 
 import type { ReplaySequence, ReplayTarget } from '../../bindings/replay/kernel.js';
-import { ModelCompositePool, type ModelCompositeSequence } from '../../model/composite-ranks.js';
+import type { ModelBlockManagerPool } from '../../model/block-manager-pool.js';
+import type { ModelCompositeBlockManager } from '../../model/composite-block-manager.js';
+import type { ModelSequence } from '../../model/sequence.js';
 
 class View implements ReplaySequence {
   constructor(
-    readonly seq: ModelCompositeSequence,
+    readonly seq: ModelSequence,
     private readonly table: number,
   ) {}
   get numTokens() {
     return this.seq.numTokens;
   }
   get numBlocks() {
-    return this.seq.tables[this.table]?.length ?? 0;
+    return this.seq.tables?.[this.table]?.length ?? 0;
   }
   get sharedBlocks() {
     return 0;
@@ -29,14 +31,18 @@ class View implements ReplaySequence {
     this.seq.appendToken(t);
   }
   get blockTable() {
-    return this.seq.tables[this.table] ?? [];
+    return this.seq.tables?.[this.table] ?? [];
   }
 }
 
 export class ModelCompositeReplayTarget implements ReplayTarget<View> {
-  constructor(readonly pool: ModelCompositePool) {}
+  private readonly composite: ModelCompositeBlockManager;
+
+  constructor(readonly pool: ModelBlockManagerPool) {
+    this.composite = pool.compositeManager(0)!;
+  }
   newSequence(buffer: Int32Array, promptLength: number): View {
-    return new View(this.pool.newSequence(buffer.subarray(0, promptLength)), this.pool.ranks[0]!.capacityIndex);
+    return new View(this.pool.newSequence(buffer.subarray(0, promptLength)), this.composite.capacityIndex);
   }
   allocate(s: View, numTokens?: number) {
     return this.pool.allocate(s.seq, numTokens);
@@ -55,7 +61,7 @@ export class ModelCompositeReplayTarget implements ReplayTarget<View> {
     return 0;
   }
   subManagers() {
-    const m = this.pool.ranks[0]!;
+    const m = this.composite;
     return m.specs.map((s, i) => ({
       kind: s.kind,
       blockSize: s.blockSize,
