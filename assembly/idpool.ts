@@ -8,7 +8,7 @@ import {
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim, takeFromRing } from "./lru";
-import { tableRemove } from "./table";
+import { tableRemove, tableHomeOf } from "./table";
 import { expDrop } from "./priority";
 import { recordRemoved, recordCleared } from "./events";
 
@@ -60,14 +60,8 @@ export function evict(m: Manager, k: i32): i32 {
       done++;
     }
   }
-  const table = m.table;
-  const mask = m.tableMask;
-  const fps = m.fps;
   let s: u32 = 0;
-  for (let i = 0; i < done; i++) {
-    const fp = load<u32>(fps + (<usize>load<i32>(first + (<usize>i << 2)) << 2));
-    s += load<u32>(table + (<usize>(<i32>fp & mask) << 3));
-  }
+  for (let i = 0; i < done; i++) s += load<u32>(tableHomeOf(m, load<i32>(first + (<usize>i << 2))));
   evictSink += s;
   const flags = m.flags;
   const refs = m.refs;

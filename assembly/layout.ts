@@ -28,7 +28,8 @@ export class Manager {
   numCached: i32 = 0; // prefix-cache entries (one block each)
   numEvictable: i32 = 0; // cached entries nothing else holds
   heapSize: i32 = 0; // entries in the side heap (see lru.ts)
-  tableMask: i32 = 0; // table capacity - 1 (power of two)
+  bucketMask: u32 = 0; // table buckets - 1 (power of two; see table.ts)
+  tagMask: u32 = 0; // the bits of a table entry above the id's (table.ts)
   ringMask: u32 = 0; // recency ring capacity - 1 (power of two; see lru.ts)
   ringHead: u32 = 0; // position of the oldest ring entry (positions grow, wrapping at 2^32)
   ringTail: u32 = 0; // position the next entry is written to
@@ -50,7 +51,7 @@ export class Manager {
   ring: usize = 0; // (i32 id, u32 stamp)[ringMask + 1]: the recency ring (lru.ts)
   free: usize = 0; // i32[numBlocks]: free stack, top = free[freeTop - 1]
   heap: usize = 0; // i32[numBlocks]: side heap of returning entries by stamp
-  table: usize = 0; // (u32 fingerprint, i32 id)[tableMask + 1]; id 0 = empty slot
+  table: usize = 0; // (bucketMask + 1) buckets of 16 u32 lanes, 64-byte aligned (table.ts)
   arrays: usize = 0; // the region every array above lives in
 
   // Counters (monotonic).

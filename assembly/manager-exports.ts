@@ -27,14 +27,15 @@ import { setRecording, clearEvents } from "./events";
  * Bytes of the arrays of a manager of `numBlocks` ids (u64: a huge request is
  * measured, not wrapped). Refs, flags and the free stack; with caching also
  * stamps, fingerprints, hashes, the cold fields, the side heap, the recency
- * ring and the table (both `tableCap(numBlocks)` entries).
+ * ring (`tableCap(numBlocks)` entries of 8 bytes) and the table (as many
+ * u32 lanes, in 64-byte buckets).
  */
 function arrayBytes(numBlocks: i32, prefixOn: i32): u64 {
   const n = <u64>numBlocks;
   let size: u64 = (n * 4 + 16) + (n + 16) + (n * 4 + 16);
   if (prefixOn != 0) {
     const cap = tableCap(numBlocks);
-    size += 2 * (n * 4 + 16) + n * 16 + (n * <u64>AUX_SIZE + 16) + (n * 4 + 16) + cap * 8 + cap * 8;
+    size += 2 * (n * 4 + 16) + n * 16 + (n * <u64>AUX_SIZE + 16) + (n * 4 + 16) + cap * 8 + (cap * 4 + 64);
   }
   return size;
 }
@@ -97,8 +98,11 @@ export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, see
     m.heap = p; p += align16(n * 4);
     m.ring = p; p += cap * 8;
     m.ringMask = <u32>(cap - 1);
-    m.table = p;
-    m.tableMask = <i32>(cap - 1);
+    m.table = (p + 63) & ~(<usize>63);
+    m.bucketMask = <u32>(cap / 16 - 1);
+    // Ids need the bits of numBlocks - 1; the fingerprint's bits above them tag an entry.
+    const idBits = numBlocks > 1 ? 32 - clz<u32>(<u32>(numBlocks - 1)) : 1;
+    m.tagMask = ~((<u32>1 << <u32>idBits) - 1);
   }
   initIds(m);
   slotPublish(slot, magic);
