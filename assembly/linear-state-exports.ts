@@ -3,11 +3,11 @@
 // linear memory; slots are i32, errors negative.
 
 import { Manager, STAMPED, flagsOf, hashPtr, copyHash } from "./layout";
-import { chainHash } from "./chain";
+import { hashChain } from "./chain";
 import { createManager, mgr_check } from "./manager-exports";
 import { MAGIC_LINEAR_STATE } from "../bindings/core/abi";
 import {
-  LIVE, takeSlot, giveBack, committed, pin, unpin, reserve, commit, promote, stateOf, trimTo, auditStates, PENDING,
+  LIVE, takeSlot, giveBack, committed, pin, unpin, reserve, commit, promote, stateOf, trimTo, auditStates, PENDING, prefillBatch,
 } from "./linear-state";
 
 /** grows: a cache of `numSlots` slots (slot 0 padding), or 0 when memory is exhausted. */
@@ -76,12 +76,28 @@ export function ls_check(m: usize, counts: usize): i32 {
 export function ls_prefix_hashes(kv: usize, ids: usize, nHeld: i32, tokens: usize, nBlocks: i32, out: usize): void {
   const k = changetype<Manager>(kv);
   const bytes = <usize>k.blockSize << 2;
-  let parent: usize = 0;
-  for (let b = 0; b < nBlocks; b++) {
+  let b = 0;
+  while (b < nBlocks) {
+    // A run of stamped blocks is copied, the run of blocks after it hashed in one go.
     const o = out + (<usize>b << 4);
     const id = b < nHeld ? load<i32>(ids + (<usize>b << 2)) : 0;
-    if (id > 0 && id < k.numBlocks && k.prefixOn != 0 && (flagsOf(k, id) & STAMPED) != 0) copyHash(o, hashPtr(k, id));
-    else chainHash(tokens + <usize>b * bytes, bytes, parent, k.seed, o);
-    parent = o;
+    if (id > 0 && id < k.numBlocks && k.prefixOn != 0 && (flagsOf(k, id) & STAMPED) != 0) {
+      copyHash(o, hashPtr(k, id));
+      b++;
+      continue;
+    }
+    let e = b + 1;
+    while (e < nBlocks) {
+      const next = e < nHeld ? load<i32>(ids + (<usize>e << 2)) : 0;
+      if (next > 0 && next < k.numBlocks && k.prefixOn != 0 && (flagsOf(k, next) & STAMPED) != 0) break;
+      e++;
+    }
+    hashChain(tokens + <usize>b * bytes, bytes, e - b, b > 0 ? o - 16 : 0, k.seed, o);
+    b = e;
   }
+}
+
+/** A prefill's batch, resolved and committed at once (prefillBatch in linear-state.ts). */
+export function ls_prefill_batch(m: usize, restoreKey: usize, keys: usize, n: i32, scratch: usize, setMask: i32): i32 {
+  return prefillBatch(changetype<Manager>(m), restoreKey, keys, n, scratch, setMask);
 }

@@ -25,4 +25,6 @@ export interface LinearStateExports {
   /** manager audit then slot-state audit; writes live, pending, pinned, pins (i32) at counts */
   ls_check(m: number, counts: number): number;
   ls_prefix_hashes(kv: number, ids: number, nHeld: number, tokens: number, nBlocks: number, out: number): void;
+  /** a prefill's restore and saves resolved and committed at once; per-save slots, then the restored slot, at scratch; returns the checkpoints committed */
+  ls_prefill_batch(m: number, restoreKey: number, keys: number, n: number, scratch: number, setMask: number): number;
 }
