@@ -80,6 +80,8 @@ export class Manager {
   expHeap: usize = 0; // i32[numBlocks]
   expSize: i32 = 0;
   batch: usize = 0; // (f64 priority, f64 expiry)[numBlocks]
+  // Policies other than LRU (lru.ts): per-id list links, list heads, tails, bitmap.
+  links: usize = 0;
 }
 
 // Flag bits, error codes, cold fields and policies: bindings/core/abi.ts.

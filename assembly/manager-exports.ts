@@ -14,7 +14,7 @@ import {
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
 import { match, insert, touchReversed } from "./prefix";
-import { isLinked, inHeap, lruAudit } from "./lru";
+import { isLinked, inHeap, lruAudit, listBytes } from "./lru";
 import { tableCount } from "./table";
 import { resetBatch, advanceTime, expAudit } from "./priority";
 import { setRecording, clearEvents } from "./events";
@@ -116,6 +116,12 @@ export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, see
 export function mgr_set_policy(m: usize, policy: i32): i32 {
   const mg = changetype<Manager>(m);
   if (mg.prefixOn == 0 || mg.numCached != 0 || policy < POLICY_LRU || policy > POLICY_PRIORITY) return -1;
+  if (policy != POLICY_LRU && mg.links == 0) {
+    // Grows memory: the per-key lists (lru.ts).
+    const links = alloc(listBytes(mg.numBlocks));
+    if (links == 0) return -2;
+    mg.links = links;
+  }
   if (policy == POLICY_PRIORITY && mg.batch == 0) {
     // Grows memory: the expiry heap and the batch keys (priority.ts).
     const n = <usize>mg.numBlocks;
@@ -161,8 +167,10 @@ export function mgr_destroy(m: usize): void {
   const events = mg.events;
   const expHeap = mg.expHeap;
   const batch = mg.batch;
+  const links = mg.links;
   const arrays = mg.arrays;
   slotFree(m);
+  releaseRegion(links);
   releaseRegion(events);
   releaseRegion(expHeap);
   releaseRegion(batch);

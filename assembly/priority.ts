@@ -111,8 +111,7 @@ export function advanceTime(m: Manager, t: f64): void {
     const id = expAt(m, 0);
     if (expiryOf(m, id) > t) break;
     expDrop(m, id);
-    setKey(m, id, DEFAULT_PRIORITY);
-    rekey(m, id);
+    rekey(m, id, DEFAULT_PRIORITY);
   }
 }
 
