@@ -393,8 +393,8 @@ export function lruAdd(m: Manager, id: i32): void {
 }
 
 /** The last holder besides the cache let go: a parked entry becomes findable again. */
-export function becameEvictable(m: Manager, id: i32): void {
-  if (!isLinked(m, id) && !inHeap(m, id)) heapPush(m, id);
+@inline export function becameEvictable(m: Manager, id: i32): void {
+  if ((flagsOf(m, id) & (LINKED | IN_HEAP)) == 0) heapPush(m, id);
 }
 
 /** Removes an entry being evicted (or dropped) from whichever structure holds it. */

@@ -13,7 +13,7 @@ import {
 import { addRef } from "./idpool";
 import { touchAll, lruRemove } from "./lru";
 import { applyBatch, resetBatch } from "./priority";
-import { tableFind, tableInsertAtMiss, tableHome } from "./table";
+import { tableFind, tableFindOrAdd, tableHome } from "./table";
 import { chainHash, hashChain } from "./chain";
 import { recordStored } from "./events";
 import { alloc } from "./heap";
@@ -143,29 +143,65 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32): i32 {
  * caches the caller's block (one more reference) unless that block is already
  * cached under another key. Stamps the key on the caller's block when it is
  * not cached. Overwrites *idAddr with the entry visited (0 for none) and
- * returns 1 when a new entry was made.
+ * returns 1 when a new entry was made (the caller counts it in numCached).
+ * The header's fields come as arguments: a loop reads them once.
  */
-@inline export function insertOne(m: Manager, idAddr: usize, key: usize): i32 {
+@inline function insertOneIn(
+  m: Manager, flags: usize, refs: usize, hashes: usize, keyed: bool, table: usize, bucketMask: u32, tagMask: u32, fps: usize,
+  idAddr: usize, key: usize,
+): i32 {
   const id = load<i32>(idAddr);
-  const f = flagsOf(m, id);
-  const found = tableFind(m, key);
+  const fa = flags + <usize>id;
+  const f = load<u8>(fa);
+  const fresh = (f & CACHED) == 0;
+  // A miss caches the caller's block, unless it is cached under another key.
+  const found = tableFindOrAdd(m, table, bucketMask, tagMask, hashes, fps, key, fresh ? id : 0);
   let visited = found;
   let added = 0;
-  if (found == 0 && (f & CACHED) == 0) {
-    copyHash(hashPtr(m, id), key);
-    setFlags(m, id, CACHED | STAMPED);
-    if (m.policy != POLICY_LRU) setKey(m, id, 0); // LRU never reads keys
-    setRef(m, id, refOf(m, id) + 1);
-    tableInsertAtMiss(m, id); // the probe of tableFind above ended there
-    m.numCached++;
-    added = 1;
-    visited = id;
-  } else if ((f & CACHED) == 0) {
-    // The caller's block duplicates a cached one: stamp it, do not cache it.
-    copyHash(hashPtr(m, id), key);
-    setFlags(m, id, f | STAMPED);
+  if (fresh) {
+    copyHash(hashes + (<usize>id << 4), key);
+    if (found == 0) {
+      store<u8>(fa, CACHED | STAMPED);
+      if (keyed) setKey(m, id, 0); // LRU never reads keys
+      const ra = refs + (<usize>id << 2);
+      store<i32>(ra, load<i32>(ra) + 1);
+      added = 1;
+      visited = id;
+    } else {
+      // The caller's block duplicates a cached one: stamp it, do not cache it.
+      store<u8>(fa, f | STAMPED);
+    }
   }
   store<i32>(idAddr, visited);
+  return added;
+}
+
+/**
+ * insertOneIn over ids[from, to) with keys at keys + 16 * (b - from), the
+ * header's fields read once. With `events`, records a stored event per new
+ * entry (its parent hash is the key before it, `firstParent` for b == from;
+ * its tokens at tokens + b * bytes). Returns the new entries (counted in numCached).
+ */
+@inline export function insertRange(
+  m: Manager, ids: usize, from: i32, to: i32, keys: usize, events: bool, tokens: usize, bytes: usize, firstParent: usize,
+): i32 {
+  const flags = m.flags;
+  const refs = m.refs;
+  const hashes = m.hashes;
+  const keyed = m.policy != POLICY_LRU;
+  const table = m.table;
+  const bucketMask = m.bucketMask;
+  const tagMask = m.tagMask;
+  const fps = m.fps;
+  let added = 0;
+  for (let b = from; b < to; b++) {
+    const key = keys + (<usize>(b - from) << 4);
+    const idAddr = ids + (<usize>b << 2);
+    const made = insertOneIn(m, flags, refs, hashes, keyed, table, bucketMask, tagMask, fps, idAddr, key);
+    if (made != 0 && events) recordStored(m, load<i32>(idAddr), b == from ? firstParent : key - 16, tokens + <usize>b * bytes);
+    added += made;
+  }
+  m.numCached += added;
   return added;
 }
 
@@ -179,7 +215,7 @@ export function touchVisited(m: Manager, ids: usize, n: i32): void {
 /**
  * Inserts the chain of `nBlocks` full blocks (tokens at `tokens`, ids at
  * `ids`; every id must be held by someone other than the cache), block by
- * block as insertOne says, then re-appends the visited entries. Overwrites
+ * block as insertOneIn says, then re-appends the visited entries. Overwrites
  * `ids` with the entries visited. Returns the number of new entries, or a
  * negative error code. The first `known` blocks' keys are the hashes stamped
  * on their ids (the caller knows it stamped them from these very tokens, as
@@ -223,16 +259,7 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
       s += load<u32>(tableHome(m, h)) + load<u32>(hashPtr(m, load<i32>(ids + (<usize>b << 2))));
     }
     sink += s;
-    for (let b = w; b < end; b++) {
-      const key = hashes + (<usize>(b - w) << 4);
-      const idAddr = ids + (<usize>b << 2);
-      const made = insertOne(m, idAddr, key);
-      if (made != 0 && m.eventsOn != 0) {
-        const par = b == 0 ? parent0 : b == w ? carry : key - 16;
-        recordStored(m, load<i32>(idAddr), par, tokens + <usize>b * bytes);
-      }
-      added += made;
-    }
+    added += insertRange(m, ids, w, end, hashes, m.eventsOn != 0, tokens, bytes, w == 0 ? parent0 : carry);
     // The next window's first parent; `hashes` is overwritten.
     copyHash(carry, hashes + (<usize>(end - 1 - w) << 4));
     parent = carry;

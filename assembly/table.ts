@@ -63,12 +63,11 @@ const CTRL: usize = 60; // byte offset of lane 15, the overflow count
   return bucketAddr(m, load<u32>(fpAddr(m, id)) & m.bucketMask);
 }
 
-/** Home bucket of the key the last tableFind did not find (tableInsertAtMiss starts there). */
+/** Home bucket of the key the last tableFind did not find (an insert after the miss starts there). */
 let missHome: u32 = 0;
 
 /**
- * The cached id whose chain hash is the 16 bytes at `key`, or 0 (then
- * tableInsertAtMiss can add the key right away).
+ * The cached id whose chain hash is the 16 bytes at `key`, or 0.
  */
 export function tableFind(m: Manager, key: usize): i32 {
   const lo = load<u64>(key);
@@ -96,6 +95,68 @@ export function tableFind(m: Manager, key: usize): i32 {
   }
 }
 
+/**
+ * tableFind of the 16-byte hash at `key`; on a miss, when `addId` is not 0,
+ * adds `addId` under that hash (storing its fingerprint; the caller stores
+ * the hash in its record) and returns 0. In the common case -- the home
+ * bucket has not overflowed -- the bucket's line is loaded once for both
+ * the tag compare and the free lane. The table's header fields come as
+ * arguments: a loop reads them once (the compilers cannot keep header
+ * fields in registers across stores to linear memory, which might alias them).
+ */
+@inline export function tableFindOrAdd(
+  m: Manager, table: usize, bucketMask: u32, tagMask: u32, hashes: usize, fps: usize, key: usize, addId: i32,
+): i32 {
+  const lo = load<u64>(key);
+  const hi = load<u64>(key, 8);
+  const fp = fingerprint(lo);
+  const a = table + (<usize>(fp & bucketMask) << 6);
+  if (load<u32>(a, CTRL) != 0) {
+    // Overflowed home: the general probe, then the general insert.
+    const found = tableFind(m, key);
+    if (found == 0 && addId != 0) {
+      store<u32>(fps + (<usize>addId << 2), fp);
+      place(m, missHome, (fp & tagMask) | <u32>addId);
+    }
+    return found;
+  }
+  const v0 = v128.load(a);
+  const v1 = v128.load(a, 16);
+  const v2 = v128.load(a, 32);
+  const v3 = v128.load(a, 48);
+  const k = i32x4.splat(<i32>tagMask);
+  const tv = i32x4.splat(<i32>(fp & tagMask));
+  let bits =
+    (i32x4.bitmask(i32x4.eq(v128.and(v0, k), tv)) |
+      (i32x4.bitmask(i32x4.eq(v128.and(v1, k), tv)) << 4) |
+      (i32x4.bitmask(i32x4.eq(v128.and(v2, k), tv)) << 8) |
+      (i32x4.bitmask(i32x4.eq(v128.and(v3, k), tv)) << 12)) &
+    LANES_MASK;
+  const idMask = ~tagMask;
+  while (bits != 0) {
+    const id = <i32>(load<u32>(a + (<usize>ctz(bits) << 2)) & idMask);
+    if (id != 0) {
+      const h = hashes + (<usize>id << 4);
+      if (load<u64>(h) == lo && load<u64>(h, 8) == hi) return id;
+    }
+    bits &= bits - 1;
+  }
+  if (addId != 0) {
+    store<u32>(fps + (<usize>addId << 2), fp);
+    const e = (fp & tagMask) | <u32>addId;
+    const z = i32x4.splat(0);
+    const free =
+      (i32x4.bitmask(i32x4.eq(v0, z)) |
+        (i32x4.bitmask(i32x4.eq(v1, z)) << 4) |
+        (i32x4.bitmask(i32x4.eq(v2, z)) << 8) |
+        (i32x4.bitmask(i32x4.eq(v3, z)) << 12)) &
+      LANES_MASK;
+    if (free != 0) store<u32>(a + (<usize>ctz(free) << 2), e);
+    else place(m, fp & bucketMask, e);
+  }
+  return 0;
+}
+
 /** Puts entry `e` in the first free lane from bucket `b` on, counting the full buckets passed. */
 @inline function place(m: Manager, b: u32, e: u32): void {
   const bucketMask = m.bucketMask;
@@ -116,16 +177,6 @@ export function tableInsert(m: Manager, id: i32): void {
   const fp = fingerprint(load<u64>(hashPtr(m, id)));
   store<u32>(fpAddr(m, id), fp);
   place(m, fp & m.bucketMask, (fp & m.tagMask) | <u32>id);
-}
-
-/**
- * Adds `id` under the hash in its record, whose tableFind (with no table
- * change since) found nothing.
- */
-export function tableInsertAtMiss(m: Manager, id: i32): void {
-  const fp = fingerprint(load<u64>(hashPtr(m, id)));
-  store<u32>(fpAddr(m, id), fp);
-  place(m, missHome, (fp & m.tagMask) | <u32>id);
 }
 
 /** Removes `id` (which must be present). */

@@ -494,6 +494,46 @@ export abstract class CoreManager {
     return this.ex.mgr_insert_hashes(this.ptr, idp, hp, n);
   }
 
+  /**
+   * @internal The host tier's offload choice over pairs (devIds[i], hostIds[i]),
+   * i in [from, end): a pair whose device block only the sequence and the
+   * cache hold (two references, cached) moves to out*[at..] with the block's
+   * stamped hash (16 bytes each at 16*at); the other pairs keep their order
+   * from `from` on. Returns how many moved.
+   */
+  offloadPickInto(
+    devIds: Int32Array, hostIds: Int32Array, from: number, end: number,
+    outDev: Int32Array, outHost: Int32Array, outHashes: Uint8Array, at: number,
+  ): number {
+    this.live();
+    const n = end - from;
+    if (n <= 0) return 0;
+    const p = this.stg.byteSpace(n * 32);
+    const i32 = this.mem.i32;
+    const q = p >>> 2;
+    i32.set(devIds.subarray(from, end), q);
+    i32.set(hostIds.subarray(from, end), q + n);
+    const moved = this.ex.mgr_offload_pick(this.ptr, p, p + 4 * n, n, p + 8 * n, p + 12 * n, p + 16 * n);
+    const kept = n - moved;
+    devIds.set(i32.subarray(q, q + kept), from);
+    hostIds.set(i32.subarray(q + n, q + n + kept), from);
+    outDev.set(i32.subarray(q + 2 * n, q + 2 * n + moved), at);
+    outHost.set(i32.subarray(q + 3 * n, q + 3 * n + moved), at);
+    outHashes.set(this.mem.u8.subarray(p + 16 * n, p + 16 * n + 16 * moved), 16 * at);
+    return moved;
+  }
+
+  /** @internal The hashes stamped on ids[start..end) into out[16*at..] (zeros for an id that carries none). */
+  blockHashesInto(ids: Int32Array, start: number, end: number, out: Uint8Array, at: number): void {
+    this.live();
+    const n = end - start;
+    if (n <= 0) return;
+    const hp = this.stg.byteSpace(n * 16);
+    const idp = this.stg.stageIds(ids, start, end);
+    this.ex.mgr_block_hashes(this.ptr, idp, n, hp);
+    out.set(this.mem.u8.subarray(hp, hp + n * 16), at * 16);
+  }
+
   /** @internal Prefix hits a match of blocks `0..nBlocks` of `tokens` would find; changes nothing. */
   peekMatches(tokens: ArrayLike<number>, nBlocks: number, salt: Uint8Array | null = null): number {
     this.live();
