@@ -6,7 +6,7 @@
 import {
   FLAG_CACHED, FLAG_STAMPED, FLAG_LINKED, FLAG_TOLD, FLAG_LIVE, FLAG_PENDING, FLAG_AUDIT_MARK, FLAG_IN_HEAP,
   ERR_UNSTAMPED_PARENT as E_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE as E_OUT_OF_RANGE, ERR_PADDING as E_PADDING,
-  ERR_NOT_HELD as E_NOT_HELD, ERR_FREE as E_FREE,
+  ERR_NOT_HELD as E_NOT_HELD, ERR_FREE as E_FREE, ERR_TOKENS_MISSING as E_TOKENS_MISSING,
   AUX_SIZE as A_SIZE, AUX_HEAP_POS as A_HEAP_POS, AUX_KEY as A_KEY, AUX_EXPIRY as A_EXPIRY, AUX_EXP_POS as A_EXP_POS,
   POLICY_LRU as P_LRU, POLICY_LFU as P_LFU, POLICY_PRIORITY as P_PRIORITY,
 } from "../bindings/core/abi";
@@ -101,6 +101,7 @@ export const ERR_OUT_OF_RANGE: i32 = E_OUT_OF_RANGE;
 export const ERR_PADDING: i32 = E_PADDING;
 export const ERR_NOT_HELD: i32 = E_NOT_HELD;
 export const ERR_FREE: i32 = E_FREE;
+export const ERR_TOKENS_MISSING: i32 = E_TOKENS_MISSING;
 
 /** Index of the element an export rejected (read by the bindings for the message). */
 export let errorIndex: i32 = -1;

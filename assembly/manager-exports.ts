@@ -13,7 +13,7 @@ import {
   Manager, AUX_SIZE, AUDIT_MARK, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
-import { match, insert, touchReversed } from "./prefix";
+import { match, insert, touchReversed, stampChain } from "./prefix";
 import { isLinked, inHeap, lruAudit, listBytes } from "./lru";
 import { tableCount } from "./table";
 import { resetBatch, advanceTime, expAudit } from "./priority";
@@ -223,8 +223,13 @@ export function mgr_touch_reversed(m: usize, ids: usize, n: i32): void {
   touchReversed(changetype<Manager>(m), ids, n);
 }
 
-export function mgr_insert(m: usize, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize, known: i32): i32 {
-  return insert(changetype<Manager>(m), tokens, ids, nBlocks, parentId, parentPtr, known);
+export function mgr_insert(m: usize, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize, known: i32, staged: i32): i32 {
+  return insert(changetype<Manager>(m), tokens, ids, nBlocks, parentId, parentPtr, known, staged);
+}
+
+/** Stamps the chain hashes of staged tokens on held ids (stampChain in prefix.ts). */
+export function mgr_stamp_chain(m: usize, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
+  return stampChain(changetype<Manager>(m), tokens, ids, nBlocks, parentId, parentPtr);
 }
 
 export function mgr_evict(m: usize, k: i32): i32 {

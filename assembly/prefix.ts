@@ -8,7 +8,7 @@
 
 import {
   Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
-  ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, setErrorIndex,
+  ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_TOKENS_MISSING, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { addRef } from "./idpool";
 import { touchAll, lruRemove } from "./lru";
@@ -212,6 +212,59 @@ export function touchVisited(m: Manager, ids: usize, n: i32): void {
   touchAll(m, ids, n);
 }
 
+/** True when ids[0, n) are in range and carry a stamped hash, and events are off (the tokens of those blocks are not needed). */
+function stampsCover(m: Manager, ids: usize, n: i32): bool {
+  if (m.eventsOn != 0 || m.prefixOn == 0) return false;
+  for (let b = 0; b < n; b++) {
+    const id = load<i32>(ids + (<usize>b << 2));
+    if (id <= 0 || id >= m.numBlocks || (flagsOf(m, id) & STAMPED) == 0) return false;
+  }
+  return true;
+}
+
+/**
+ * Stamps on ids[0, nBlocks) the chain hashes of `nBlocks` full blocks of
+ * tokens at `tokens` (16 writable bytes before it), block 0 chained on the
+ * hash stamped on `parentId` or the 16 bytes at `parentPtr` (neither: block
+ * 0 alone), so that a later insert of the same tokens takes them as
+ * `known` instead of hashing (a pool stamps a prompt at prefill, while its
+ * tokens are at hand). Every id must be held; a cached id already carries
+ * its key and is left alone. Returns 0, or a negative error code with
+ * errorIndex set (nothing changed).
+ */
+export function stampChain(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
+  for (let b = 0; b < nBlocks; b++) {
+    const id = load<i32>(ids + (<usize>b << 2));
+    let code = 0;
+    if (id <= 0 || id >= m.numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+    else if (refOf(m, id) == 0) code = ERR_FREE;
+    if (code != 0) {
+      setErrorIndex(b);
+      return code;
+    }
+  }
+  const parent = parentOf(m, parentId, parentPtr);
+  if (parent == 1) return ERR_UNSTAMPED_PARENT;
+  if (m.prefixOn == 0 || nBlocks <= 0) return 0;
+  const bytes = <usize>m.blockSize << 2;
+  const out = scratch + 48;
+  let prev = parent;
+  for (let w = 0; w < nBlocks; w += INSERT_WINDOW) {
+    const n = w + INSERT_WINDOW < nBlocks ? INSERT_WINDOW : nBlocks - w;
+    hashChain(tokens + <usize>w * bytes, bytes, n, prev, m.seed, out);
+    for (let b = 0; b < n; b++) {
+      const id = load<i32>(ids + (<usize>(w + b) << 2));
+      const f = flagsOf(m, id);
+      if ((f & CACHED) != 0) continue;
+      copyHash(hashPtr(m, id), out + (<usize>b << 4));
+      setFlags(m, id, f | STAMPED);
+    }
+    copyHash(scratch + 32, out + (<usize>(n - 1) << 4));
+    prev = scratch + 32;
+  }
+  return 0;
+}
+
 /**
  * Inserts the chain of `nBlocks` full blocks (tokens at `tokens`, ids at
  * `ids`; every id must be held by someone other than the cache), block by
@@ -219,9 +272,16 @@ export function touchVisited(m: Manager, ids: usize, n: i32): void {
  * `ids` with the entries visited. Returns the number of new entries, or a
  * negative error code. The first `known` blocks' keys are the hashes stamped
  * on their ids (the caller knows it stamped them from these very tokens, as
- * a pool does for a sequence it published): they are not hashed again.
+ * a pool does for a sequence it published or prefilled): they are not hashed
+ * again. `tokens` holds the tokens from block `staged` (<= known) on: blocks
+ * before it must carry their stamp, and events must be off (a stored event
+ * carries its block's tokens), else nothing changes and the result is
+ * ERR_TOKENS_MISSING.
  */
-export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize, known: i32 = 0): i32 {
+export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize, known: i32 = 0, staged: i32 = 0): i32 {
+  if (staged > 0 && !stampsCover(m, ids, staged < nBlocks ? staged : nBlocks)) return ERR_TOKENS_MISSING;
+  // Block b's tokens sit at block (b - staged)'s place.
+  tokens -= <usize>staged * (<usize>m.blockSize << 2);
   const bad = checkInsertIds(m, ids, nBlocks);
   if (bad != 0) {
     // Nothing changes: the staged priorities are dropped too. (An unstamped

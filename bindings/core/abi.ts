@@ -51,6 +51,8 @@ export const ERR_NOT_HELD = -5;
 export const ERR_FREE = -6;
 /** Linear-state cache: the slot is not in the state the call needs. */
 export const LS_ERR_STATE = -7;
+/** An insert needs tokens of a block it was not given (a `known` block without its hash stamped, or events on). */
+export const ERR_TOKENS_MISSING = -8;
 
 // ---- audit codes (mgr_check, ls_check) ----
 

@@ -23,7 +23,8 @@ export interface ManagerExports {
   mgr_match(m: number, tokens: number, nBlocks: number, parentId: number, parentPtr: number, out: number, flags: number, queried: number): number;
   mgr_touch_reversed(m: number, ids: number, n: number): void;
   /** `known`: leading blocks whose key is the hash stamped on their id (not hashed again). */
-  mgr_insert(m: number, tokens: number, ids: number, nBlocks: number, parentId: number, parentPtr: number, known: number): number;
+  mgr_insert(m: number, tokens: number, ids: number, nBlocks: number, parentId: number, parentPtr: number, known: number, staged: number): number;
+  mgr_stamp_chain(m: number, tokens: number, ids: number, nBlocks: number, parentId: number, parentPtr: number): number;
   mgr_evict(m: number, k: number): number;
   mgr_evict_all(m: number): number;
   mgr_num_free(m: number): number;

@@ -5,7 +5,7 @@
 // the boundary once per call.
 
 import {
-  AUX_KEY, AUX_SIZE, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, STAT_COUNT,
+  AUX_KEY, AUX_SIZE, ERR_TOKENS_MISSING, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, STAT_COUNT,
 } from '../core/abi.js';
 
 /** Bytes of the largest linear memory. */
@@ -466,16 +466,50 @@ export abstract class CoreManager {
     if (nBlocks <= 0) return 0;
     const e = this.ex;
     const B = this.blockSize;
+    // Known blocks carry their keys: their tokens are not staged (a stored
+    // event needs them, so not while recording). Should a known block lack
+    // its stamp after all, the core says so and everything is staged.
+    let staged = this.recording ? 0 : Math.min(known, nBlocks);
+    let idp = this.stg.stageIds(ids, first, first + nBlocks);
+    let tok = this.stg.stageTokens(tokens, (first + staged) * B, (first + nBlocks) * B);
+    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? this.stageSalt(salt) : 0, known, staged);
+    if (r === ERR_TOKENS_MISSING) {
+      staged = 0;
+      tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
+      r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? this.stageSalt(salt) : 0, known, 0);
+    }
+    if (r === ERR_UNSTAMPED_PARENT) {
+      const parent = this.parentFromTokens(tokens, first, salt);
+      idp = this.stg.stageIds(ids, first, first + nBlocks);
+      tok = this.stg.stageTokens(tokens, (first + staged) * B, (first + nBlocks) * B);
+      r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent, known, staged);
+    }
+    if (this.recording) this.rt.views();
+    return r;
+  }
+
+  /**
+   * @internal Stamps on `ids[first..first+nBlocks)` the chain hashes of the
+   * same blocks of `tokens` (chained on `parentId`'s hash, or the salt for
+   * block 0), so that a later insertFrom of them takes them as known.
+   * Returns 0 or a negative core code (an id nothing holds).
+   */
+  stampChainFrom(
+    tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number, salt: Uint8Array | null = null,
+  ): number {
+    this.live();
+    if (nBlocks <= 0) return 0;
+    const e = this.ex;
+    const B = this.blockSize;
     let idp = this.stg.stageIds(ids, first, first + nBlocks);
     let tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
-    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? this.stageSalt(salt) : 0, known);
+    let r = e.mgr_stamp_chain(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? this.stageSalt(salt) : 0);
     if (r === ERR_UNSTAMPED_PARENT) {
       const parent = this.parentFromTokens(tokens, first, salt);
       idp = this.stg.stageIds(ids, first, first + nBlocks);
       tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
-      r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent, known);
+      r = e.mgr_stamp_chain(this.ptr, tok, idp, nBlocks, 0, parent);
     }
-    if (this.recording) this.rt.views();
     return r;
   }
 
