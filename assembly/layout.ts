@@ -7,7 +7,7 @@ import {
   FLAG_CACHED, FLAG_STAMPED, FLAG_LINKED, FLAG_TOLD, FLAG_LIVE, FLAG_PENDING, FLAG_AUDIT_MARK, FLAG_IN_HEAP,
   ERR_UNSTAMPED_PARENT as E_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE as E_OUT_OF_RANGE, ERR_PADDING as E_PADDING,
   ERR_NOT_HELD as E_NOT_HELD, ERR_FREE as E_FREE, ERR_TOKENS_MISSING as E_TOKENS_MISSING,
-  AUX_SIZE as A_SIZE, AUX_HEAP_POS as A_HEAP_POS, AUX_KEY as A_KEY, AUX_EXPIRY as A_EXPIRY, AUX_EXP_POS as A_EXP_POS,
+  AUX_SIZE as A_SIZE, AUX_EXPIRY as A_EXPIRY, AUX_EXP_POS as A_EXP_POS,
   POLICY_LRU as P_LRU, POLICY_LFU as P_LFU, POLICY_PRIORITY as P_PRIORITY,
 } from "../bindings/core/abi";
 
@@ -47,7 +47,9 @@ export class Manager {
   stamps: usize = 0; // u32[numBlocks]: recency of a cached entry (caching on only)
   fps: usize = 0; // u32[numBlocks]: a cached entry's table fingerprint (eviction finds its slot without the hash)
   hashes: usize = 0; // 16 bytes per id: the chain hash stamped on the block (caching on only)
-  aux: usize = 0; // AUX_SIZE bytes per id: the side heap's and policies' fields (caching on only)
+  heapPos: usize = 0; // i32[numBlocks]: index + 1 in the side heap, 0 when absent (caching on only)
+  keys: usize = 0; // u32[numBlocks]: policy key, lower evicted first (LFU: hits; priority); policies other than LRU only
+  aux: usize = 0; // AUX_SIZE bytes per id: the priority policy's retention fields (that policy only)
   ring: usize = 0; // (i32 id, u32 stamp)[ringMask + 1]: the recency ring (lru.ts)
   free: usize = 0; // i32[numBlocks]: free stack, top = free[freeTop - 1]
   heap: usize = 0; // i32[numBlocks]: side heap of returning entries by stamp
@@ -72,7 +74,7 @@ export class Manager {
   events: usize = 0;
 
   // Eviction policy (lru.ts): POLICY_LRU keeps the recency ring; the others
-  // keep every entry in the side heap keyed by (AUX_KEY, stamp).
+  // order entries by (key, stamp) (per-key lists and the side heap).
   policy: i32 = 0;
   // POLICY_PRIORITY (priority.ts): the pool's clock, the heap of retentions by
   // expiry, and the per-position keys the next insert gives the blocks it visits.
@@ -92,7 +94,7 @@ export const TOLD: u8 = <u8>FLAG_TOLD; // announced in a stored event (events.ts
 export const LIVE: u8 = <u8>FLAG_LIVE; // a linear-state slot held live by a sequence (linear-state.ts)
 export const PENDING: u8 = <u8>FLAG_PENDING; // a linear-state slot reserved for a checkpoint (linear-state.ts)
 export const AUDIT_MARK: u8 = <u8>FLAG_AUDIT_MARK; // set and cleared within one audit (manager-exports.ts)
-export const IN_HEAP: u8 = <u8>FLAG_IN_HEAP; // in the side heap (lru.ts); its position is AUX_HEAP_POS
+export const IN_HEAP: u8 = <u8>FLAG_IN_HEAP; // in the side heap (lru.ts); its position is in heapPos
 
 // Error codes returned by exports (negative); the offending index is kept in
 // `errorIndex` so the bindings can name the argument element.
@@ -110,10 +112,8 @@ export function setErrorIndex(i: i32): void {
   errorIndex = i;
 }
 
-// Cold per-id fields (byte offsets in an AUX_SIZE-byte slot of m.aux).
+// The priority policy's per-id fields (byte offsets in an AUX_SIZE-byte slot of m.aux).
 export const AUX_SIZE: usize = <usize>A_SIZE;
-export const AUX_HEAP_POS: usize = <usize>A_HEAP_POS;
-export const AUX_KEY: usize = <usize>A_KEY;
 export const AUX_EXPIRY: usize = <usize>A_EXPIRY;
 export const AUX_EXP_POS: usize = <usize>A_EXP_POS;
 
@@ -129,11 +129,11 @@ export const DEFAULT_PRIORITY: u32 = 35;
 }
 
 @inline export function keyOf(m: Manager, id: i32): u32 {
-  return load<u32>(aux(m, id) + AUX_KEY);
+  return load<u32>(m.keys + (<usize>id << 2));
 }
 
 @inline export function setKey(m: Manager, id: i32, v: u32): void {
-  store<u32>(aux(m, id) + AUX_KEY, v);
+  store<u32>(m.keys + (<usize>id << 2), v);
 }
 
 @inline export function refOf(m: Manager, id: i32): i32 {

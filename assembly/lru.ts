@@ -27,7 +27,7 @@
 // that were parked and then released).
 //
 // The other policies (Manager.policy != POLICY_LRU) order entries by
-// (AUX_KEY, stamp): lower key first, equal keys by recency. A touch gives the
+// (key, stamp): lower key first, equal keys by recency. A touch gives the
 // newest stamp, so appending to a list per key keeps every list in stamp
 // order, and the head of the lowest non-empty list is the least entry of all
 // listed ones: each touch and each victim is O(1) (linked through per-id
@@ -38,7 +38,7 @@
 // the lowest list's head and the heap top, parking held ones as under LRU.
 
 import {
-  Manager, LINKED, IN_HEAP, CACHED, AUDIT_MARK, AUX_HEAP_POS, POLICY_LRU, aux, flagsOf, setFlags, stampOf, setStamp,
+  Manager, LINKED, IN_HEAP, CACHED, AUDIT_MARK, POLICY_LRU, flagsOf, setFlags, stampOf, setStamp,
   refOf, keyOf, setKey,
 } from "./layout";
 
@@ -182,7 +182,7 @@ function compactRing(m: Manager): void {
 
 @inline function place(m: Manager, i: i32, id: i32): void {
   store<i32>(m.heap + (<usize>i << 2), id);
-  store<i32>(aux(m, id) + AUX_HEAP_POS, i + 1);
+  store<i32>(m.heapPos + (<usize>id << 2), i + 1);
 }
 
 // The flag answers "in the heap?" from the flag bytes; the position is only
@@ -230,7 +230,7 @@ function siftDown(m: Manager, i: i32, id: i32): void {
 }
 
 function heapRemove(m: Manager, id: i32): void {
-  const posAddr = aux(m, id) + AUX_HEAP_POS;
+  const posAddr = m.heapPos + (<usize>id << 2);
   const i = load<i32>(posAddr) - 1;
   store<i32>(posAddr, 0);
   setFlags(m, id, flagsOf(m, id) & ~IN_HEAP);
@@ -521,7 +521,7 @@ export function lruAudit(m: Manager): i32 {
   for (let i = 0; i < m.heapSize; i++) {
     const h = heapAt(m, i);
     if (h <= 0 || h >= m.numBlocks || isLinked(m, h) || !inHeap(m, h)) return -1;
-    if (load<i32>(aux(m, h) + AUX_HEAP_POS) != i + 1) return -1;
+    if (load<i32>(m.heapPos + (<usize>h << 2)) != i + 1) return -1;
     if (i > 0 && before(m, h, heapAt(m, (i - 1) >> 1))) return -1;
   }
   return count + m.heapSize;

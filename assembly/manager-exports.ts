@@ -35,7 +35,7 @@ function arrayBytes(numBlocks: i32, prefixOn: i32): u64 {
   let size: u64 = (n * 4 + 16) + (n + 16) + (n * 4 + 16);
   if (prefixOn != 0) {
     const cap = tableCap(numBlocks);
-    size += 2 * (n * 4 + 16) + n * 16 + (n * <u64>AUX_SIZE + 16) + (n * 4 + 16) + cap * 8 + (cap * 4 + 64);
+    size += 2 * (n * 4 + 16) + n * 16 + (n * 4 + 16) + (n * 4 + 16) + cap * 8 + (cap * 4 + 64);
   }
   return size;
 }
@@ -94,7 +94,7 @@ export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, see
     m.stamps = p; p += align16(n * 4);
     m.fps = p; p += align16(n * 4);
     m.hashes = p; p += n * 16;
-    m.aux = p; p += align16(n * AUX_SIZE);
+    m.heapPos = p; p += align16(n * 4);
     m.heap = p; p += align16(n * 4);
     m.ring = p; p += cap * 8;
     m.ringMask = <u32>(cap - 1);
@@ -117,9 +117,14 @@ export function mgr_set_policy(m: usize, policy: i32): i32 {
   const mg = changetype<Manager>(m);
   if (mg.prefixOn == 0 || mg.numCached != 0 || policy < POLICY_LRU || policy > POLICY_PRIORITY) return -1;
   if (policy != POLICY_LRU && mg.links == 0) {
-    // Grows memory: the per-key lists (lru.ts).
-    const links = alloc(listBytes(mg.numBlocks));
-    if (links == 0) return -2;
+    // Grows memory: the keys and the per-key lists (lru.ts).
+    const keys = alloc(<usize>mg.numBlocks << 2);
+    const links = keys != 0 ? alloc(listBytes(mg.numBlocks)) : 0;
+    if (links == 0) {
+      releaseRegion(keys);
+      return -2;
+    }
+    mg.keys = keys;
     mg.links = links;
   }
   if (policy == POLICY_PRIORITY && mg.batch == 0) {
@@ -127,12 +132,15 @@ export function mgr_set_policy(m: usize, policy: i32): i32 {
     const n = <usize>mg.numBlocks;
     const exp = alloc(n * 4);
     const batch = exp != 0 ? alloc(n * 16) : 0;
-    if (batch == 0) {
+    const aux = batch != 0 ? alloc(n * AUX_SIZE) : 0;
+    if (aux == 0) {
       releaseRegion(exp);
+      releaseRegion(batch);
       return -2;
     }
     mg.expHeap = exp;
     mg.batch = batch;
+    mg.aux = aux;
     resetBatch(mg, mg.numBlocks);
   }
   mg.policy = policy;
@@ -168,9 +176,13 @@ export function mgr_destroy(m: usize): void {
   const expHeap = mg.expHeap;
   const batch = mg.batch;
   const links = mg.links;
+  const keys = mg.keys;
+  const aux = mg.aux;
   const arrays = mg.arrays;
   slotFree(m);
   releaseRegion(links);
+  releaseRegion(keys);
+  releaseRegion(aux);
   releaseRegion(events);
   releaseRegion(expHeap);
   releaseRegion(batch);
@@ -279,9 +291,14 @@ export function mgr_flags_ptr(m: usize): usize {
   return changetype<Manager>(m).flags;
 }
 
-/** Where the cold per-id fields are (AUX_* in layout.ts; 0 without caching). */
+/** Where the priority policy's per-id fields are (AUX_* in bindings/core/abi.ts; 0 under other policies). */
 export function mgr_aux_ptr(m: usize): usize {
   return changetype<Manager>(m).aux;
+}
+
+/** Where the per-id policy keys are (u32 each; 0 under LRU, which has none). */
+export function mgr_keys_ptr(m: usize): usize {
+  return changetype<Manager>(m).keys;
 }
 
 /** Test hook: moves the recency clock (u32 stamps) so that tests reach its wrap-around. */

@@ -91,17 +91,13 @@ export const FLAG_IN_HEAP = 64;
 /** Set and cleared within one audit. */
 export const FLAG_AUDIT_MARK = 0x80;
 
-// ---- cold per-id fields (AUX_SIZE bytes per id) ----
+// ---- the priority policy's per-id fields (AUX_SIZE bytes per id) ----
 
-export const AUX_SIZE = 24;
-/** i32: index + 1 in the side heap, 0 when absent. */
-export const AUX_HEAP_POS = 0;
-/** u32: policy key, lower evicted first (LFU: hits; priority; unused under LRU). */
-export const AUX_KEY = 4;
+export const AUX_SIZE = 16;
 /** f64: when a priority's retention ends. */
-export const AUX_EXPIRY = 8;
+export const AUX_EXPIRY = 0;
 /** i32: index + 1 in the expiry heap, 0 when absent. */
-export const AUX_EXP_POS = 16;
+export const AUX_EXP_POS = 8;
 
 // ---- eviction policies ----
 

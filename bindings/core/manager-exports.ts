@@ -38,8 +38,10 @@ export interface ManagerExports {
   mgr_stamps_ptr(m: number): number;
   /** Per-id flag bytes (FLAG_CACHED, ...). */
   mgr_flags_ptr(m: number): number;
-  /** Cold per-id fields: id i at aux + i * AUX.size; 0 without caching. */
+  /** The priority policy's per-id fields: id i at aux + i * AUX_SIZE; 0 under other policies. */
   mgr_aux_ptr(m: number): number;
+  /** Per-id policy keys (u32 each); 0 under LRU. */
+  mgr_keys_ptr(m: number): number;
   /** Test hook: moves the recency clock forward (to reach the u32 stamps' renumbering). */
   mgr_set_clock(m: number, v: number): void;
   mgr_free_ptr(m: number): number;

@@ -5,7 +5,7 @@
 // the boundary once per call.
 
 import {
-  AUX_KEY, AUX_SIZE, ERR_TOKENS_MISSING, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, STAT_COUNT,
+  ERR_TOKENS_MISSING, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, STAT_COUNT,
 } from '../core/abi.js';
 
 /** Bytes of the largest linear memory. */
@@ -305,7 +305,7 @@ export abstract class CoreManager {
     const v = this.rt.views();
     const stampsAt = e.mgr_stamps_ptr(this.ptr) >>> 2;
     const flags = e.mgr_flags_ptr(this.ptr) >>> 0;
-    const aux = e.mgr_aux_ptr(this.ptr) >>> 0;
+    const keysAt = e.mgr_keys_ptr(this.ptr) >>> 2;
     const keyed = e.mgr_policy(this.ptr) !== 0; // keys are unused (stale) under LRU
     const ids: number[] = [];
     const stamps: number[] = [];
@@ -314,7 +314,7 @@ export abstract class CoreManager {
       if ((v.u8[flags + id]! & FLAG_CACHED) === 0) continue;
       ids.push(id);
       stamps[id] = v.u32[stampsAt + id]!;
-      keys[id] = keyed ? v.u32[(aux + id * AUX_SIZE + AUX_KEY) >>> 2]! : 0;
+      keys[id] = keyed ? v.u32[keysAt + id]! : 0;
     }
     ids.sort((a, b) => keys[a]! - keys[b]! || stamps[a]! - stamps[b]!);
     return Int32Array.from(ids);
