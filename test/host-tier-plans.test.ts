@@ -28,9 +28,12 @@ describe('host-tier plans', () => {
     const plan = p.takeTransfers()[0]!.offload!;
     expect(Object.isFrozen(plan)).toBe(true);
     expect(Object.isFrozen(plan.blocks)).toBe(true);
+    const read = plan.blocks.map((b) => [b.src, b.dst]);
     for (const b of plan.blocks) b.hash.fill(0xee);
     p.completeOffload(plan);
     p.check();
+    // A completed plan still reads as it did.
+    expect(plan.blocks.map((b) => [b.src, b.dst])).toEqual(read);
     // The host cache holds A's keys: after the device forgets A, a prefill of A loads its 3 full blocks from the host.
     expect(p.managers[0]!.evict(100)).toBe(3);
     const s = new Sequence(a);
@@ -39,6 +42,15 @@ describe('host-tier plans', () => {
     expect(t!.loads.map((l) => l.src)).toEqual([1, 2, 3]);
     expect(t!.loads).toBe(t!.loads); // made once
     p.check();
+  });
+
+  it('a plan first read after it completed still lists its copies', () => {
+    const p = pool();
+    finish(p, prompt(2, 300));
+    const plan = p.takeTransfers()[0]!.offload!;
+    p.completeOffload(plan);
+    expect(plan.blocks.map((b) => b.src)).toEqual([1, 2]);
+    expect(plan.blocks[0]!.hash.length).toBe(16);
   });
 
   it('leaves the same state whether plans are read or not', () => {

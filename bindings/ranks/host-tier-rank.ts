@@ -89,9 +89,16 @@ class TransferBuffer {
   /** The copies so far as a list of their own (the buffer starts over). */
   take(): TransferList {
     const n = this.n;
-    const list = new TransferList(this.src.slice(0, n), this.dst.slice(0, n), this.hashes.slice(0, n * 16));
+    // One allocation for the three arrays (24 bytes per copy).
+    const buf = new ArrayBuffer(n * 24);
+    const src = new Int32Array(buf, 0, n);
+    const dst = new Int32Array(buf, n * 4, n);
+    const hashes = new Uint8Array(buf, n * 8, n * 16);
+    src.set(this.src.subarray(0, n));
+    dst.set(this.dst.subarray(0, n));
+    hashes.set(this.hashes.subarray(0, n * 16));
     this.n = 0;
-    return list;
+    return new TransferList(src, dst, hashes);
   }
 }
 
@@ -120,7 +127,7 @@ class TransferList {
   }
 }
 
-/** What each offload plan handed out carries; kept out of the plan so a caller cannot change what completeOffload caches. */
+/** What each offload plan handed out carries (for its life); kept out of the plan so a caller cannot change what completeOffload caches. */
 const planCopies = new WeakMap<OffloadPlan, TransferList>();
 
 /** An offload plan: its `blocks` are made on first read from the copies recorded when it was taken. */
@@ -405,8 +412,7 @@ export class HostTierRank implements RankManager {
     if (this.device.releaseFrom(c.src, 0, n) < 0 || this.host.releaseFrom(c.dst, 0, n) < 0) {
       throw new Error('kvpool: internal error releasing an offload plan');
     }
-    this.inFlight.delete(plan);
-    planCopies.delete(plan);
+    this.inFlight.delete(plan); // its copies stay readable through plan.blocks
     this.counters.offloadBlocksInFlight -= n;
     if (!ok) this.counters.offloadBlocksFailed += n;
   }
