@@ -70,31 +70,39 @@ export function ls_check(m: usize, counts: usize): i32 {
 /**
  * Chain hashes at the first `nBlocks` block boundaries of a sequence, 16
  * bytes each at `out`: a held KV block (ids[b], b < nHeld) that carries a
- * stamped hash gives it directly, the others are hashed from the tokens at
- * `tokens` (16 writable bytes before them) on the previous boundary's hash.
+ * stamped hash gives it directly, the others are hashed from the tokens on
+ * the previous boundary's hash. `tokens` holds the tokens from block
+ * `tokFrom` on (16 writable bytes before them): the blocks before it must
+ * carry their stamps, else nothing is written and the result is -1 (the
+ * caller stages every token). Returns 0.
  */
-export function ls_prefix_hashes(kv: usize, ids: usize, nHeld: i32, tokens: usize, nBlocks: i32, out: usize): void {
+export function ls_prefix_hashes(kv: usize, ids: usize, nHeld: i32, tokens: usize, nBlocks: i32, out: usize, tokFrom: i32): i32 {
   const k = changetype<Manager>(kv);
   const bytes = <usize>k.blockSize << 2;
+  for (let b = 0; b < tokFrom && b < nBlocks; b++) if (!stampedAt(k, ids, nHeld, b)) return -1;
+  tokens -= <usize>tokFrom * bytes; // block b's tokens at tokens + b * bytes
   let b = 0;
   while (b < nBlocks) {
     // A run of stamped blocks is copied, the run of blocks after it hashed in one go.
     const o = out + (<usize>b << 4);
-    const id = b < nHeld ? load<i32>(ids + (<usize>b << 2)) : 0;
-    if (id > 0 && id < k.numBlocks && k.prefixOn != 0 && (flagsOf(k, id) & STAMPED) != 0) {
-      copyHash(o, hashPtr(k, id));
+    if (stampedAt(k, ids, nHeld, b)) {
+      copyHash(o, hashPtr(k, load<i32>(ids + (<usize>b << 2))));
       b++;
       continue;
     }
     let e = b + 1;
-    while (e < nBlocks) {
-      const next = e < nHeld ? load<i32>(ids + (<usize>e << 2)) : 0;
-      if (next > 0 && next < k.numBlocks && k.prefixOn != 0 && (flagsOf(k, next) & STAMPED) != 0) break;
-      e++;
-    }
+    while (e < nBlocks && !stampedAt(k, ids, nHeld, e)) e++;
     hashChain(tokens + <usize>b * bytes, bytes, e - b, b > 0 ? o - 16 : 0, k.seed, o);
     b = e;
   }
+  return 0;
+}
+
+/** True when ids[b] (b < nHeld) is a block of `k` that carries a stamped hash. */
+@inline function stampedAt(k: Manager, ids: usize, nHeld: i32, b: i32): bool {
+  if (b >= nHeld) return false;
+  const id = load<i32>(ids + (<usize>b << 2));
+  return id > 0 && id < k.numBlocks && k.prefixOn != 0 && (flagsOf(k, id) & STAMPED) != 0;
 }
 
 /** A prefill's batch, resolved and committed at once (prefillBatch in linear-state.ts). */

@@ -15,10 +15,16 @@ export function hashChainOf(kv: PoolManager, s: SequenceState, nBlocks: number):
   const B = kv.blockSize;
   const rt = kv.rt;
   const out = rt.staging.byteSpace(nBlocks * 16);
-  const tok = rt.staging.stageTokens(s.tokens, 0, nBlocks * B);
   const nHeld = Math.min(s.numBlocks, nBlocks);
   const ids = rt.staging.stageIds(s.table, 0, nHeld);
-  rt.ex.ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out);
+  // Blocks [0, hashed) carry their hashes: their tokens are not needed
+  // (should one lack its stamp after all, the core says so and every token is staged).
+  const from = Math.min(s.hashed, nHeld);
+  let tok = rt.staging.stageTokens(s.tokens, from * B, nBlocks * B);
+  if (rt.ex.ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out, from) < 0) {
+    tok = rt.staging.stageTokens(s.tokens, 0, nBlocks * B);
+    rt.ex.ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out, 0);
+  }
   return rt.u8.slice(out, out + nBlocks * 16);
 }
 
