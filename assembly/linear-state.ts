@@ -230,22 +230,40 @@ export function prefillBatch(m: Manager, restoreKey: usize, keys: usize, n: i32,
   store<i32>(slots + (<usize>n << 2), restored);
   let nPins = 0;
   let nReserved = 0;
+  let exhausted = false;
   for (let i = 0; i < n; i++) {
     const seen = seenBefore(keys, i, set, setMask);
     let slot: i32;
     if (seen != 0) slot = load<i32>(slots + (<usize>(seen - 1) << 2));
     else {
+      // reserve(), with the committed lookup done once: a committed key is
+      // pinned and touched; else a pending slot, unless the slots ran out.
       const key = keys + (<usize>i << 4);
-      const r = reserve(m, key, committed(m, key) != 0 ? 1 : 0);
-      if (r < 0) {
-        slot = -r;
+      const found = committed(m, key);
+      if (found != 0) {
+        addRef(m, found);
+        touch(m, found);
+        slot = found;
         store<i32>(pins + (<usize>nPins << 2), slot);
         nPins++;
-      } else if (r > 0) {
-        slot = r;
-        store<i32>(reserved + (<usize>nReserved << 2), slot);
-        nReserved++;
-      } else slot = -1;
+      } else if (!exhausted) {
+        slot = takeSlot(m, PENDING | STAMPED);
+        if (slot != 0) {
+          copyHash(hashPtr(m, slot), key);
+          store<i32>(reserved + (<usize>nReserved << 2), slot);
+          nReserved++;
+        } else {
+          // No free slot and nothing evictable: until the commits below, no
+          // reservation of this batch can free one, so the next ones fail
+          // the same way (their failures counted, their walks skipped: the
+          // walk that failed here already parked every held entry it met).
+          exhausted = true;
+          slot = -1;
+        }
+      } else {
+        m.allocFailures++;
+        slot = -1;
+      }
     }
     store<i32>(slots + (<usize>i << 2), slot);
   }

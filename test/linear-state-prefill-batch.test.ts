@@ -40,7 +40,8 @@ function hashesOf(keys: number[]): Uint8Array {
 function state(c: LinearStatePrefixCache) {
   const slots = Array.from({ length: c.numSlots }, (_, s) => c.slotState(s));
   const { matchCalls, matchHits, checkpointsCommitted, checkpointsEvicted, freeSlots, liveSlots, pendingSlots, committedCheckpoints } = c.stats();
-  return { slots, lru: [...c.lruOrder()], matchCalls, matchHits, checkpointsCommitted, checkpointsEvicted, freeSlots, liveSlots, pendingSlots, committedCheckpoints };
+  const allocationFailures = c.slots.stats().allocationFailures; // reservations refused for lack of a slot
+  return { slots, lru: [...c.lruOrder()], allocationFailures, matchCalls, matchHits, checkpointsCommitted, checkpointsEvicted, freeSlots, liveSlots, pendingSlots, committedCheckpoints };
 }
 
 describe('LinearStatePrefixCache.prefillBatch', () => {
