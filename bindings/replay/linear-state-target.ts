@@ -31,6 +31,12 @@ export class LinearStateReplayTarget implements ReplayTarget<Sequence> {
   deallocate(seq: Sequence): void {
     this.base.deallocate(seq);
   }
+  recycle(seq: Sequence): Int32Array | undefined {
+    return this.base.recycle?.(seq);
+  }
+  blockIds(seq: Sequence): ArrayLike<number> {
+    return this.base.blockIds?.(seq) ?? seq.blockTable;
+  }
   blocksEvicted(): number {
     return this.base.blocksEvicted();
   }
