@@ -79,15 +79,30 @@ export function match(m: Manager, tokens: usize, nBlocks: i32, parentId: i32, pa
   }
   if (m.prefixOn == 0) return 0;
   const bytes = <usize>m.blockSize << 2;
+  const keys = scratch + 48;
   let hits = 0;
-  for (let b = 0; b < nBlocks; b++) {
-    chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, scratch);
-    const id = tableFind(m, scratch);
-    if (id == 0) break;
-    addRef(m, id);
-    store<i32>(out + (<usize>hits << 2), id);
-    hits++;
-    parent = hashPtr(m, id);
+  // Windows of blocks: a block's key does not depend on what the table
+  // holds, so a window is hashed first and its home buckets read with no
+  // branch on their content (their cache misses overlap, where a lookup
+  // per hashed block waited for each in turn); then the lookups, up to
+  // the first miss. The blocks hashed past a miss are the price.
+  for (let w = 0; w < nBlocks; w += INSERT_WINDOW) {
+    const n = w + INSERT_WINDOW < nBlocks ? INSERT_WINDOW : nBlocks - w;
+    hashChain(tokens + <usize>w * bytes, bytes, n, parent, m.seed, keys);
+    let s: u32 = 0;
+    for (let b = 0; b < n; b++) s += load<u32>(tableHome(m, keys + (<usize>b << 4)));
+    sink += s;
+    let b = 0;
+    for (; b < n; b++) {
+      const id = tableFind(m, keys + (<usize>b << 4));
+      if (id == 0) break;
+      addRef(m, id);
+      store<i32>(out + (<usize>hits << 2), id);
+      hits++;
+    }
+    if (b < n) break;
+    copyHash(scratch + 32, keys + (<usize>(n - 1) << 4));
+    parent = scratch + 32;
   }
   if ((flags & MATCH_TOUCH) != 0) touchReversed(m, out, hits);
   m.blocksHit += <u64>hits;
