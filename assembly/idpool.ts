@@ -8,7 +8,7 @@ import {
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim, takeFromRing } from "./lru";
-import { tableRemove } from "./table";
+import { tableRemove, tableHomeOf } from "./table";
 import { expDrop } from "./priority";
 import { recordRemoved, recordCleared } from "./events";
 
@@ -60,14 +60,8 @@ export function evict(m: Manager, k: i32): i32 {
       done++;
     }
   }
-  const table = m.table;
-  const mask = m.tableMask;
-  const fps = m.fps;
   let s: u32 = 0;
-  for (let i = 0; i < done; i++) {
-    const fp = load<u32>(fps + (<usize>load<i32>(first + (<usize>i << 2)) << 2));
-    s += load<u32>(table + (<usize>(<i32>fp & mask) << 3));
-  }
+  for (let i = 0; i < done; i++) s += load<u32>(tableHomeOf(m, load<i32>(first + (<usize>i << 2))));
   evictSink += s;
   const flags = m.flags;
   const refs = m.refs;
@@ -172,26 +166,50 @@ export function release(m: Manager, ids: usize, n: i32): i32 {
   // takes each reference and marks the id by storing its new count as ~count
   // (negative); one pass unmarks and applies the effects in list order. An id
   // met marked is listed twice: the marks are undone and the general path
-  // below runs.
+  // below runs. Header fields and array bases sit in locals: a store to
+  // linear memory could alias them as far as the compilers know.
+  const refs = m.refs;
+  const flags = m.flags;
+  const numBlocks = m.numBlocks;
   let i = 0;
   let code = 0;
   for (; i < n; i++) {
     const id = load<i32>(ids + (<usize>i << 2));
-    code = rangeError(m, id);
-    if (code != 0) break;
-    const r = refOf(m, id);
+    if (id <= 0 || id >= numBlocks) {
+      code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+      break;
+    }
+    const ra = refs + (<usize>id << 2);
+    const r = load<i32>(ra);
     if (r < 0) break;
-    code = holderError(r, flagsOf(m, id));
+    code = holderError(r, load<u8>(flags + <usize>id));
     if (code != 0) break;
-    setRef(m, id, ~(r - 1));
+    store<i32>(ra, ~(r - 1));
   }
   if (i == n) {
+    const free = m.free;
+    let top = m.freeTop;
+    let used = 0;
+    let evictable = 0;
     for (let j = 0; j < n; j++) {
       const id = load<i32>(ids + (<usize>j << 2));
-      const r = ~refOf(m, id);
-      setRef(m, id, r);
-      afterDrop(m, id, r);
+      const ra = refs + (<usize>id << 2);
+      const r = ~load<i32>(ra);
+      store<i32>(ra, r);
+      if (r == 0) {
+        used++;
+        store<u8>(flags + <usize>id, 0);
+        store<i32>(free + (<usize>top << 2), id);
+        top++;
+      } else if (r == 1 && (load<u8>(flags + <usize>id) & CACHED) != 0) {
+        used++;
+        evictable++;
+        becameEvictable(m, id);
+      }
     }
+    m.freeTop = top;
+    m.numUsed -= used;
+    m.numEvictable += evictable;
     return 0;
   }
   for (let j = 0; j < i; j++) {

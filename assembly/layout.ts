@@ -6,8 +6,8 @@
 import {
   FLAG_CACHED, FLAG_STAMPED, FLAG_LINKED, FLAG_TOLD, FLAG_LIVE, FLAG_PENDING, FLAG_AUDIT_MARK, FLAG_IN_HEAP,
   ERR_UNSTAMPED_PARENT as E_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE as E_OUT_OF_RANGE, ERR_PADDING as E_PADDING,
-  ERR_NOT_HELD as E_NOT_HELD, ERR_FREE as E_FREE,
-  AUX_SIZE as A_SIZE, AUX_HEAP_POS as A_HEAP_POS, AUX_KEY as A_KEY, AUX_EXPIRY as A_EXPIRY, AUX_EXP_POS as A_EXP_POS,
+  ERR_NOT_HELD as E_NOT_HELD, ERR_FREE as E_FREE, ERR_TOKENS_MISSING as E_TOKENS_MISSING,
+  AUX_SIZE as A_SIZE, AUX_EXPIRY as A_EXPIRY, AUX_EXP_POS as A_EXP_POS,
   POLICY_LRU as P_LRU, POLICY_LFU as P_LFU, POLICY_PRIORITY as P_PRIORITY,
 } from "../bindings/core/abi";
 
@@ -28,7 +28,8 @@ export class Manager {
   numCached: i32 = 0; // prefix-cache entries (one block each)
   numEvictable: i32 = 0; // cached entries nothing else holds
   heapSize: i32 = 0; // entries in the side heap (see lru.ts)
-  tableMask: i32 = 0; // table capacity - 1 (power of two)
+  bucketMask: u32 = 0; // table buckets - 1 (power of two; see table.ts)
+  tagMask: u32 = 0; // the bits of a table entry above the id's (table.ts)
   ringMask: u32 = 0; // recency ring capacity - 1 (power of two; see lru.ts)
   ringHead: u32 = 0; // position of the oldest ring entry (positions grow, wrapping at 2^32)
   ringTail: u32 = 0; // position the next entry is written to
@@ -46,11 +47,13 @@ export class Manager {
   stamps: usize = 0; // u32[numBlocks]: recency of a cached entry (caching on only)
   fps: usize = 0; // u32[numBlocks]: a cached entry's table fingerprint (eviction finds its slot without the hash)
   hashes: usize = 0; // 16 bytes per id: the chain hash stamped on the block (caching on only)
-  aux: usize = 0; // AUX_SIZE bytes per id: the side heap's and policies' fields (caching on only)
+  heapPos: usize = 0; // i32[numBlocks]: index + 1 in the side heap, 0 when absent (caching on only)
+  keys: usize = 0; // u32[numBlocks]: policy key, lower evicted first (LFU: hits; priority); policies other than LRU only
+  aux: usize = 0; // AUX_SIZE bytes per id: the priority policy's retention fields (that policy only)
   ring: usize = 0; // (i32 id, u32 stamp)[ringMask + 1]: the recency ring (lru.ts)
   free: usize = 0; // i32[numBlocks]: free stack, top = free[freeTop - 1]
   heap: usize = 0; // i32[numBlocks]: side heap of returning entries by stamp
-  table: usize = 0; // (u32 fingerprint, i32 id)[tableMask + 1]; id 0 = empty slot
+  table: usize = 0; // (bucketMask + 1) buckets of 16 u32 lanes, 64-byte aligned (table.ts)
   arrays: usize = 0; // the region every array above lives in
 
   // Counters (monotonic).
@@ -73,7 +76,7 @@ export class Manager {
   evSnapshots: i32 = 0; // 1 while the mirror is kept
 
   // Eviction policy (lru.ts): POLICY_LRU keeps the recency ring; the others
-  // keep every entry in the side heap keyed by (AUX_KEY, stamp).
+  // order entries by (key, stamp) (per-key lists and the side heap).
   policy: i32 = 0;
   // POLICY_PRIORITY (priority.ts): the pool's clock, the heap of retentions by
   // expiry, and the per-position keys the next insert gives the blocks it visits.
@@ -81,6 +84,8 @@ export class Manager {
   expHeap: usize = 0; // i32[numBlocks]
   expSize: i32 = 0;
   batch: usize = 0; // (f64 priority, f64 expiry)[numBlocks]
+  // Policies other than LRU (lru.ts): per-id list links, list heads, tails, bitmap.
+  links: usize = 0;
 }
 
 // Flag bits, error codes, cold fields and policies: bindings/core/abi.ts.
@@ -91,7 +96,7 @@ export const TOLD: u8 = <u8>FLAG_TOLD; // announced in a stored event (events.ts
 export const LIVE: u8 = <u8>FLAG_LIVE; // a linear-state slot held live by a sequence (linear-state.ts)
 export const PENDING: u8 = <u8>FLAG_PENDING; // a linear-state slot reserved for a checkpoint (linear-state.ts)
 export const AUDIT_MARK: u8 = <u8>FLAG_AUDIT_MARK; // set and cleared within one audit (manager-exports.ts)
-export const IN_HEAP: u8 = <u8>FLAG_IN_HEAP; // in the side heap (lru.ts); its position is AUX_HEAP_POS
+export const IN_HEAP: u8 = <u8>FLAG_IN_HEAP; // in the side heap (lru.ts); its position is in heapPos
 
 // Error codes returned by exports (negative); the offending index is kept in
 // `errorIndex` so the bindings can name the argument element.
@@ -100,6 +105,7 @@ export const ERR_OUT_OF_RANGE: i32 = E_OUT_OF_RANGE;
 export const ERR_PADDING: i32 = E_PADDING;
 export const ERR_NOT_HELD: i32 = E_NOT_HELD;
 export const ERR_FREE: i32 = E_FREE;
+export const ERR_TOKENS_MISSING: i32 = E_TOKENS_MISSING;
 
 /** Index of the element an export rejected (read by the bindings for the message). */
 export let errorIndex: i32 = -1;
@@ -108,10 +114,8 @@ export function setErrorIndex(i: i32): void {
   errorIndex = i;
 }
 
-// Cold per-id fields (byte offsets in an AUX_SIZE-byte slot of m.aux).
+// The priority policy's per-id fields (byte offsets in an AUX_SIZE-byte slot of m.aux).
 export const AUX_SIZE: usize = <usize>A_SIZE;
-export const AUX_HEAP_POS: usize = <usize>A_HEAP_POS;
-export const AUX_KEY: usize = <usize>A_KEY;
 export const AUX_EXPIRY: usize = <usize>A_EXPIRY;
 export const AUX_EXP_POS: usize = <usize>A_EXP_POS;
 
@@ -127,11 +131,11 @@ export const DEFAULT_PRIORITY: u32 = 35;
 }
 
 @inline export function keyOf(m: Manager, id: i32): u32 {
-  return load<u32>(aux(m, id) + AUX_KEY);
+  return load<u32>(m.keys + (<usize>id << 2));
 }
 
 @inline export function setKey(m: Manager, id: i32, v: u32): void {
-  store<u32>(aux(m, id) + AUX_KEY, v);
+  store<u32>(m.keys + (<usize>id << 2), v);
 }
 
 @inline export function refOf(m: Manager, id: i32): i32 {

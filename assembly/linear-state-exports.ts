@@ -3,11 +3,11 @@
 // linear memory; slots are i32, errors negative.
 
 import { Manager, STAMPED, flagsOf, hashPtr, copyHash } from "./layout";
-import { chainHash } from "./chain";
+import { hashChain } from "./chain";
 import { createManager, mgr_check } from "./manager-exports";
 import { MAGIC_LINEAR_STATE } from "../bindings/core/abi";
 import {
-  LIVE, takeSlot, giveBack, committed, pin, unpin, reserve, commit, promote, stateOf, trimTo, auditStates, PENDING,
+  LIVE, takeSlot, giveBack, committed, pin, unpin, reserve, commit, promote, stateOf, trimTo, auditStates, PENDING, prefillBatch,
 } from "./linear-state";
 
 /** grows: a cache of `numSlots` slots (slot 0 padding), or 0 when memory is exhausted. */
@@ -70,19 +70,43 @@ export function ls_check(m: usize, counts: usize): i32 {
 /**
  * Chain hashes at the first `nBlocks` block boundaries of a sequence, 16
  * bytes each at `out`: a held KV block (ids[b], b < nHeld) that carries a
- * stamped hash gives it directly, the others are hashed from the tokens at
- * `tokens` (16 writable bytes before them) on the previous boundary's hash;
- * block 0 on the 16 bytes at `salt` (a cache salt's digest) unless it is 0.
+ * stamped hash gives it directly, the others are hashed from the tokens on
+ * the previous boundary's hash. `tokens` holds the tokens from block
+ * `tokFrom` on (16 writable bytes before them): the blocks before it must
+ * carry their stamps, else nothing is written and the result is -1 (the
+ * caller stages every token). Block 0 is chained on the 16 bytes at `salt`
+ * (a cache salt's digest) unless it is 0. Returns 0.
  */
-export function ls_prefix_hashes(kv: usize, ids: usize, nHeld: i32, tokens: usize, nBlocks: i32, out: usize, salt: usize): void {
+export function ls_prefix_hashes(kv: usize, ids: usize, nHeld: i32, tokens: usize, nBlocks: i32, out: usize, tokFrom: i32, salt: usize): i32 {
   const k = changetype<Manager>(kv);
   const bytes = <usize>k.blockSize << 2;
-  let parent: usize = salt;
-  for (let b = 0; b < nBlocks; b++) {
+  for (let b = 0; b < tokFrom && b < nBlocks; b++) if (!stampedAt(k, ids, nHeld, b)) return -1;
+  tokens -= <usize>tokFrom * bytes; // block b's tokens at tokens + b * bytes
+  let b = 0;
+  while (b < nBlocks) {
+    // A run of stamped blocks is copied, the run of blocks after it hashed in one go.
     const o = out + (<usize>b << 4);
-    const id = b < nHeld ? load<i32>(ids + (<usize>b << 2)) : 0;
-    if (id > 0 && id < k.numBlocks && k.prefixOn != 0 && (flagsOf(k, id) & STAMPED) != 0) copyHash(o, hashPtr(k, id));
-    else chainHash(tokens + <usize>b * bytes, bytes, parent, k.seed, o);
-    parent = o;
+    if (stampedAt(k, ids, nHeld, b)) {
+      copyHash(o, hashPtr(k, load<i32>(ids + (<usize>b << 2))));
+      b++;
+      continue;
+    }
+    let e = b + 1;
+    while (e < nBlocks && !stampedAt(k, ids, nHeld, e)) e++;
+    hashChain(tokens + <usize>b * bytes, bytes, e - b, b > 0 ? o - 16 : salt, k.seed, o);
+    b = e;
   }
+  return 0;
+}
+
+/** True when ids[b] (b < nHeld) is a block of `k` that carries a stamped hash. */
+@inline function stampedAt(k: Manager, ids: usize, nHeld: i32, b: i32): bool {
+  if (b >= nHeld) return false;
+  const id = load<i32>(ids + (<usize>b << 2));
+  return id > 0 && id < k.numBlocks && k.prefixOn != 0 && (flagsOf(k, id) & STAMPED) != 0;
+}
+
+/** A prefill's batch, resolved and committed at once (prefillBatch in linear-state.ts). */
+export function ls_prefill_batch(m: usize, restoreKey: usize, keys: usize, n: i32, scratch: usize, setMask: i32): i32 {
+  return prefillBatch(changetype<Manager>(m), restoreKey, keys, n, scratch, setMask);
 }

@@ -185,3 +185,90 @@ export function auditStates(m: Manager, counts: usize): i32 {
   store<i32>(counts, pins, 12);
   return 0;
 }
+
+/** Index + 1 of the key equal to keys[i] among those the batch set holds, or 0 (then it is added). */
+function seenBefore(keys: usize, i: i32, set: usize, setMask: i32): i32 {
+  const k = keys + (<usize>i << 4);
+  const lo = load<u64>(k);
+  const hi = load<u64>(k, 8);
+  let j = <i32>(<u32>(lo ^ (lo >> 29) ^ hi)) & setMask;
+  while (true) {
+    const a = set + (<usize>j << 2);
+    const e = load<i32>(a);
+    if (e == 0) {
+      store<i32>(a, i + 1);
+      return 0;
+    }
+    const o = keys + (<usize>(e - 1) << 4);
+    if (load<u64>(o) == lo && load<u64>(o, 8) == hi) return e;
+    j = (j + 1) & setMask;
+  }
+}
+
+/**
+ * The batch of one prefill, resolved and committed at once: exactly what the
+ * bindings' resolveCacheOps then commitReservations do for a first op that
+ * restores from `restoreKey` (0: none) and then a save of each of the `n`
+ * keys at `keys` (16 bytes each), none of them a promotion. In that order:
+ * the restore pins its checkpoint; each save (a key saved earlier in the
+ * batch reuses that save's slot) pins the committed checkpoint of its key,
+ * or reserves a pending slot (evicting at most one checkpoint), or gets
+ * none; the reservations are committed in order; the restore pin, then the
+ * save pins are released. `scratch` holds 3n + 1 + setMask + 1 i32, the
+ * last setMask + 1 zeroed by the caller (setMask + 1 a power of two >= 2n).
+ * Writes each save's slot (-1 for none) to scratch[0, n) and the restored
+ * slot (0 for none or a miss) to scratch[n]; returns the number of
+ * checkpoints committed.
+ */
+export function prefillBatch(m: Manager, restoreKey: usize, keys: usize, n: i32, scratch: usize, setMask: i32): i32 {
+  const slots = scratch;
+  const pins = scratch + (<usize>(n + 1) << 2);
+  const reserved = pins + (<usize>n << 2);
+  const set = reserved + (<usize>n << 2);
+  const inserted = m.blocksInserted;
+  const restored = restoreKey != 0 ? pin(m, restoreKey) : 0;
+  store<i32>(slots + (<usize>n << 2), restored);
+  let nPins = 0;
+  let nReserved = 0;
+  let exhausted = false;
+  for (let i = 0; i < n; i++) {
+    const seen = seenBefore(keys, i, set, setMask);
+    let slot: i32;
+    if (seen != 0) slot = load<i32>(slots + (<usize>(seen - 1) << 2));
+    else {
+      // reserve(), with the committed lookup done once: a committed key is
+      // pinned and touched; else a pending slot, unless the slots ran out.
+      const key = keys + (<usize>i << 4);
+      const found = committed(m, key);
+      if (found != 0) {
+        addRef(m, found);
+        touch(m, found);
+        slot = found;
+        store<i32>(pins + (<usize>nPins << 2), slot);
+        nPins++;
+      } else if (!exhausted) {
+        slot = takeSlot(m, PENDING | STAMPED);
+        if (slot != 0) {
+          copyHash(hashPtr(m, slot), key);
+          store<i32>(reserved + (<usize>nReserved << 2), slot);
+          nReserved++;
+        } else {
+          // No free slot and nothing evictable: until the commits below, no
+          // reservation of this batch can free one, so the next ones fail
+          // the same way (their failures counted, their walks skipped: the
+          // walk that failed here already parked every held entry it met).
+          exhausted = true;
+          slot = -1;
+        }
+      } else {
+        m.allocFailures++;
+        slot = -1;
+      }
+    }
+    store<i32>(slots + (<usize>i << 2), slot);
+  }
+  for (let i = 0; i < nReserved; i++) commit(m, load<i32>(reserved + (<usize>i << 2)));
+  if (restored != 0) unpin(m, restored);
+  for (let i = 0; i < nPins; i++) unpin(m, load<i32>(pins + (<usize>i << 2)));
+  return <i32>(m.blocksInserted - inserted);
+}

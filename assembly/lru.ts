@@ -26,13 +26,19 @@
 // O(1) from the ring (O(log n) from the side heap, which only holds blocks
 // that were parked and then released).
 //
-// The other policies (Manager.policy != POLICY_LRU) do not use the ring: a
-// touch puts the entry in the side heap, ordered by (AUX_KEY, stamp), so each
-// victim is O(log n) and equal keys fall back to recency. Parking works the
-// same way (a held entry met at the top leaves the heap until released).
+// The other policies (Manager.policy != POLICY_LRU) order entries by
+// (key, stamp): lower key first, equal keys by recency. A touch gives the
+// newest stamp, so appending to a list per key keeps every list in stamp
+// order, and the head of the lowest non-empty list is the least entry of all
+// listed ones: each touch and each victim is O(1) (linked through per-id
+// prev/next, KEY_LISTS lists, a bitmap of the non-empty ones). Entries that
+// cannot be appended in order -- a key of KEY_LISTS or more, a key changed
+// without a touch (a retention that ended), a parked entry released -- go to
+// the side heap, now ordered by (key, stamp); eviction takes the lesser of
+// the lowest list's head and the heap top, parking held ones as under LRU.
 
 import {
-  Manager, LINKED, IN_HEAP, CACHED, AUDIT_MARK, AUX_HEAP_POS, POLICY_LRU, aux, flagsOf, setFlags, stampOf, setStamp,
+  Manager, LINKED, IN_HEAP, CACHED, AUDIT_MARK, POLICY_LRU, flagsOf, setFlags, stampOf, setStamp,
   refOf, keyOf, setKey,
 } from "./layout";
 
@@ -48,6 +54,76 @@ import {
 
 @inline export function isLinked(m: Manager, id: i32): bool {
   return (flagsOf(m, id) & LINKED) != 0;
+}
+
+// ---- per-key lists (policies other than LRU) ----
+
+/** Keys below this have a list; entries with larger keys live in the side heap. */
+export const KEY_LISTS: u32 = 128;
+
+/** Bytes of the lists' region for `numBlocks` ids: prev/next per id, heads, tails, the bitmap. */
+export function listBytes(numBlocks: i32): usize {
+  return (<usize>numBlocks << 3) + (<usize>KEY_LISTS << 3) + (<usize>KEY_LISTS >> 3);
+}
+
+@inline function linkAddr(m: Manager, id: i32): usize {
+  return m.links + (<usize>id << 3); // i32 prev, i32 next
+}
+
+@inline function headAddr(m: Manager, k: u32): usize {
+  return m.links + (<usize>m.numBlocks << 3) + (<usize>k << 2);
+}
+
+@inline function tailAddr(m: Manager, k: u32): usize {
+  return headAddr(m, k) + (<usize>KEY_LISTS << 2);
+}
+
+@inline function bitsAddr(m: Manager, k: u32): usize {
+  return headAddr(m, 0) + (<usize>KEY_LISTS << 3) + (<usize>(k >> 5) << 2);
+}
+
+/** Appends the entry (key < KEY_LISTS, newest stamp) to its key's list. */
+function listAppend(m: Manager, id: i32, k: u32): void {
+  const tail = load<i32>(tailAddr(m, k));
+  const l = linkAddr(m, id);
+  store<i32>(l, tail);
+  store<i32>(l, 0, 4);
+  if (tail != 0) store<i32>(linkAddr(m, tail), id, 4);
+  else {
+    store<i32>(headAddr(m, k), id);
+    const b = bitsAddr(m, k);
+    store<u32>(b, load<u32>(b) | (<u32>1 << (k & 31)));
+  }
+  store<i32>(tailAddr(m, k), id);
+  setFlags(m, id, flagsOf(m, id) | LINKED);
+}
+
+/** Takes a listed entry out of its key's list (its key must not have changed since it was appended). */
+function listUnlink(m: Manager, id: i32): void {
+  const k = keyOf(m, id);
+  const l = linkAddr(m, id);
+  const prev = load<i32>(l);
+  const next = load<i32>(l, 4);
+  if (prev != 0) store<i32>(linkAddr(m, prev), next, 4);
+  else {
+    store<i32>(headAddr(m, k), next);
+    if (next == 0) {
+      const b = bitsAddr(m, k);
+      store<u32>(b, load<u32>(b) & ~(<u32>1 << (k & 31)));
+    }
+  }
+  if (next != 0) store<i32>(linkAddr(m, next), prev);
+  else store<i32>(tailAddr(m, k), prev);
+  setFlags(m, id, flagsOf(m, id) & ~LINKED);
+}
+
+/** The head of the lowest non-empty list, or 0. */
+@inline function listFront(m: Manager): i32 {
+  for (let w: u32 = 0; w < (KEY_LISTS >> 5); w++) {
+    const bits = load<u32>(bitsAddr(m, w << 5));
+    if (bits != 0) return load<i32>(headAddr(m, (w << 5) + ctz(bits)));
+  }
+  return 0;
 }
 
 // ---- the recency ring ----
@@ -73,9 +149,10 @@ function compactRing(m: Manager): void {
   m.ringTail = w;
 }
 
-/** The entry leaves the recency order (its ring entry goes stale). */
+/** The entry leaves the recency order (its ring entry goes stale, or it leaves its key's list). */
 @inline function unlink(m: Manager, id: i32): void {
-  setFlags(m, id, flagsOf(m, id) & ~LINKED);
+  if (m.policy == POLICY_LRU) setFlags(m, id, flagsOf(m, id) & ~LINKED);
+  else listUnlink(m, id);
 }
 
 /** Appends the entry, with the stamp it has, as the most recent. */
@@ -105,7 +182,7 @@ function compactRing(m: Manager): void {
 
 @inline function place(m: Manager, i: i32, id: i32): void {
   store<i32>(m.heap + (<usize>i << 2), id);
-  store<i32>(aux(m, id) + AUX_HEAP_POS, i + 1);
+  store<i32>(m.heapPos + (<usize>id << 2), i + 1);
 }
 
 // The flag answers "in the heap?" from the flag bytes; the position is only
@@ -153,7 +230,7 @@ function siftDown(m: Manager, i: i32, id: i32): void {
 }
 
 function heapRemove(m: Manager, id: i32): void {
-  const posAddr = aux(m, id) + AUX_HEAP_POS;
+  const posAddr = m.heapPos + (<usize>id << 2);
   const i = load<i32>(posAddr) - 1;
   store<i32>(posAddr, 0);
   setFlags(m, id, flagsOf(m, id) & ~IN_HEAP);
@@ -234,6 +311,13 @@ export function touch(m: Manager, id: i32): void {
   else if (inHeap(m, id)) heapRemove(m, id);
   setStamp(m, id, nextStamp(m));
   if (m.policy == POLICY_LRU) append(m, id);
+  else placeKeyed(m, id);
+}
+
+/** Under a keyed policy, an entry with the newest stamp goes to its key's list (the side heap past KEY_LISTS). */
+@inline function placeKeyed(m: Manager, id: i32): void {
+  const k = keyOf(m, id);
+  if (k < KEY_LISTS) listAppend(m, id, k);
   else heapPush(m, id);
 }
 
@@ -287,25 +371,30 @@ function touchAllLru(m: Manager, ids: usize, n: i32): void {
 }
 
 /**
- * Restores the side heap's order after the entry's AUX_KEY changed (a no-op
- * when the heap does not hold it).
+ * Gives the entry the key `k`, keeping its stamp: an entry in the order moves
+ * to the side heap (its stamp is not the newest any more); one out of it
+ * (parked) stays out.
  */
-export function rekey(m: Manager, id: i32): void {
-  if (!inHeap(m, id)) return;
-  heapRemove(m, id);
-  heapPush(m, id);
+export function rekey(m: Manager, id: i32, k: u32): void {
+  const ordered = isLinked(m, id) || inHeap(m, id);
+  lruRemove(m, id);
+  setKey(m, id, k);
+  if (ordered) heapPush(m, id);
 }
 
 /** A new entry (its stamp is set by the touch that follows in the same batch). */
 export function lruAdd(m: Manager, id: i32): void {
-  if (m.policy != POLICY_LRU) setKey(m, id, 0);
   setStamp(m, id, nextStamp(m));
-  append(m, id);
+  if (m.policy == POLICY_LRU) append(m, id);
+  else {
+    setKey(m, id, 0);
+    listAppend(m, id, 0);
+  }
 }
 
 /** The last holder besides the cache let go: a parked entry becomes findable again. */
-export function becameEvictable(m: Manager, id: i32): void {
-  if (!isLinked(m, id) && !inHeap(m, id)) heapPush(m, id);
+@inline export function becameEvictable(m: Manager, id: i32): void {
+  if ((flagsOf(m, id) & (LINKED | IN_HEAP)) == 0) heapPush(m, id);
 }
 
 /** Removes an entry being evicted (or dropped) from whichever structure holds it. */
@@ -320,16 +409,17 @@ export function lruRemove(m: Manager, id: i32): void {
  * The caller evicts the entry returned (lruRemove first).
  */
 export function nextVictim(m: Manager): i32 {
+  const lru = m.policy == POLICY_LRU;
   while (true) {
-    const a = m.policy == POLICY_LRU ? ringFront(m) : 0;
+    const a = lru ? ringFront(m) : listFront(m);
     const b = m.heapSize > 0 ? heapAt(m, 0) : 0;
     if (a == 0 && b == 0) return 0;
-    const fromRing = b == 0 || (a != 0 && stampOf(m, a) < stampOf(m, b));
-    const id = fromRing ? a : b;
-    if (fromRing) {
+    const fromOrder = b == 0 || (a != 0 && before(m, a, b));
+    const id = fromOrder ? a : b;
+    if (fromOrder) {
       // Either way the front entry is used up: the victim leaves the order
       // (evict() unlinks it next) or a held entry is parked.
-      m.ringHead++;
+      if (lru) m.ringHead++;
       if (refOf(m, id) == 1) return id;
       unlink(m, id);
     } else {
@@ -371,8 +461,34 @@ export function takeFromRing(m: Manager, k: i32, out: usize): i32 {
 }
 
 /**
- * Audit: the ring's live entries are sorted by stamp, one per LINKED id; the
- * side heap is ordered and indexed. Returns the number of entries in the ring
+ * Audit of the per-key lists: each is linked both ways, in stamp order, holds
+ * only LINKED entries of its key, and the bitmap marks exactly the non-empty
+ * ones. Returns the number of listed entries, or -1.
+ */
+function listAudit(m: Manager): i32 {
+  let count = 0;
+  for (let k: u32 = 0; k < KEY_LISTS; k++) {
+    const head = load<i32>(headAddr(m, k));
+    if (((load<u32>(bitsAddr(m, k)) >> (k & 31)) & 1) != (head != 0 ? 1 : 0)) return -1;
+    let prev = 0;
+    let lastStamp: u32 = 0;
+    for (let id = head; id != 0; id = load<i32>(linkAddr(m, id), 4)) {
+      if (id < 0 || id >= m.numBlocks || count >= m.numBlocks) return -1;
+      if (!isLinked(m, id) || keyOf(m, id) != k || load<i32>(linkAddr(m, id)) != prev) return -1;
+      if (prev != 0 && stampOf(m, id) <= lastStamp) return -1;
+      lastStamp = stampOf(m, id);
+      prev = id;
+      count++;
+    }
+    if (load<i32>(tailAddr(m, k)) != prev) return -1;
+  }
+  return count;
+}
+
+/**
+ * Audit: the ring's live entries (the per-key lists' entries under other
+ * policies) are sorted by stamp, one per LINKED id; the side heap is ordered
+ * and indexed. Returns the number of entries in the ring
  * and the heap, or -1. Uses the audit mark on the ring's ids.
  */
 export function lruAudit(m: Manager): i32 {
@@ -394,14 +510,18 @@ export function lruAudit(m: Manager): i32 {
       count++;
     }
   }
+  if (m.policy != POLICY_LRU) {
+    if (count != 0) return -1;
+    count = listAudit(m);
+    if (count < 0) return -1;
+  }
   let linked = 0;
   for (let id = 1; id < m.numBlocks; id++) if (isLinked(m, id)) linked++;
   if (linked != count) return -1;
-  if (m.policy != POLICY_LRU && count != 0) return -1;
   for (let i = 0; i < m.heapSize; i++) {
     const h = heapAt(m, i);
     if (h <= 0 || h >= m.numBlocks || isLinked(m, h) || !inHeap(m, h)) return -1;
-    if (load<i32>(aux(m, h) + AUX_HEAP_POS) != i + 1) return -1;
+    if (load<i32>(m.heapPos + (<usize>h << 2)) != i + 1) return -1;
     if (i > 0 && before(m, h, heapAt(m, (i - 1) >> 1))) return -1;
   }
   return count + m.heapSize;

@@ -13,8 +13,8 @@ import {
   Manager, AUX_SIZE, AUDIT_MARK, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
-import { match, insert, touchReversed } from "./prefix";
-import { isLinked, inHeap, lruAudit } from "./lru";
+import { match, insert, touchReversed, stampChain } from "./prefix";
+import { isLinked, inHeap, lruAudit, listBytes } from "./lru";
 import { tableCount } from "./table";
 import { resetBatch, advanceTime, expAudit } from "./priority";
 import { setRecording, clearEvents, rewindEvents, snapshotEvents } from "./events";
@@ -27,14 +27,15 @@ import { setRecording, clearEvents, rewindEvents, snapshotEvents } from "./event
  * Bytes of the arrays of a manager of `numBlocks` ids (u64: a huge request is
  * measured, not wrapped). Refs, flags and the free stack; with caching also
  * stamps, fingerprints, hashes, the cold fields, the side heap, the recency
- * ring and the table (both `tableCap(numBlocks)` entries).
+ * ring (`tableCap(numBlocks)` entries of 8 bytes) and the table (as many
+ * u32 lanes, in 64-byte buckets).
  */
 function arrayBytes(numBlocks: i32, prefixOn: i32): u64 {
   const n = <u64>numBlocks;
   let size: u64 = (n * 4 + 16) + (n + 16) + (n * 4 + 16);
   if (prefixOn != 0) {
     const cap = tableCap(numBlocks);
-    size += 2 * (n * 4 + 16) + n * 16 + (n * <u64>AUX_SIZE + 16) + (n * 4 + 16) + cap * 8 + cap * 8;
+    size += 2 * (n * 4 + 16) + n * 16 + (n * 4 + 16) + (n * 4 + 16) + cap * 8 + (cap * 4 + 64);
   }
   return size;
 }
@@ -93,12 +94,15 @@ export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, see
     m.stamps = p; p += align16(n * 4);
     m.fps = p; p += align16(n * 4);
     m.hashes = p; p += n * 16;
-    m.aux = p; p += align16(n * AUX_SIZE);
+    m.heapPos = p; p += align16(n * 4);
     m.heap = p; p += align16(n * 4);
     m.ring = p; p += cap * 8;
     m.ringMask = <u32>(cap - 1);
-    m.table = p;
-    m.tableMask = <i32>(cap - 1);
+    m.table = (p + 63) & ~(<usize>63);
+    m.bucketMask = <u32>(cap / 16 - 1);
+    // Ids need the bits of numBlocks - 1; the fingerprint's bits above them tag an entry.
+    const idBits = numBlocks > 1 ? 32 - clz<u32>(<u32>(numBlocks - 1)) : 1;
+    m.tagMask = ~((<u32>1 << <u32>idBits) - 1);
   }
   initIds(m);
   slotPublish(slot, magic);
@@ -112,17 +116,31 @@ export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, see
 export function mgr_set_policy(m: usize, policy: i32): i32 {
   const mg = changetype<Manager>(m);
   if (mg.prefixOn == 0 || mg.numCached != 0 || policy < POLICY_LRU || policy > POLICY_PRIORITY) return -1;
+  if (policy != POLICY_LRU && mg.links == 0) {
+    // Grows memory: the keys and the per-key lists (lru.ts).
+    const keys = alloc(<usize>mg.numBlocks << 2);
+    const links = keys != 0 ? alloc(listBytes(mg.numBlocks)) : 0;
+    if (links == 0) {
+      releaseRegion(keys);
+      return -2;
+    }
+    mg.keys = keys;
+    mg.links = links;
+  }
   if (policy == POLICY_PRIORITY && mg.batch == 0) {
     // Grows memory: the expiry heap and the batch keys (priority.ts).
     const n = <usize>mg.numBlocks;
     const exp = alloc(n * 4);
     const batch = exp != 0 ? alloc(n * 16) : 0;
-    if (batch == 0) {
+    const aux = batch != 0 ? alloc(n * AUX_SIZE) : 0;
+    if (aux == 0) {
       releaseRegion(exp);
+      releaseRegion(batch);
       return -2;
     }
     mg.expHeap = exp;
     mg.batch = batch;
+    mg.aux = aux;
     resetBatch(mg, mg.numBlocks);
   }
   mg.policy = policy;
@@ -158,8 +176,14 @@ export function mgr_destroy(m: usize): void {
   const mirror = mg.evMirror;
   const expHeap = mg.expHeap;
   const batch = mg.batch;
+  const links = mg.links;
+  const keys = mg.keys;
+  const aux = mg.aux;
   const arrays = mg.arrays;
   slotFree(m);
+  releaseRegion(links);
+  releaseRegion(keys);
+  releaseRegion(aux);
   releaseRegion(events);
   releaseRegion(mirror);
   releaseRegion(expHeap);
@@ -227,8 +251,13 @@ export function mgr_touch_reversed(m: usize, ids: usize, n: i32): void {
   touchReversed(changetype<Manager>(m), ids, n);
 }
 
-export function mgr_insert(m: usize, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize, known: i32): i32 {
-  return insert(changetype<Manager>(m), tokens, ids, nBlocks, parentId, parentPtr, known);
+export function mgr_insert(m: usize, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize, known: i32, staged: i32): i32 {
+  return insert(changetype<Manager>(m), tokens, ids, nBlocks, parentId, parentPtr, known, staged);
+}
+
+/** Stamps the chain hashes of staged tokens on held ids (stampChain in prefix.ts). */
+export function mgr_stamp_chain(m: usize, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
+  return stampChain(changetype<Manager>(m), tokens, ids, nBlocks, parentId, parentPtr);
 }
 
 export function mgr_evict(m: usize, k: i32): i32 {
@@ -278,9 +307,14 @@ export function mgr_flags_ptr(m: usize): usize {
   return changetype<Manager>(m).flags;
 }
 
-/** Where the cold per-id fields are (AUX_* in layout.ts; 0 without caching). */
+/** Where the priority policy's per-id fields are (AUX_* in bindings/core/abi.ts; 0 under other policies). */
 export function mgr_aux_ptr(m: usize): usize {
   return changetype<Manager>(m).aux;
+}
+
+/** Where the per-id policy keys are (u32 each; 0 under LRU, which has none). */
+export function mgr_keys_ptr(m: usize): usize {
+  return changetype<Manager>(m).keys;
 }
 
 /** Test hook: moves the recency clock (u32 stamps) so that tests reach its wrap-around. */

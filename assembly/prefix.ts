@@ -8,12 +8,12 @@
 
 import {
   Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
-  ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, setErrorIndex,
+  ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_TOKENS_MISSING, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { addRef } from "./idpool";
 import { touchAll, lruRemove } from "./lru";
 import { applyBatch, resetBatch } from "./priority";
-import { tableFind, tableInsertAtMiss, tableHome } from "./table";
+import { tableFind, tableFindOrAdd, tableHome } from "./table";
 import { chainHash, hashChain } from "./chain";
 import { recordStored } from "./events";
 import { alloc } from "./heap";
@@ -89,15 +89,30 @@ export function match(m: Manager, tokens: usize, nBlocks: i32, parentId: i32, pa
   }
   if (m.prefixOn == 0) return 0;
   const bytes = <usize>m.blockSize << 2;
+  const keys = scratch + 48;
   let hits = 0;
-  for (let b = 0; b < nBlocks; b++) {
-    chainHash(tokens + <usize>b * bytes, bytes, parent, m.seed, scratch);
-    const id = tableFind(m, scratch);
-    if (id == 0) break;
-    addRef(m, id);
-    store<i32>(out + (<usize>hits << 2), id);
-    hits++;
-    parent = hashPtr(m, id);
+  // Windows of blocks: a block's key does not depend on what the table
+  // holds, so a window is hashed first and its home buckets read with no
+  // branch on their content (their cache misses overlap, where a lookup
+  // per hashed block waited for each in turn); then the lookups, up to
+  // the first miss. The blocks hashed past a miss are the price.
+  for (let w = 0; w < nBlocks; w += INSERT_WINDOW) {
+    const n = w + INSERT_WINDOW < nBlocks ? INSERT_WINDOW : nBlocks - w;
+    hashChain(tokens + <usize>w * bytes, bytes, n, parent, m.seed, keys);
+    let s: u32 = 0;
+    for (let b = 0; b < n; b++) s += load<u32>(tableHome(m, keys + (<usize>b << 4)));
+    sink += s;
+    let b = 0;
+    for (; b < n; b++) {
+      const id = tableFind(m, keys + (<usize>b << 4));
+      if (id == 0) break;
+      addRef(m, id);
+      store<i32>(out + (<usize>hits << 2), id);
+      hits++;
+    }
+    if (b < n) break;
+    copyHash(scratch + 32, keys + (<usize>(n - 1) << 4));
+    parent = scratch + 32;
   }
   if ((flags & MATCH_TOUCH) != 0) touchReversed(m, out, hits);
   m.blocksHit += <u64>hits;
@@ -153,29 +168,67 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32): i32 {
  * caches the caller's block (one more reference) unless that block is already
  * cached under another key. Stamps the key on the caller's block when it is
  * not cached. Overwrites *idAddr with the entry visited (0 for none) and
- * returns 1 when a new entry was made.
+ * returns 1 when a new entry was made (the caller counts it in numCached).
+ * The header's fields come as arguments: a loop reads them once.
  */
-@inline export function insertOne(m: Manager, idAddr: usize, key: usize): i32 {
+@inline function insertOneIn(
+  m: Manager, flags: usize, refs: usize, hashes: usize, keyed: bool, table: usize, bucketMask: u32, tagMask: u32, fps: usize,
+  idAddr: usize, key: usize,
+): i32 {
   const id = load<i32>(idAddr);
-  const f = flagsOf(m, id);
-  const found = tableFind(m, key);
+  const fa = flags + <usize>id;
+  const f = load<u8>(fa);
+  const fresh = (f & CACHED) == 0;
+  // A miss caches the caller's block, unless it is cached under another key.
+  const found = tableFindOrAdd(m, table, bucketMask, tagMask, hashes, fps, key, fresh ? id : 0);
   let visited = found;
   let added = 0;
-  if (found == 0 && (f & CACHED) == 0) {
-    copyHash(hashPtr(m, id), key);
-    setFlags(m, id, CACHED | STAMPED);
-    if (m.policy != POLICY_LRU) setKey(m, id, 0); // LRU never reads keys
-    setRef(m, id, refOf(m, id) + 1);
-    tableInsertAtMiss(m, id); // the probe of tableFind above ended there
-    m.numCached++;
-    added = 1;
-    visited = id;
-  } else if ((f & CACHED) == 0) {
-    // The caller's block duplicates a cached one: stamp it, do not cache it.
-    copyHash(hashPtr(m, id), key);
-    setFlags(m, id, f | STAMPED);
+  if (fresh) {
+    copyHash(hashes + (<usize>id << 4), key);
+    if (found == 0) {
+      store<u8>(fa, CACHED | STAMPED);
+      if (keyed) setKey(m, id, 0); // LRU never reads keys
+      const ra = refs + (<usize>id << 2);
+      store<i32>(ra, load<i32>(ra) + 1);
+      added = 1;
+      visited = id;
+    } else {
+      // The caller's block duplicates a cached one: stamp it, do not cache it.
+      store<u8>(fa, f | STAMPED);
+    }
   }
   store<i32>(idAddr, visited);
+  return added;
+}
+
+/**
+ * insertOneIn over ids[from, to) with keys at keys + 16 * (b - from), the
+ * header's fields read once. With `events`, records a stored event per new
+ * entry (its parent hash is the key before it, `firstParent` for b == from;
+ * its tokens at tokens + b * bytes). Returns the new entries (counted in numCached).
+ */
+@inline export function insertRange(
+  m: Manager, ids: usize, from: i32, to: i32, keys: usize, events: bool, tokens: usize, bytes: usize, firstParent: usize, firstKind: i32,
+): i32 {
+  const flags = m.flags;
+  const refs = m.refs;
+  const hashes = m.hashes;
+  const keyed = m.policy != POLICY_LRU;
+  const table = m.table;
+  const bucketMask = m.bucketMask;
+  const tagMask = m.tagMask;
+  const fps = m.fps;
+  let added = 0;
+  for (let b = from; b < to; b++) {
+    const key = keys + (<usize>(b - from) << 4);
+    const idAddr = ids + (<usize>b << 2);
+    const made = insertOneIn(m, flags, refs, hashes, keyed, table, bucketMask, tagMask, fps, idAddr, key);
+    if (made != 0 && events) {
+      recordStored(m, load<i32>(idAddr), b == from ? firstKind : EV_PARENT_CHAIN, b == from ? firstParent : key - 16, tokens + <usize>b * bytes);
+    }
+    added += made;
+  }
+  m.numCached += added;
   return added;
 }
 
@@ -186,16 +239,76 @@ export function touchVisited(m: Manager, ids: usize, n: i32): void {
   touchAll(m, ids, n);
 }
 
+/** True when ids[0, n) are in range and carry a stamped hash, and events are off (the tokens of those blocks are not needed). */
+function stampsCover(m: Manager, ids: usize, n: i32): bool {
+  if (m.eventsOn != 0 || m.prefixOn == 0) return false;
+  for (let b = 0; b < n; b++) {
+    const id = load<i32>(ids + (<usize>b << 2));
+    if (id <= 0 || id >= m.numBlocks || (flagsOf(m, id) & STAMPED) == 0) return false;
+  }
+  return true;
+}
+
+/**
+ * Stamps on ids[0, nBlocks) the chain hashes of `nBlocks` full blocks of
+ * tokens at `tokens` (16 writable bytes before it), block 0 chained on the
+ * hash stamped on `parentId` or the 16 bytes at `parentPtr` (neither: block
+ * 0 alone), so that a later insert of the same tokens takes them as
+ * `known` instead of hashing (a pool stamps a prompt at prefill, while its
+ * tokens are at hand). Every id must be held; a cached id already carries
+ * its key and is left alone. Returns 0, or a negative error code with
+ * errorIndex set (nothing changed).
+ */
+export function stampChain(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
+  for (let b = 0; b < nBlocks; b++) {
+    const id = load<i32>(ids + (<usize>b << 2));
+    let code = 0;
+    if (id <= 0 || id >= m.numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+    else if (refOf(m, id) == 0) code = ERR_FREE;
+    if (code != 0) {
+      setErrorIndex(b);
+      return code;
+    }
+  }
+  const parent = parentOf(m, parentId, parentPtr);
+  if (parent == 1) return ERR_UNSTAMPED_PARENT;
+  if (m.prefixOn == 0 || nBlocks <= 0) return 0;
+  const bytes = <usize>m.blockSize << 2;
+  const out = scratch + 48;
+  let prev = parent;
+  for (let w = 0; w < nBlocks; w += INSERT_WINDOW) {
+    const n = w + INSERT_WINDOW < nBlocks ? INSERT_WINDOW : nBlocks - w;
+    hashChain(tokens + <usize>w * bytes, bytes, n, prev, m.seed, out);
+    for (let b = 0; b < n; b++) {
+      const id = load<i32>(ids + (<usize>(w + b) << 2));
+      const f = flagsOf(m, id);
+      if ((f & CACHED) != 0) continue;
+      copyHash(hashPtr(m, id), out + (<usize>b << 4));
+      setFlags(m, id, f | STAMPED);
+    }
+    copyHash(scratch + 32, out + (<usize>(n - 1) << 4));
+    prev = scratch + 32;
+  }
+  return 0;
+}
+
 /**
  * Inserts the chain of `nBlocks` full blocks (tokens at `tokens`, ids at
  * `ids`; every id must be held by someone other than the cache), block by
- * block as insertOne says, then re-appends the visited entries. Overwrites
+ * block as insertOneIn says, then re-appends the visited entries. Overwrites
  * `ids` with the entries visited. Returns the number of new entries, or a
  * negative error code. The first `known` blocks' keys are the hashes stamped
  * on their ids (the caller knows it stamped them from these very tokens, as
- * a pool does for a sequence it published): they are not hashed again.
+ * a pool does for a sequence it published or prefilled): they are not hashed
+ * again. `tokens` holds the tokens from block `staged` (<= known) on: blocks
+ * before it must carry their stamp, and events must be off (a stored event
+ * carries its block's tokens), else nothing changes and the result is
+ * ERR_TOKENS_MISSING.
  */
-export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize, known: i32 = 0): i32 {
+export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize, known: i32 = 0, staged: i32 = 0): i32 {
+  if (staged > 0 && !stampsCover(m, ids, staged < nBlocks ? staged : nBlocks)) return ERR_TOKENS_MISSING;
+  // Block b's tokens sit at block (b - staged)'s place.
+  tokens -= <usize>staged * (<usize>m.blockSize << 2);
   const bad = checkInsertIds(m, ids, nBlocks);
   if (bad != 0) {
     // Nothing changes: the staged priorities are dropped too. (An unstamped
@@ -233,16 +346,7 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
       s += load<u32>(tableHome(m, h)) + load<u32>(hashPtr(m, load<i32>(ids + (<usize>b << 2))));
     }
     sink += s;
-    for (let b = w; b < end; b++) {
-      const key = hashes + (<usize>(b - w) << 4);
-      const idAddr = ids + (<usize>b << 2);
-      const made = insertOne(m, idAddr, key);
-      if (made != 0 && m.eventsOn != 0) {
-        const par = b == 0 ? parent0 : b == w ? carry : key - 16;
-        recordStored(m, load<i32>(idAddr), b == 0 ? parentKind(parentId, parent0) : EV_PARENT_CHAIN, par, tokens + <usize>b * bytes);
-      }
-      added += made;
-    }
+    added += insertRange(m, ids, w, end, hashes, m.eventsOn != 0, tokens, bytes, w == 0 ? parent0 : carry, w == 0 ? parentKind(parentId, parent0) : EV_PARENT_CHAIN);
     // The next window's first parent; `hashes` is overwritten.
     copyHash(carry, hashes + (<usize>(end - 1 - w) << 4));
     parent = carry;

@@ -58,6 +58,7 @@ function expDown(m: Manager, i: i32, id: i32): void {
 
 /** Forgets an entry's retention (it is evicted or re-keyed). */
 export function expDrop(m: Manager, id: i32): void {
+  if (m.expSize == 0) return; // nothing has a retention that ends (no read of the id's fields)
   const posAddr = aux(m, id) + AUX_EXP_POS;
   const i = load<i32>(posAddr) - 1;
   if (i < 0) return;
@@ -111,8 +112,7 @@ export function advanceTime(m: Manager, t: f64): void {
     const id = expAt(m, 0);
     if (expiryOf(m, id) > t) break;
     expDrop(m, id);
-    setKey(m, id, DEFAULT_PRIORITY);
-    rekey(m, id);
+    rekey(m, id, DEFAULT_PRIORITY);
   }
 }
 

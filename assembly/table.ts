@@ -1,58 +1,174 @@
-// Chain hash -> block id: open addressing with linear probing. An entry is
-// 8 bytes, (fingerprint, id): the fingerprint is the 32 hash bits that pick
-// the home slot, so probing and removal rarely need the block's record; the
-// full key lives in the block's record. id 0 marks an empty slot (id 0 is the
-// padding block and is never cached). Removal shifts later entries back
-// instead of leaving tombstones, so lookups never slow down as entries churn.
+// Chain hash -> block id: buckets of one 64-byte line, 16 u32 lanes each.
+// Lanes 0..14 hold entries, `(fingerprint & tagMask) | id`: the id in the
+// low idBits bits, the fingerprint's top bits above it as a tag (id 0 marks
+// an empty lane: the padding block is never cached). Lane 15 counts the
+// entries that probed past the bucket because it was full (overflow), so a
+// lookup goes on to the next bucket only while that count is not zero.
+//
+// A lookup compares the tag of all fifteen lanes at once (SIMD) and reads a
+// block's full key only on a tag match; a removal finds its lane by the
+// exact entry, which the fingerprint kept per id gives, and clears it: no
+// probe loop, no backward shift, one line touched. The fingerprint's low
+// bits pick the home bucket, and the tag bits are the ones above the id's
+// (buckets are at most a sixteenth of the ids, so the two never overlap).
+// At most ~0.53 entries per lane (capacity >= 2 x ids, 15 of 16 lanes used):
+// a bucket overflows when more than 15 of its expected ~8 keys land in it,
+// under 1% of buckets.
 
 import { Manager, hashPtr } from "./layout";
+
+const LANES_MASK: i32 = 0x7fff; // lanes 0..14
+const CTRL: usize = 60; // byte offset of lane 15, the overflow count
 
 @inline function fingerprint(lo: u64): u32 {
   return <u32>(lo ^ (lo >> 32));
 }
 
-@inline function slotAddr(m: Manager, i: i32): usize {
-  return m.table + (<usize>i << 3);
+@inline function bucketAddr(m: Manager, b: u32): usize {
+  return m.table + (<usize>b << 6);
 }
 
 @inline function fpAddr(m: Manager, id: i32): usize {
   return m.fps + (<usize>id << 2);
 }
 
-@inline function idAt(m: Manager, i: i32): i32 {
-  return load<i32>(slotAddr(m, i), 4);
+/** Bit i set when lane i (0..14) holds exactly `e`. */
+@inline function lanesEqual(a: usize, e: u32): i32 {
+  const v = i32x4.splat(<i32>e);
+  const b0 = i32x4.bitmask(i32x4.eq(v128.load(a), v));
+  const b1 = i32x4.bitmask(i32x4.eq(v128.load(a, 16), v));
+  const b2 = i32x4.bitmask(i32x4.eq(v128.load(a, 32), v));
+  const b3 = i32x4.bitmask(i32x4.eq(v128.load(a, 48), v));
+  return (b0 | (b1 << 4) | (b2 << 8) | (b3 << 12)) & LANES_MASK;
 }
 
-/** Address of the home slot of the 16-byte hash at `key` (for prefetching reads). */
+/** Bit i set when the tag of lane i (0..14) is `tag` (an empty lane matches tag 0). */
+@inline function lanesTagged(a: usize, tagMask: u32, tag: u32): i32 {
+  const k = i32x4.splat(<i32>tagMask);
+  const t = i32x4.splat(<i32>tag);
+  const b0 = i32x4.bitmask(i32x4.eq(v128.and(v128.load(a), k), t));
+  const b1 = i32x4.bitmask(i32x4.eq(v128.and(v128.load(a, 16), k), t));
+  const b2 = i32x4.bitmask(i32x4.eq(v128.and(v128.load(a, 32), k), t));
+  const b3 = i32x4.bitmask(i32x4.eq(v128.and(v128.load(a, 48), k), t));
+  return (b0 | (b1 << 4) | (b2 << 8) | (b3 << 12)) & LANES_MASK;
+}
+
+/** Address of the home bucket of the 16-byte hash at `key` (for prefetching reads). */
 @inline export function tableHome(m: Manager, key: usize): usize {
-  return slotAddr(m, <i32>fingerprint(load<u64>(key)) & m.tableMask);
+  return bucketAddr(m, fingerprint(load<u64>(key)) & m.bucketMask);
 }
 
-/** Where the last tableFind that found nothing stopped: the empty slot the key would go to. */
-let missSlot: i32 = 0;
+/** Address of the home bucket of a cached id (for prefetching reads). */
+@inline export function tableHomeOf(m: Manager, id: i32): usize {
+  return bucketAddr(m, load<u32>(fpAddr(m, id)) & m.bucketMask);
+}
+
+/** Home bucket of the key the last tableFind did not find (an insert after the miss starts there). */
+let missHome: u32 = 0;
 
 /**
- * The cached id whose chain hash is the 16 bytes at `key`, or 0 (then
- * tableInsertAtMiss can add the key without probing again).
+ * The cached id whose chain hash is the 16 bytes at `key`, or 0.
  */
 export function tableFind(m: Manager, key: usize): i32 {
   const lo = load<u64>(key);
   const hi = load<u64>(key, 8);
   const fp = fingerprint(lo);
-  const mask = m.tableMask;
-  let i = <i32>fp & mask;
+  const tagMask = m.tagMask;
+  const tag = fp & tagMask;
+  const idMask = ~tagMask;
+  const bucketMask = m.bucketMask;
+  let b = fp & bucketMask;
+  missHome = b;
   while (true) {
-    const a = slotAddr(m, i);
-    const id = load<i32>(a, 4);
-    if (id == 0) {
-      missSlot = i;
-      return 0;
+    const a = bucketAddr(m, b);
+    let bits = lanesTagged(a, tagMask, tag);
+    while (bits != 0) {
+      const id = <i32>(load<u32>(a + (<usize>ctz(bits) << 2)) & idMask);
+      if (id != 0) {
+        const h = hashPtr(m, id);
+        if (load<u64>(h) == lo && load<u64>(h, 8) == hi) return id;
+      }
+      bits &= bits - 1;
     }
-    if (load<u32>(a) == fp) {
-      const h = hashPtr(m, id);
+    if (load<u32>(a, CTRL) == 0) return 0;
+    b = (b + 1) & bucketMask;
+  }
+}
+
+/**
+ * tableFind of the 16-byte hash at `key`; on a miss, when `addId` is not 0,
+ * adds `addId` under that hash (storing its fingerprint; the caller stores
+ * the hash in its record) and returns 0. In the common case -- the home
+ * bucket has not overflowed -- the bucket's line is loaded once for both
+ * the tag compare and the free lane. The table's header fields come as
+ * arguments: a loop reads them once (the compilers cannot keep header
+ * fields in registers across stores to linear memory, which might alias them).
+ */
+@inline export function tableFindOrAdd(
+  m: Manager, table: usize, bucketMask: u32, tagMask: u32, hashes: usize, fps: usize, key: usize, addId: i32,
+): i32 {
+  const lo = load<u64>(key);
+  const hi = load<u64>(key, 8);
+  const fp = fingerprint(lo);
+  const a = table + (<usize>(fp & bucketMask) << 6);
+  if (load<u32>(a, CTRL) != 0) {
+    // Overflowed home: the general probe, then the general insert.
+    const found = tableFind(m, key);
+    if (found == 0 && addId != 0) {
+      store<u32>(fps + (<usize>addId << 2), fp);
+      place(m, missHome, (fp & tagMask) | <u32>addId);
+    }
+    return found;
+  }
+  const v0 = v128.load(a);
+  const v1 = v128.load(a, 16);
+  const v2 = v128.load(a, 32);
+  const v3 = v128.load(a, 48);
+  const k = i32x4.splat(<i32>tagMask);
+  const tv = i32x4.splat(<i32>(fp & tagMask));
+  let bits =
+    (i32x4.bitmask(i32x4.eq(v128.and(v0, k), tv)) |
+      (i32x4.bitmask(i32x4.eq(v128.and(v1, k), tv)) << 4) |
+      (i32x4.bitmask(i32x4.eq(v128.and(v2, k), tv)) << 8) |
+      (i32x4.bitmask(i32x4.eq(v128.and(v3, k), tv)) << 12)) &
+    LANES_MASK;
+  const idMask = ~tagMask;
+  while (bits != 0) {
+    const id = <i32>(load<u32>(a + (<usize>ctz(bits) << 2)) & idMask);
+    if (id != 0) {
+      const h = hashes + (<usize>id << 4);
       if (load<u64>(h) == lo && load<u64>(h, 8) == hi) return id;
     }
-    i = (i + 1) & mask;
+    bits &= bits - 1;
+  }
+  if (addId != 0) {
+    store<u32>(fps + (<usize>addId << 2), fp);
+    const e = (fp & tagMask) | <u32>addId;
+    const z = i32x4.splat(0);
+    const free =
+      (i32x4.bitmask(i32x4.eq(v0, z)) |
+        (i32x4.bitmask(i32x4.eq(v1, z)) << 4) |
+        (i32x4.bitmask(i32x4.eq(v2, z)) << 8) |
+        (i32x4.bitmask(i32x4.eq(v3, z)) << 12)) &
+      LANES_MASK;
+    if (free != 0) store<u32>(a + (<usize>ctz(free) << 2), e);
+    else place(m, fp & bucketMask, e);
+  }
+  return 0;
+}
+
+/** Puts entry `e` in the first free lane from bucket `b` on, counting the full buckets passed. */
+@inline function place(m: Manager, b: u32, e: u32): void {
+  const bucketMask = m.bucketMask;
+  while (true) {
+    const a = bucketAddr(m, b);
+    const free = lanesEqual(a, 0);
+    if (free != 0) {
+      store<u32>(a + (<usize>ctz(free) << 2), e);
+      return;
+    }
+    store<u32>(a, load<u32>(a, CTRL) + 1, CTRL);
+    b = (b + 1) & bucketMask;
   }
 }
 
@@ -60,63 +176,58 @@ export function tableFind(m: Manager, key: usize): i32 {
 export function tableInsert(m: Manager, id: i32): void {
   const fp = fingerprint(load<u64>(hashPtr(m, id)));
   store<u32>(fpAddr(m, id), fp);
-  const mask = m.tableMask;
-  let i = <i32>fp & mask;
-  while (idAt(m, i) != 0) i = (i + 1) & mask;
-  const a = slotAddr(m, i);
-  store<u32>(a, fp);
-  store<i32>(a, id, 4);
-}
-
-/**
- * Adds `id` under the hash in its record at the slot where the last
- * tableFind (of that hash, with no table change since) found nothing.
- */
-export function tableInsertAtMiss(m: Manager, id: i32): void {
-  const a = slotAddr(m, missSlot);
-  const fp = fingerprint(load<u64>(hashPtr(m, id)));
-  store<u32>(fpAddr(m, id), fp);
-  store<u32>(a, fp);
-  store<i32>(a, id, 4);
+  place(m, fp & m.bucketMask, (fp & m.tagMask) | <u32>id);
 }
 
 /** Removes `id` (which must be present). */
 export function tableRemove(m: Manager, id: i32): void {
-  // The header's fields in locals: a store to linear memory could alias them
-  // as far as the compilers know, so they would be reloaded on every step.
-  const table = m.table;
-  const mask = m.tableMask;
-  let i = <i32>load<u32>(m.fps + (<usize>id << 2)) & mask;
-  while (load<i32>(table + (<usize>i << 3), 4) != id) i = (i + 1) & mask;
-  // Backward shift: pull later entries of the probe run into the hole when
-  // their home slot does not lie cyclically in (hole, their position].
-  let j = i;
+  const fp = load<u32>(fpAddr(m, id));
+  const e = (fp & m.tagMask) | <u32>id;
+  const bucketMask = m.bucketMask;
+  let b = fp & bucketMask;
   while (true) {
-    j = (j + 1) & mask;
-    const aj = table + (<usize>j << 3);
-    const entry = load<u64>(aj);
-    if (<i32>(entry >> 32) == 0) break;
-    const home = <i32>(<u32>entry) & mask;
-    const stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-    if (!stays) {
-      store<u64>(table + (<usize>i << 3), entry);
-      i = j;
+    const a = bucketAddr(m, b);
+    const bits = lanesEqual(a, e);
+    if (bits != 0) {
+      store<u32>(a + (<usize>ctz(bits) << 2), 0);
+      return;
     }
+    store<u32>(a, load<u32>(a, CTRL) - 1, CTRL);
+    b = (b + 1) & bucketMask;
   }
-  store<u64>(table + (<usize>i << 3), 0);
 }
 
-/** Audit: number of entries, or -1 if some entry is wrong or unreachable from its home slot. */
+/**
+ * Audit: number of entries, or -1 if some entry is wrong or unreachable from
+ * its home bucket, or the overflow counts do not add up to the buckets the
+ * entries probed past.
+ */
 export function tableCount(m: Manager): i32 {
   let n = 0;
-  for (let i = 0; i <= m.tableMask; i++) {
-    const id = idAt(m, i);
-    if (id == 0) continue;
-    if (id < 0 || id >= m.numBlocks) return -1;
-    const fp = fingerprint(load<u64>(hashPtr(m, id)));
-    if (load<u32>(slotAddr(m, i)) != fp || load<u32>(fpAddr(m, id)) != fp) return -1;
-    if (tableFind(m, hashPtr(m, id)) != id) return -1;
-    n++;
+  let passed: u64 = 0;
+  const nb = m.bucketMask + 1;
+  for (let b: u32 = 0; b < nb; b++) {
+    const a = bucketAddr(m, b);
+    for (let lane: usize = 0; lane < 15; lane++) {
+      const e = load<u32>(a + (lane << 2));
+      const id = <i32>(e & ~m.tagMask);
+      if (id == 0) {
+        if (e != 0) return -1;
+        continue;
+      }
+      if (id < 0 || id >= m.numBlocks) return -1;
+      const fp = fingerprint(load<u64>(hashPtr(m, id)));
+      if (load<u32>(fpAddr(m, id)) != fp || (fp & m.tagMask) != (e & m.tagMask)) return -1;
+      if (tableFind(m, hashPtr(m, id)) != id) return -1;
+      // Every bucket from home up to this one (excluded) counts the entry.
+      for (let h = fp & m.bucketMask; h != b; h = (h + 1) & m.bucketMask) {
+        if (load<u32>(bucketAddr(m, h), CTRL) == 0) return -1;
+        passed++;
+      }
+      n++;
+    }
   }
-  return n;
+  let counted: u64 = 0;
+  for (let b: u32 = 0; b < nb; b++) counted += <u64>load<u32>(bucketAddr(m, b), CTRL);
+  return counted == passed ? n : -1;
 }

@@ -4,11 +4,14 @@
 // count of prefix hits (so a load plan's precondition is checked before
 // anything changes), and whether an id is a cache entry.
 
-import { Manager, CACHED, flagsOf, hashPtr } from "./layout";
-import { tableFind } from "./table";
+import { Manager, CACHED, STAMPED, flagsOf, hashPtr, refOf, copyHash } from "./layout";
+import { tableFind, tableHome } from "./table";
+
+const PREFETCH_WINDOW: i32 = 32;
+/** Keeps the prefetch loads of mgr_insert_hashes alive (never read). */
+let prefetchSink: u32 = 0;
 import { chainHash } from "./chain";
-import { checkInsertIds, insertOne, touchVisited, sideScratch } from "./prefix";
-import { recordStored } from "./events";
+import { checkInsertIds, insertRange, touchVisited, sideScratch } from "./prefix";
 
 /**
  * Caches `ids[i]` under the 16-byte hash at `hashes + 16*i`, for i in [0, n).
@@ -30,14 +33,26 @@ export function mgr_insert_hashes(mp: usize, ids: usize, hashes: usize, n: i32, 
   const record = m.eventsOn != 0 && tokens != 0 && parents != 0;
   const bytes = <usize>m.blockSize << 2;
   let added = 0;
-  for (let b = 0; b < n; b++) {
-    const idAddr = ids + (<usize>b << 2);
-    const made = insertOne(m, idAddr, hashes + (<usize>b << 4));
-    if (made != 0 && record) {
+  if (record) {
+    // Each block's stored event names its own parent (kind and hash at parents + 20 b).
+    for (let b = 0; b < n; b++) {
       const par = parents + <usize>b * 20;
-      recordStored(m, load<i32>(idAddr), load<i32>(par), par + 4, tokens + <usize>b * bytes);
+      added += insertRange(m, ids, b, b + 1, hashes + (<usize>b << 4), true, tokens, bytes, par + 4, load<i32>(par));
     }
-    added += made;
+  } else {
+    // A window's home buckets and hash slots are read first with no branch on
+    // what they hold, so their cache misses overlap (a host tier's table and
+    // hashes are megabytes, and each offloaded block lands at random in them).
+    for (let w = 0; w < n; w += PREFETCH_WINDOW) {
+      const end = w + PREFETCH_WINDOW < n ? w + PREFETCH_WINDOW : n;
+      let s: u32 = 0;
+      for (let b = w; b < end; b++) {
+        const id = load<i32>(ids + (<usize>b << 2));
+        s += load<u32>(tableHome(m, hashes + (<usize>b << 4))) + load<u32>(hashPtr(m, id));
+      }
+      prefetchSink += s;
+      added += insertRange(m, ids, w, end, hashes + (<usize>w << 4), false, 0, 0, 0, 0);
+    }
   }
   touchVisited(m, ids, n);
   m.blocksInserted += <u64>added;
@@ -72,4 +87,56 @@ export function mgr_is_cached(mp: usize, id: i32): i32 {
   const m = changetype<Manager>(mp);
   if (id <= 0 || id >= m.numBlocks) return 0;
   return (flagsOf(m, id) & CACHED) != 0 ? 1 : 0;
+}
+
+/** The hash stamped on `id` to `out` (16 bytes), zeros when it carries none. */
+@inline function hashOrZero(m: Manager, id: i32, out: usize): void {
+  if (m.prefixOn != 0 && (flagsOf(m, id) & STAMPED) != 0) copyHash(out, hashPtr(m, id));
+  else {
+    store<u64>(out, 0);
+    store<u64>(out, 0, 8);
+  }
+}
+
+/**
+ * The host tier's offload choice over a finished sequence's blocks: of the
+ * `n` device ids at `devIds` (paired with the host ids at `hostIds`), each
+ * one only the sequence and the device cache hold (two references, cached)
+ * moves: its pair goes to movedDev/movedHost and its stamped hash to
+ * `hashes` (16 bytes each), in order; the others keep their order at the
+ * front of devIds/hostIds. Changes no manager state. Returns the number moved.
+ */
+export function mgr_offload_pick(mp: usize, devIds: usize, hostIds: usize, n: i32, movedDev: usize, movedHost: usize, hashes: usize): i32 {
+  const m = changetype<Manager>(mp);
+  let moved = 0;
+  let kept = 0;
+  for (let i = 0; i < n; i++) {
+    const d = load<i32>(devIds + (<usize>i << 2));
+    const h = load<i32>(hostIds + (<usize>i << 2));
+    if (d > 0 && d < m.numBlocks && refOf(m, d) == 2 && (flagsOf(m, d) & CACHED) != 0) {
+      store<i32>(movedDev + (<usize>moved << 2), d);
+      store<i32>(movedHost + (<usize>moved << 2), h);
+      hashOrZero(m, d, hashes + (<usize>moved << 4));
+      moved++;
+    } else {
+      store<i32>(devIds + (<usize>kept << 2), d);
+      store<i32>(hostIds + (<usize>kept << 2), h);
+      kept++;
+    }
+  }
+  return moved;
+}
+
+/** The hashes stamped on ids[0, n) to `out` (16 bytes each, zeros for an id that carries none or is out of range). */
+export function mgr_block_hashes(mp: usize, ids: usize, n: i32, out: usize): void {
+  const m = changetype<Manager>(mp);
+  for (let i = 0; i < n; i++) {
+    const id = load<i32>(ids + (<usize>i << 2));
+    const o = out + (<usize>i << 4);
+    if (id > 0 && id < m.numBlocks) hashOrZero(m, id, o);
+    else {
+      store<u64>(o, 0);
+      store<u64>(o, 0, 8);
+    }
+  }
 }

@@ -15,7 +15,7 @@
 // word and generation then tell it apart.
 
 /** Bytes per header slot. */
-export const SLOT_SIZE = 256;
+export const SLOT_SIZE = 512;
 /** Header slots per chunk of the handle table. */
 export const SLOTS_PER_CHUNK = 256;
 /** Chunks the handle table can have (so at most SLOTS_PER_CHUNK * MAX_CHUNKS live objects). */
@@ -51,6 +51,8 @@ export const ERR_NOT_HELD = -5;
 export const ERR_FREE = -6;
 /** Linear-state cache: the slot is not in the state the call needs. */
 export const LS_ERR_STATE = -7;
+/** An insert needs tokens of a block it was not given (a `known` block without its hash stamped, or events on). */
+export const ERR_TOKENS_MISSING = -8;
 
 // ---- audit codes (mgr_check, ls_check) ----
 
@@ -89,17 +91,13 @@ export const FLAG_IN_HEAP = 64;
 /** Set and cleared within one audit. */
 export const FLAG_AUDIT_MARK = 0x80;
 
-// ---- cold per-id fields (AUX_SIZE bytes per id) ----
+// ---- the priority policy's per-id fields (AUX_SIZE bytes per id) ----
 
-export const AUX_SIZE = 24;
-/** i32: index + 1 in the side heap, 0 when absent. */
-export const AUX_HEAP_POS = 0;
-/** u32: policy key, lower evicted first (LFU: hits; priority; unused under LRU). */
-export const AUX_KEY = 4;
+export const AUX_SIZE = 16;
 /** f64: when a priority's retention ends. */
-export const AUX_EXPIRY = 8;
+export const AUX_EXPIRY = 0;
 /** i32: index + 1 in the expiry heap, 0 when absent. */
-export const AUX_EXP_POS = 16;
+export const AUX_EXP_POS = 8;
 
 // ---- eviction policies ----
 

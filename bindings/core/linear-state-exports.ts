@@ -24,5 +24,8 @@ export interface LinearStateExports {
   ls_trim(ls: number, kv: number, ids: number, from: number, limit: number, contiguous: number): number;
   /** manager audit then slot-state audit; writes live, pending, pinned, pins (i32) at counts */
   ls_check(m: number, counts: number): number;
-  ls_prefix_hashes(kv: number, ids: number, nHeld: number, tokens: number, nBlocks: number, out: number, salt: number): void;
+  /** chain hashes at the first nBlocks boundaries (stamps where held blocks carry them; block 0 chained on the salt's digest at `salt` unless 0); tokens staged from block tokFrom; -1 when a block before it lacks its stamp */
+  ls_prefix_hashes(kv: number, ids: number, nHeld: number, tokens: number, nBlocks: number, out: number, tokFrom: number, salt: number): number;
+  /** a prefill's restore and saves resolved and committed at once; per-save slots, then the restored slot, at scratch; returns the checkpoints committed */
+  ls_prefill_batch(m: number, restoreKey: number, keys: number, n: number, scratch: number, setMask: number): number;
 }

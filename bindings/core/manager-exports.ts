@@ -23,7 +23,8 @@ export interface ManagerExports {
   mgr_match(m: number, tokens: number, nBlocks: number, parentId: number, parentPtr: number, out: number, flags: number, queried: number): number;
   mgr_touch_reversed(m: number, ids: number, n: number): void;
   /** `known`: leading blocks whose key is the hash stamped on their id (not hashed again). */
-  mgr_insert(m: number, tokens: number, ids: number, nBlocks: number, parentId: number, parentPtr: number, known: number): number;
+  mgr_insert(m: number, tokens: number, ids: number, nBlocks: number, parentId: number, parentPtr: number, known: number, staged: number): number;
+  mgr_stamp_chain(m: number, tokens: number, ids: number, nBlocks: number, parentId: number, parentPtr: number): number;
   mgr_evict(m: number, k: number): number;
   mgr_evict_all(m: number): number;
   mgr_num_free(m: number): number;
@@ -37,8 +38,10 @@ export interface ManagerExports {
   mgr_stamps_ptr(m: number): number;
   /** Per-id flag bytes (FLAG_CACHED, ...). */
   mgr_flags_ptr(m: number): number;
-  /** Cold per-id fields: id i at aux + i * AUX.size; 0 without caching. */
+  /** The priority policy's per-id fields: id i at aux + i * AUX_SIZE; 0 under other policies. */
   mgr_aux_ptr(m: number): number;
+  /** Per-id policy keys (u32 each); 0 under LRU. */
+  mgr_keys_ptr(m: number): number;
   /** Test hook: moves the recency clock forward (to reach the u32 stamps' renumbering). */
   mgr_set_clock(m: number, v: number): void;
   mgr_free_ptr(m: number): number;

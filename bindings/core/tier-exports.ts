@@ -11,4 +11,8 @@ export interface TierExports {
   mgr_peek(m: number, tokens: number, nBlocks: number, salt: number): number;
   /** 1 when the id is a prefix-cache entry. */
   mgr_is_cached(m: number, id: number): number;
+  /** The offload choice: moved pairs and their hashes out, kept pairs compacted in place; returns the number moved. */
+  mgr_offload_pick(m: number, devIds: number, hostIds: number, n: number, movedDev: number, movedHost: number, hashes: number): number;
+  /** Hashes stamped on ids[0, n) (16 bytes each; zeros for none). */
+  mgr_block_hashes(m: number, ids: number, n: number, out: number): void;
 }

@@ -362,6 +362,38 @@ export class LinearStatePrefixCache {
   }
 
   /**
+   * @internal One prefill's batch resolved and committed at once, in one core
+   * call and with no handles made: the same as `resolveCacheOps(ops)` then
+   * `commitReservations(result)` for ops = a restore from block boundary
+   * `restore` (0: none), then a save at every boundary in (restore, last],
+   * none of them a promotion. `hashes` holds the prefix hashes at boundaries
+   * 1..last, 16 bytes each (what `Sequence.prefixHashes` gives).
+   */
+  prefillBatch(hashes: Uint8Array, restore: number, last: number): { restoredSlot: number; committed: number } {
+    this.slots.live();
+    checkInt('restore', restore, 0);
+    checkInt('last', last, restore);
+    if (!(hashes instanceof Uint8Array) || hashes.length < last * 16) {
+      throw new TypeError(`hashes must be a Uint8Array of at least ${last * 16} bytes, got ${describe(hashes)}`);
+    }
+    const n = last - restore;
+    const first = restore > 0 ? restore - 1 : 0; // boundary index of the first key staged
+    const keyBytes = (last - first) * 16;
+    let setCap = 2;
+    while (setCap < 2 * n) setCap *= 2;
+    const rt = this.slots.rt;
+    const p = rt.staging.byteSpace(keyBytes + (3 * n + 1 + setCap) * 4);
+    const u8 = rt.u8;
+    u8.set(hashes.subarray(first * 16, last * 16), p);
+    const scratch = p + keyBytes;
+    const set = scratch + (3 * n + 1) * 4;
+    u8.fill(0, set, set + setCap * 4);
+    const keys = restore > 0 ? p + 16 : p;
+    const committed = this.core().ls_prefill_batch(this.ptr, restore > 0 ? p : 0, keys, n, scratch, setCap - 1);
+    return { restoredSlot: rt.i32[(scratch >>> 2) + n]!, committed };
+  }
+
+  /**
    * After the worker copied the states: every reservation is committed, every
    * promotion whose sequence still holds the promoted live slot turns that
    * slot into the checkpoint and gives the sequence its replacement (the

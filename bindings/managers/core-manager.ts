@@ -5,7 +5,7 @@
 // the boundary once per call.
 
 import {
-  AUX_KEY, AUX_SIZE, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, PARENT_SALT_ROOT, STAT_COUNT,
+  ERR_TOKENS_MISSING, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, PARENT_SALT_ROOT, STAT_COUNT,
 } from '../core/abi.js';
 
 /** Bytes of the largest linear memory. */
@@ -379,7 +379,7 @@ export abstract class CoreManager {
     const v = this.rt.views();
     const stampsAt = e.mgr_stamps_ptr(this.ptr) >>> 2;
     const flags = e.mgr_flags_ptr(this.ptr) >>> 0;
-    const aux = e.mgr_aux_ptr(this.ptr) >>> 0;
+    const keysAt = e.mgr_keys_ptr(this.ptr) >>> 2;
     const keyed = e.mgr_policy(this.ptr) !== 0; // keys are unused (stale) under LRU
     const ids: number[] = [];
     const stamps: number[] = [];
@@ -388,7 +388,7 @@ export abstract class CoreManager {
       if ((v.u8[flags + id]! & FLAG_CACHED) === 0) continue;
       ids.push(id);
       stamps[id] = v.u32[stampsAt + id]!;
-      keys[id] = keyed ? v.u32[(aux + id * AUX_SIZE + AUX_KEY) >>> 2]! : 0;
+      keys[id] = keyed ? v.u32[keysAt + id]! : 0;
     }
     ids.sort((a, b) => keys[a]! - keys[b]! || stamps[a]! - stamps[b]!);
     return Int32Array.from(ids);
@@ -540,17 +540,53 @@ export abstract class CoreManager {
     if (nBlocks <= 0) return 0;
     const e = this.ex;
     const B = this.blockSize;
+    // Known blocks carry their keys: their tokens are not staged (a stored
+    // event needs them, so not while recording). Should a known block lack
+    // its stamp after all, the core says so and everything is staged.
+    let staged = this.recording ? 0 : Math.min(known, nBlocks);
+    let idp = this.stg.stageIds(ids, first, first + nBlocks);
+    let tok = this.stg.stageTokens(tokens, (first + staged) * B, (first + nBlocks) * B);
+    // Block 0 of a salted sequence is chained on the salt's digest (its stored event says so).
+    const root = first === 0 && salt !== null;
+    const pid = root ? PARENT_SALT_ROOT : parentId;
+    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, pid, root ? this.stageSalt(salt) : 0, known, staged);
+    if (r === ERR_TOKENS_MISSING) {
+      staged = 0;
+      tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
+      r = e.mgr_insert(this.ptr, tok, idp, nBlocks, pid, root ? this.stageSalt(salt) : 0, known, 0);
+    }
+    if (r === ERR_UNSTAMPED_PARENT) {
+      const parent = this.parentFromTokens(tokens, first, salt);
+      idp = this.stg.stageIds(ids, first, first + nBlocks);
+      tok = this.stg.stageTokens(tokens, (first + staged) * B, (first + nBlocks) * B);
+      r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent, known, staged);
+    }
+    if (this.recording) this.rt.views();
+    return r;
+  }
+
+  /**
+   * @internal Stamps on `ids[first..first+nBlocks)` the chain hashes of the
+   * same blocks of `tokens` (chained on `parentId`'s hash, or the salt for
+   * block 0), so that a later insertFrom of them takes them as known.
+   * Returns 0 or a negative core code (an id nothing holds).
+   */
+  stampChainFrom(
+    tokens: ArrayLike<number>, ids: ArrayLike<number>, first: number, nBlocks: number, parentId: number, salt: Uint8Array | null = null,
+  ): number {
+    this.live();
+    if (nBlocks <= 0) return 0;
+    const e = this.ex;
+    const B = this.blockSize;
     let idp = this.stg.stageIds(ids, first, first + nBlocks);
     let tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
-    const root = first === 0 && salt !== null;
-    let r = e.mgr_insert(this.ptr, tok, idp, nBlocks, root ? PARENT_SALT_ROOT : parentId, root ? this.stageSalt(salt) : 0, known);
+    let r = e.mgr_stamp_chain(this.ptr, tok, idp, nBlocks, parentId, first === 0 ? this.stageSalt(salt) : 0);
     if (r === ERR_UNSTAMPED_PARENT) {
       const parent = this.parentFromTokens(tokens, first, salt);
       idp = this.stg.stageIds(ids, first, first + nBlocks);
       tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
-      r = e.mgr_insert(this.ptr, tok, idp, nBlocks, 0, parent, known);
+      r = e.mgr_stamp_chain(this.ptr, tok, idp, nBlocks, 0, parent);
     }
-    if (this.recording) this.rt.views();
     return r;
   }
 
@@ -585,6 +621,46 @@ export abstract class CoreManager {
     const r = this.ex.mgr_insert_hashes(this.ptr, idp, hp, n, tp, pp);
     if (this.recording) this.rt.views();
     return r;
+  }
+
+  /**
+   * @internal The host tier's offload choice over pairs (devIds[i], hostIds[i]),
+   * i in [from, end): a pair whose device block only the sequence and the
+   * cache hold (two references, cached) moves to out*[at..] with the block's
+   * stamped hash (16 bytes each at 16*at); the other pairs keep their order
+   * from `from` on. Returns how many moved.
+   */
+  offloadPickInto(
+    devIds: Int32Array, hostIds: Int32Array, from: number, end: number,
+    outDev: Int32Array, outHost: Int32Array, outHashes: Uint8Array, at: number,
+  ): number {
+    this.live();
+    const n = end - from;
+    if (n <= 0) return 0;
+    const p = this.stg.byteSpace(n * 32);
+    const i32 = this.mem.i32;
+    const q = p >>> 2;
+    i32.set(devIds.subarray(from, end), q);
+    i32.set(hostIds.subarray(from, end), q + n);
+    const moved = this.ex.mgr_offload_pick(this.ptr, p, p + 4 * n, n, p + 8 * n, p + 12 * n, p + 16 * n);
+    const kept = n - moved;
+    devIds.set(i32.subarray(q, q + kept), from);
+    hostIds.set(i32.subarray(q + n, q + n + kept), from);
+    outDev.set(i32.subarray(q + 2 * n, q + 2 * n + moved), at);
+    outHost.set(i32.subarray(q + 3 * n, q + 3 * n + moved), at);
+    outHashes.set(this.mem.u8.subarray(p + 16 * n, p + 16 * n + 16 * moved), 16 * at);
+    return moved;
+  }
+
+  /** @internal The hashes stamped on ids[start..end) into out[16*at..] (zeros for an id that carries none). */
+  blockHashesInto(ids: Int32Array, start: number, end: number, out: Uint8Array, at: number): void {
+    this.live();
+    const n = end - start;
+    if (n <= 0) return;
+    const hp = this.stg.byteSpace(n * 16);
+    const idp = this.stg.stageIds(ids, start, end);
+    this.ex.mgr_block_hashes(this.ptr, idp, n, hp);
+    out.set(this.mem.u8.subarray(hp, hp + n * 16), at * 16);
   }
 
   /** @internal Prefix hits a match of blocks `0..nBlocks` of `tokens` would find; changes nothing. */

@@ -49,23 +49,29 @@ export function parseRetention(name: string, ranges: unknown): Retention[] {
 /**
  * Writes (priority, expiry) for blocks first..first+n of block size B into
  * `f64` from index `at` (two numbers per block), `now` being the clock.
+ * Each range visits only the blocks it overlaps (a sequence's blocks number
+ * in the hundreds, its ranges a few): NaN marks a block no range touched yet.
  */
 export function writeRetention(ranges: readonly Retention[], first: number, n: number, B: number, now: number, f64: Float64Array, at: number): void {
-  for (let i = 0; i < n; i++) {
-    const lo = (first + i) * B;
-    const hi = lo + B;
-    let prio = DEFAULT_PRIORITY;
-    let dur = Infinity;
-    let marked = false;
-    for (const r of ranges) {
-      if (r.start >= hi || r.end <= lo) continue;
-      if (!marked || r.priority > prio || (r.priority === prio && r.duration > dur)) {
-        prio = r.priority;
-        dur = r.duration;
-        marked = true;
+  f64.fill(NaN, at, at + 2 * n);
+  for (let k = 0; k < ranges.length; k++) {
+    const r = ranges[k]!;
+    // Blocks b with b*B < r.end and (b+1)*B > r.start.
+    const from = Math.max(first, Math.floor(r.start / B));
+    const to = Math.min(first + n, r.end === Infinity ? first + n : Math.ceil(r.end / B));
+    for (let b = from; b < to; b++) {
+      const i = at + 2 * (b - first);
+      const prio = f64[i]!;
+      if (prio !== prio || r.priority > prio || (r.priority === prio && r.duration > f64[i + 1]!)) {
+        f64[i] = r.priority;
+        f64[i + 1] = r.duration;
       }
     }
-    f64[at + 2 * i] = prio;
-    f64[at + 2 * i + 1] = now + dur;
+  }
+  for (let i = at; i < at + 2 * n; i += 2) {
+    if (f64[i] !== f64[i]) {
+      f64[i] = DEFAULT_PRIORITY;
+      f64[i + 1] = Infinity;
+    } else f64[i + 1] = now + f64[i + 1]!;
   }
 }

@@ -213,6 +213,14 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   allocate(sequence: Sequence, numTokens?: number): boolean;
   allocate(sequences: readonly Sequence[]): boolean;
   allocate(arg: Sequence | readonly Sequence[], numTokens?: number): boolean {
+    // A decode step's call, made millions of times by a replay: the checks
+    // of own() and checkInt's fast path inline, everything else below.
+    if (arg instanceof Sequence && !this.disposed) {
+      const s = arg.state;
+      if (s.owner === this && (numTokens === undefined || ((numTokens | 0) === numTokens && numTokens >= 0))) {
+        return this.allocateOne(arg, s, numTokens === undefined ? s.numTokens : numTokens);
+      }
+    }
     this.ensureOpen();
     if (Array.isArray(arg)) {
       if (numTokens !== undefined) throw new TypeError('numTokens cannot be given with a list of sequences');

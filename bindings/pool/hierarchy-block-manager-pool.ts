@@ -124,7 +124,8 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
   /** True when a load plan or an offload pair waits for `takeTransfers` (cheap; nothing allocated). */
   hasPendingTransfers(): boolean {
     this.ensureOpen();
-    for (const t of this.tiers) if (t.hasPendingTransfers()) return true;
+    const tiers = this.tiers;
+    for (let r = 0; r < tiers.length; r++) if (tiers[r]!.hasPendingTransfers()) return true;
     return false;
   }
 

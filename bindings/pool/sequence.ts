@@ -101,7 +101,9 @@ export class Sequence {
 
   /** Appends one generated token. */
   appendToken(token: number): void {
-    checkInt('token', token, -0x80000000, 0x7fffffff);
+    // `token | 0` is token itself exactly for an int32 number (checkInt's
+    // fast path, inline: a decode step calls this millions of times).
+    if ((token | 0) !== token) checkInt('token', token, -0x80000000, 0x7fffffff);
     const s = this.state;
     if (s.numTokens === s.tokens.length) {
       const t = new Int32Array(s.tokens.length * 2);
@@ -126,8 +128,9 @@ export class Sequence {
   }
 
   set kvCachedTokens(n: number) {
-    checkInt('kvCachedTokens', n, 0, this.state.numTokens);
-    this.state.kvCached = n;
+    const s = this.state;
+    if ((n | 0) !== n || n < 0 || n > s.numTokens) checkInt('kvCachedTokens', n, 0, s.numTokens);
+    s.kvCached = n;
   }
 
   /** Physical block ids in logical order (a view; valid until the table changes). */

@@ -68,6 +68,97 @@ export interface HierarchyRankStats {
   offloadBlocksInFlight: number;
 }
 
+/**
+ * Block copies as parallel arrays (src, dst, 16-byte hashes), growing by
+ * doubling: what the host tier plans per block, with BlockTransfer objects
+ * made only when a caller reads them (a replay that completes every plan at
+ * once never does).
+ */
+class TransferBuffer {
+  src = new Int32Array(16);
+  dst = new Int32Array(16);
+  hashes = new Uint8Array(16 * 16);
+  n = 0;
+
+  /** Room for `k` more copies. */
+  reserve(k: number): void {
+    const need = this.n + k;
+    if (need <= this.src.length) return;
+    let cap = this.src.length * 2;
+    while (cap < need) cap *= 2;
+    const n = this.n;
+    const src = new Int32Array(cap);
+    const dst = new Int32Array(cap);
+    const hashes = new Uint8Array(cap * 16);
+    src.set(this.src.subarray(0, n));
+    dst.set(this.dst.subarray(0, n));
+    hashes.set(this.hashes.subarray(0, n * 16));
+    this.src = src;
+    this.dst = dst;
+    this.hashes = hashes;
+  }
+
+  /** The copies so far as a list of their own (the buffer starts over). */
+  take(): TransferList {
+    const n = this.n;
+    // One allocation for the three arrays (24 bytes per copy).
+    const buf = new ArrayBuffer(n * 24);
+    const src = new Int32Array(buf, 0, n);
+    const dst = new Int32Array(buf, n * 4, n);
+    const hashes = new Uint8Array(buf, n * 8, n * 16);
+    src.set(this.src.subarray(0, n));
+    dst.set(this.dst.subarray(0, n));
+    hashes.set(this.hashes.subarray(0, n * 16));
+    this.n = 0;
+    return new TransferList(src, dst, hashes);
+  }
+}
+
+/** A settled list of copies; `objects()` makes (once) the BlockTransfer array callers read. */
+class TransferList {
+  private made: readonly BlockTransfer[] | null = null;
+  constructor(
+    readonly src: Int32Array,
+    readonly dst: Int32Array,
+    readonly hashes: Uint8Array,
+  ) {}
+
+  get length(): number {
+    return this.src.length;
+  }
+
+  objects(): readonly BlockTransfer[] {
+    if (this.made === null) {
+      const out: BlockTransfer[] = [];
+      for (let i = 0; i < this.src.length; i++) {
+        out.push(Object.freeze({ src: this.src[i]!, dst: this.dst[i]!, hash: this.hashes.slice(i * 16, i * 16 + 16) }));
+      }
+      this.made = Object.freeze(out);
+    }
+    return this.made;
+  }
+}
+
+/** What each offload plan handed out carries (for its life); kept out of the plan so a caller cannot change what completeOffload caches. */
+const planCopies = new WeakMap<OffloadPlan, TransferList>();
+
+/** An offload plan: its `blocks` are made on first read from the copies recorded when it was taken. */
+class CompactOffloadPlan implements OffloadPlan {
+  constructor(readonly dpRank: number) {}
+
+  get blocks(): readonly BlockTransfer[] {
+    return planCopies.get(this)!.objects();
+  }
+}
+
+/** The transfers of one take: `loads` made on first read. */
+function rankTransfers(loads: TransferList | null, offload: OffloadPlan | null): RankTransfers {
+  const t = {} as { loads: readonly BlockTransfer[]; offload: OffloadPlan | null };
+  Object.defineProperty(t, 'loads', { enumerable: true, get: () => (loads === null ? [] : loads.objects()) });
+  t.offload = offload;
+  return t;
+}
+
 export class HostTierRank implements RankManager {
   readonly kind = 'plain' as const;
   readonly blockSize: number;
@@ -75,8 +166,10 @@ export class HostTierRank implements RankManager {
   readonly counters: HierarchyRankStats = {
     hostHitBlocks: 0, blocksLoaded: 0, blocksOffloaded: 0, offloadBlocksFailed: 0, offloadBlocksInFlight: 0, blocksPrefetched: 0, blocksFetched: 0,
   };
-  private loads: BlockTransfer[] = [];
-  private queued: BlockTransfer[] = [];
+  private readonly loads = new TransferBuffer();
+  /** Host tables of released sequences, reused (a table grows to the prompt's length). */
+  private readonly spareTables: Int32Array[] = [];
+  private readonly queued = new TransferBuffer();
   readonly inFlight = new Set<OffloadPlan>();
   /** While the host records events: what each queued block's stored event will say (parallel to `queued`). */
   private queuedAbout: AnnouncedBlock[] = [];
@@ -216,7 +309,7 @@ export class HostTierRank implements RankManager {
     const nFull = Math.floor(s.numTokens / B);
     if (nFull === 0) return;
     const host = this.host;
-    const h = s.host ?? newHostBlocks();
+    const h = s.host ?? this.newHostBlocks();
     reserve(h, nFull);
     let hits = host.matchInto(s.tokens, 0, nFull, 0, h.table, 0, s.saltKey);
     const linear = this.inner.linear;
@@ -232,6 +325,7 @@ export class HostTierRank implements RankManager {
     h.numBlocks = hits;
     h.kvTokens = hits * B;
     this.counters.hostHitBlocks += hits;
+    if (hits === 0 && s.host === null && this.spareTables.length < 64) this.spareTables.push(h.table);
     s.host = hits === 0 ? null : h;
   }
 
@@ -240,11 +334,13 @@ export class HostTierRank implements RankManager {
     const B = this.blockSize;
     const from = Math.floor(s.kvCached / B);
     const copied = Math.min(maxCopy, h.kvTokens / B - from);
-    const host = this.host;
-    for (let i = from; i < from + copied; i++) {
-      const hash = new Uint8Array(16);
-      host.blockHashInto(h.table[i]!, hash, 0);
-      this.loads.push({ src: h.table[i]!, dst: s.table[i]!, hash });
+    if (copied > 0) {
+      const l = this.loads;
+      l.reserve(copied);
+      this.host.blockHashesInto(h.table, from, from + copied, l.hashes, l.n);
+      l.src.set(h.table.subarray(from, from + copied), l.n);
+      l.dst.set(s.table.subarray(from, from + copied), l.n);
+      l.n += copied;
     }
     this.counters.blocksLoaded += copied;
     s.kvCached = (from + copied) * B;
@@ -274,6 +370,11 @@ export class HostTierRank implements RankManager {
     const code = this.host.releaseFrom(h.table, 0, h.numBlocks);
     if (code < 0) throw new Error(`kvpool: internal error releasing a sequence's host blocks (core code ${code})`);
     s.host = null;
+    if (this.spareTables.length < 64) this.spareTables.push(h.table);
+  }
+
+  private newHostBlocks(): HostBlocks {
+    return { table: this.spareTables.pop() ?? new Int32Array(16), numBlocks: 0, kvTokens: 0, prefetch: null };
   }
 
   /**
@@ -290,7 +391,7 @@ export class HostTierRank implements RankManager {
     const cachedHost = prior === null ? 0 : Math.floor(prior.kvTokens / B);
     const heldHost = prior?.numBlocks ?? 0;
     if (cachedDev > heldHost) {
-      const h = prior ?? newHostBlocks();
+      const h = prior ?? this.newHostBlocks();
       reserve(h, cachedDev - heldHost);
       if (host.allocateInto(cachedDev - heldHost, h.table, heldHost)) {
         h.numBlocks = cachedDev;
@@ -300,32 +401,41 @@ export class HostTierRank implements RankManager {
     const h = s.host;
     if (h === null) return;
     const end = Math.min(cachedDev, h.numBlocks, s.numBlocks);
-    // The chain hashes of the sequence name each block's parent in the host's stored events.
-    const chain = this.host.recordingEvents && end > cachedHost ? this.inner.prefixHashes(s, end) : null;
-    let moved = 0;
-    let keepDev = cachedHost;
-    let keepHost = cachedHost;
-    for (let i = cachedHost; i < end; i++) {
-      const d = s.table[i]!;
-      const hid = h.table[i]!;
-      if (dev.refCount(d) === 2 && dev.isCachedId(d)) {
-        const hash = new Uint8Array(16);
-        dev.blockHashInto(d, hash, 0);
-        this.queued.push({ src: d, dst: hid, hash });
-        if (chain !== null) this.queuedAbout.push(announced(s, i, B, chain));
-        moved++;
-      } else {
-        s.table[keepDev++] = d;
-        h.table[keepHost++] = hid;
+    const q = this.queued;
+    q.reserve(Math.max(0, end - cachedHost));
+    let moved: number;
+    if (this.host.recordingEvents && end > cachedHost) {
+      // The chain hashes of the sequence name each block's parent in the host's stored events.
+      const chain = this.inner.prefixHashes(s, end);
+      moved = 0;
+      let keep = cachedHost;
+      for (let i = cachedHost; i < end; i++) {
+        const d = s.table[i]!;
+        const hid = h.table[i]!;
+        if (dev.refCount(d) === 2 && dev.isCachedId(d)) {
+          const at = q.n + moved;
+          q.src[at] = d;
+          q.dst[at] = hid;
+          dev.blockHashInto(d, q.hashes, at * 16);
+          this.queuedAbout.push(announced(s, i, B, chain));
+          moved++;
+        } else {
+          s.table[keep] = d;
+          h.table[keep++] = hid;
+        }
       }
+    } else {
+      // The pairs that move go to the queue; the others close up from cachedHost on.
+      moved = dev.offloadPickInto(s.table, h.table, cachedHost, end, q.src, q.dst, q.hashes, q.n);
     }
     if (moved === 0) return;
+    q.n += moved;
     // Close the gaps the moved blocks left; the rest keep their order.
-    for (let i = end; i < s.numBlocks; i++) s.table[keepDev++] = s.table[i]!;
-    for (let i = end; i < h.numBlocks; i++) h.table[keepHost++] = h.table[i]!;
-    s.numBlocks = keepDev;
-    if (s.shared > keepDev) s.shared = keepDev;
-    h.numBlocks = keepHost;
+    s.table.copyWithin(end - moved, end, s.numBlocks);
+    h.table.copyWithin(end - moved, end, h.numBlocks);
+    s.numBlocks -= moved;
+    if (s.shared > s.numBlocks) s.shared = s.numBlocks;
+    h.numBlocks -= moved;
     this.counters.blocksOffloaded += moved;
     this.counters.offloadBlocksInFlight += moved;
   }
@@ -343,7 +453,7 @@ export class HostTierRank implements RankManager {
     if (s.host?.prefetch) throw new Error('prefetchFromStorage: a prefetch of this sequence is pending; report it with updatePrefetchResult first');
     if (s.host === null && this.inPrefill(s)) this.matchHost(s);
     const B = this.blockSize;
-    const h = s.host ?? newHostBlocks();
+    const h = s.host ?? this.newHostBlocks();
     const shared = h.kvTokens / B;
     if (h.numBlocks > shared) throw new Error('prefetchFromStorage: the sequence holds host blocks past its host prefix already');
     const additional = Math.ceil(s.numTokens / B) - shared;
@@ -431,42 +541,33 @@ export class HostTierRank implements RankManager {
   /** The pending copies: the load plans made since the last call, and the queued offload pairs as one plan (in flight until completed). */
   takeTransfers(): RankTransfers {
     let offload: OffloadPlan | null = null;
-    if (this.queued.length > 0) {
-      offload = Object.freeze({ dpRank: this.dpRank, blocks: Object.freeze(this.queued) });
+    if (this.queued.n > 0) {
+      offload = Object.freeze(new CompactOffloadPlan(this.dpRank));
+      planCopies.set(offload, this.queued.take());
       this.inFlight.add(offload);
-      if (this.queuedAbout.length === this.queued.length) this.planAbout.set(offload, this.queuedAbout);
-      this.queued = [];
+      if (this.queuedAbout.length === planCopies.get(offload)!.length) this.planAbout.set(offload, this.queuedAbout);
       this.queuedAbout = [];
     }
-    const loads = this.loads;
-    this.loads = [];
-    return { loads, offload };
+    return rankTransfers(this.loads.n > 0 ? this.loads.take() : null, offload);
   }
 
   hasPendingTransfers(): boolean {
-    return this.loads.length > 0 || this.queued.length > 0;
+    return this.loads.n > 0 || this.queued.n > 0;
   }
 
   /** Finishes an offload plan of this rank (see HierarchyBlockManagerPool.completeOffload). */
   completeOffload(plan: OffloadPlan, ok: boolean): void {
-    const n = plan.blocks.length;
-    const src = new Int32Array(n);
-    const dst = new Int32Array(n);
-    const hashes = new Uint8Array(n * 16);
-    plan.blocks.forEach((b, i) => {
-      src[i] = b.src;
-      dst[i] = b.dst;
-      hashes.set(b.hash, i * 16);
-    });
+    const c = planCopies.get(plan)!;
+    const n = c.length;
     const about = this.planAbout.get(plan);
     this.planAbout.delete(plan);
-    if (ok && this.host.insertHashesFrom(dst, 0, n, hashes, 0, about && packAnnounced(about, this.blockSize)) < 0) {
+    if (ok && this.host.insertHashesFrom(c.dst, 0, n, c.hashes, 0, about && packAnnounced(about, this.blockSize)) < 0) {
       throw new Error('kvpool: internal error caching offloaded host blocks');
     }
-    if (this.device.releaseFrom(src, 0, n) < 0 || this.host.releaseFrom(dst, 0, n) < 0) {
+    if (this.device.releaseFrom(c.src, 0, n) < 0 || this.host.releaseFrom(c.dst, 0, n) < 0) {
       throw new Error('kvpool: internal error releasing an offload plan');
     }
-    this.inFlight.delete(plan);
+    this.inFlight.delete(plan); // its copies stay readable through plan.blocks
     this.counters.offloadBlocksInFlight -= n;
     if (!ok) this.counters.offloadBlocksFailed += n;
   }
@@ -538,9 +639,11 @@ export class HostTierRank implements RankManager {
   }
 
   check(placed: readonly SequenceState[], rank: number, extra: Int32Array): void {
+    const q = this.queued;
+    const inFlight = [...this.inFlight].map((p) => planCopies.get(p)!);
     this.inner.check(placed, rank, extra, (counts) => {
-      for (const b of this.queued) counts[b.src]!++;
-      for (const p of this.inFlight) for (const b of p.blocks) counts[b.src]!++;
+      for (let i = 0; i < q.n; i++) counts[q.src[i]!]!++;
+      for (const c of inFlight) for (const id of c.src) counts[id]!++;
     });
     const B = this.blockSize;
     this.host.check();
@@ -553,13 +656,13 @@ export class HostTierRank implements RankManager {
       }
       for (let i = 0; i < h.numBlocks; i++) expected[h.table[i]!]!++;
     }
-    let inFlight = this.queued.length;
-    for (const b of this.queued) expected[b.dst]!++;
-    for (const p of this.inFlight) {
-      inFlight += p.blocks.length;
-      for (const b of p.blocks) expected[b.dst]!++;
+    let blocksInFlight = q.n;
+    for (let i = 0; i < q.n; i++) expected[q.dst[i]!]!++;
+    for (const c of inFlight) {
+      blocksInFlight += c.length;
+      for (const id of c.dst) expected[id]!++;
     }
-    if (inFlight !== this.counters.offloadBlocksInFlight) throw new Error(`kvpool: rank ${rank} in-flight offload count is wrong`);
+    if (blocksInFlight !== this.counters.offloadBlocksInFlight) throw new Error(`kvpool: rank ${rank} in-flight offload count is wrong`);
     const actual = this.host.holderCounts();
     for (let id = 1; id < actual.length; id++) {
       if (actual[id] !== expected[id]) {
@@ -572,10 +675,6 @@ export class HostTierRank implements RankManager {
     this.inner.dispose();
     this.host.dispose();
   }
-}
-
-function newHostBlocks(): HostBlocks {
-  return { table: new Int32Array(16), numBlocks: 0, kvTokens: 0, prefetch: null };
 }
 
 function reserve(h: HostBlocks, more: number): void {

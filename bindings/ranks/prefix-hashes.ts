@@ -17,11 +17,18 @@ export function hashChainOf(kv: PoolManager, s: SequenceState, nBlocks: number):
   // The salt's digest sits in front of the hashes, in the same area.
   const area = rt.staging.byteSpace(16 + nBlocks * 16);
   const out = area + 16;
+  const salt = s.saltKey === null ? 0 : area;
   if (s.saltKey !== null) rt.u8.set(s.saltKey, area);
-  const tok = rt.staging.stageTokens(s.tokens, 0, nBlocks * B);
   const nHeld = Math.min(s.numBlocks, nBlocks);
   const ids = rt.staging.stageIds(s.table, 0, nHeld);
-  rt.ex.ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out, s.saltKey === null ? 0 : area);
+  // Blocks [0, hashed) carry their hashes: their tokens are not needed
+  // (should one lack its stamp after all, the core says so and every token is staged).
+  const from = Math.min(s.hashed, nHeld);
+  let tok = rt.staging.stageTokens(s.tokens, from * B, nBlocks * B);
+  if (rt.ex.ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out, from, salt) < 0) {
+    tok = rt.staging.stageTokens(s.tokens, 0, nBlocks * B);
+    rt.ex.ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out, 0, salt);
+  }
   return rt.u8.slice(out, out + nBlocks * 16);
 }
 

@@ -28,8 +28,12 @@ export interface HostTierResult {
 export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   /** `decodePriority`: as PoolReplayTarget's, for the device cache's 'priority' policy. */
   constructor(readonly tiered: HierarchyBlockManagerPool, readonly decodePriority?: number) {}
+  /** Block tables of finished sequences, reused by new ones (as PoolReplayTarget does). */
+  private readonly spareTables: Int32Array[] = [];
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
     const s = Sequence.fromBuffer(buffer, promptLength);
+    const table = this.spareTables.pop();
+    if (table !== undefined) s.state.table = table;
     if (this.decodePriority !== undefined) s.setRetention([{ start: promptLength, priority: this.decodePriority }]);
     return s;
   }
@@ -44,6 +48,13 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   deallocate(seq: Sequence): void {
     this.tiered.deallocate(seq);
     this.complete();
+  }
+  recycle(seq: Sequence): Int32Array {
+    this.spareTables.push(seq.state.table);
+    return seq.state.tokens;
+  }
+  blockIds(seq: Sequence): Int32Array {
+    return seq.state.table;
   }
   blocksEvicted(): number {
     return this.tiered.stats().reduce((a, s) => a + s.blocksEvicted, 0);

@@ -7,7 +7,6 @@
 
 import type { Sequence } from '../pool/sequence.js';
 import type { BlockManagerPool } from '../pool/block-manager-pool.js';
-import type { LinearStateCacheOp } from '../linear-state/linear-state-prefix-cache.js';
 import type { ReplayResult, ReplayTarget } from './kernel.js';
 
 /** Wraps the plain pool target (type-only import: replay.ts constructs this one). */
@@ -32,6 +31,12 @@ export class LinearStateReplayTarget implements ReplayTarget<Sequence> {
   deallocate(seq: Sequence): void {
     this.base.deallocate(seq);
   }
+  recycle(seq: Sequence): Int32Array | undefined {
+    return this.base.recycle?.(seq);
+  }
+  blockIds(seq: Sequence): ArrayLike<number> {
+    return this.base.blockIds?.(seq) ?? seq.blockTable;
+  }
   blocksEvicted(): number {
     return this.base.blocksEvicted();
   }
@@ -48,18 +53,13 @@ export class LinearStateReplayTarget implements ReplayTarget<Sequence> {
     const full = Math.floor(seq.numTokens / B);
     if (full === 0) return;
     const hashes = seq.prefixHashes();
-    const at = (k: number) => hashes.subarray((k - 1) * 16, k * 16);
-    const ops: LinearStateCacheOp[] = [];
-    if (h > 0) ops.push({ liveSlot: seq.linearStateSlotId, restoreHash: at(h) });
-    for (let k = h + 1; k <= full; k++) ops.push({ liveSlot: seq.linearStateSlotId, saveHash: at(k) });
     seq.markLinearStateInitialized();
-    if (ops.length === 0) return;
-    const cache = this.pool.linearStateCache(seq.dpRank);
-    const res = cache.resolveCacheOps(ops);
-    if (h > 0 && res.restoreSrcSlots[0]! > 0) this.hits++;
-    const before = cache.stats().checkpointsCommitted;
-    cache.commitReservations(res);
-    this.saved += cache.stats().checkpointsCommitted - before;
+    // The batch of the rule above, resolved and committed in one call: the
+    // same as resolveCacheOps([restore at h, save at h+1..full]) then
+    // commitReservations (test/replay-linear-state.test.ts compares them).
+    const r = this.pool.linearStateCache(seq.dpRank).prefillBatch(hashes, h, full);
+    if (h > 0 && r.restoredSlot > 0) this.hits++;
+    this.saved += r.committed;
   }
 
   extraResult(): Pick<ReplayResult, 'linearState'> {

@@ -11,8 +11,10 @@ import type { ModelSequence } from '../sequence.js';
 export function modelPrefixKeys(m: ModelBlockManager | null, s: ModelSequence, n: number, blockSize: number): string[] {
   const keys: string[] = [];
   let parent: string | null = null;
+  // A pending beam: the tokens are the source's already, and so are the blocks that will hold them.
+  const table = s.beamSource?.table ?? s.blockTable;
   for (let b = 0; b < n; b++) {
-    const stamped = m !== null && b < s.blockTable.length ? m.stamp.get(s.blockTable[b]!) : undefined;
+    const stamped = m !== null && b < table.length ? m.stamp.get(table[b]!) : undefined;
     parent = stamped ?? blockKey(parent, s.tokens, b, blockSize, s.salt);
     keys.push(parent);
   }

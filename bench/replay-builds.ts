@@ -1,0 +1,131 @@
+// npm run bench:replays -- <pkg> [<pkg> ...] [--modes plain,lfu,...] [--rounds 5] [--limit n]
+//
+// Whole builds of the package side by side on the replay of the Mooncake
+// conversation trace: each <pkg> is a directory holding a built package
+// (dist/, build/*.wasm, traces/; `--snapshot <dir>` copies this checkout's
+// build there first, so an old build can be kept before a change). Every
+// replay runs in a fresh process (bench/replay-child.mjs: the package's
+// replaySync, as the CLI runs it), the builds and modes taking turns round
+// after round, so a slow phase of this shared machine hits all of them
+// alike. Each run's loop time (wall, trace parsing excluded) and CPU time
+// are collected; the tables give medians and ratios against the first
+// build, and, per build, every mode against its plain replay. A build whose
+// results (ids, hits, evictions, checksums, every figure but the timings)
+// differ from the first build's for a mode is an error: a speed-up must not
+// change what the replay does.
+//
+//   npm run build && npm run bench:replays -- --snapshot /tmp/kv-before
+//   ... change, rebuild ...
+//   npm run bench:replays -- /tmp/kv-before . --rounds 5
+
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command } from 'commander';
+
+/** The modes of the replay (replay() options; the CLI's --flags in the comments). */
+export const REPLAY_MODES: Readonly<Record<string, Record<string, unknown>>> = {
+  plain: {},
+  'sliding-window': { slidingWindow: 4096 }, // --sliding-window 4096
+  lfu: { eviction: 'lfu' }, // --eviction lfu
+  priority: { eviction: 'priority' }, // --eviction priority
+  'host-tier': { hostBlocks: 262144 }, // --host-blocks 262144
+  'linear-state': { linearStateSlots: 256 }, // --linear-state-slots 256
+  '16k-publish': { numBlocks: 16384, publishAfterPrefill: true }, // --num-blocks 16384 --publish-after-prefill
+  '262k': { numBlocks: 262144 }, // --num-blocks 262144
+};
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+const program = new Command('bench:replays')
+  .argument('[pkg...]', 'directories holding a built package (. is this checkout)')
+  .option('--modes <list>', 'modes to replay, comma-separated', 'plain')
+  .option('--rounds <n>', 'rounds (each build and mode once per round)', '3')
+  .option('--limit <n>', 'replay only the first n requests')
+  .option('--trace <name>', 'trace file or built-in name', 'mooncake-conversation')
+  .option('--snapshot <dir>', "copy this checkout's built package to <dir> and exit")
+  .parse();
+const opts = program.opts<{ modes: string; rounds: string; limit?: string; trace: string; snapshot?: string }>();
+
+if (opts.snapshot !== undefined) {
+  const dir = resolve(opts.snapshot);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  for (const p of ['dist', 'build', 'traces', 'package.json']) cpSync(join(root, p), join(dir, p), { recursive: true });
+  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
+  console.log(`snapshot of ${root} in ${dir}`);
+  process.exit(0);
+}
+
+const pkgs = program.args.map((p) => resolve(p));
+if (pkgs.length === 0) program.error('give at least one package directory');
+for (const p of pkgs) if (!existsSync(join(p, 'dist/index.node.js'))) program.error(`${p}: no dist/index.node.js (build it, or make a --snapshot)`);
+const modes = opts.modes.split(',');
+for (const m of modes) if (!(m in REPLAY_MODES)) program.error(`unknown mode ${m} (${Object.keys(REPLAY_MODES).join(', ')})`);
+const rounds = Number(opts.rounds);
+
+type Result = Record<string, unknown> & { seconds: number; cpuSeconds: number };
+const child = join(root, 'bench/replay-child.mjs');
+
+function run(pkg: string, mode: string): Result {
+  const o = { trace: opts.trace, ...REPLAY_MODES[mode]!, ...(opts.limit === undefined ? {} : { limit: Number(opts.limit) }) };
+  return JSON.parse(execFileSync(process.execPath, [child, pkg, JSON.stringify(o)], { encoding: 'utf8', maxBuffer: 1 << 26 })) as Result;
+}
+
+/** The result without its timings (what must not change between builds). */
+function figures(r: Result): string {
+  const { seconds: _s, cpuSeconds: _c, allocateCallsPerSecond: _a, config: _cfg, ...rest } = r;
+  return JSON.stringify(rest);
+}
+
+const times = new Map<string, number[]>();
+const cpu = new Map<string, number[]>();
+const reference = new Map<string, string>();
+const key = (pkg: string, mode: string) => `${pkg}\0${mode}`;
+for (let r = 0; r < rounds; r++) {
+  for (const mode of modes) {
+    for (const pkg of pkgs) {
+      const res = run(pkg, mode);
+      const f = figures(res);
+      const ref = reference.get(mode);
+      if (ref === undefined) reference.set(mode, f);
+      else if (ref !== f) throw new Error(`${pkg}, mode ${mode}: the results differ from ${pkgs[0]}'s\n${f}\n${ref}`);
+      const k = key(pkg, mode);
+      times.set(k, [...(times.get(k) ?? []), res.seconds]);
+      cpu.set(k, [...(cpu.get(k) ?? []), res.cpuSeconds]);
+      process.stderr.write(`round ${r + 1}/${rounds} ${mode} ${pkg}: ${res.seconds.toFixed(3)} s (cpu ${res.cpuSeconds.toFixed(3)} s)\n`);
+    }
+  }
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+const name = (p: string) => (p === root ? '.' : p);
+
+function tables(what: string, data: Map<string, number[]>): void {
+  const med = (pkg: string, mode: string) => median(data.get(key(pkg, mode))!);
+  console.log(`${what}, median of ${rounds} runs each, builds and modes taking turns; results identical across builds`);
+  console.log();
+  console.log(`| mode | ${pkgs.map(name).join(' | ')} |${pkgs.length > 1 ? ` ${pkgs.slice(1).map((p) => `${name(pkgs[0]!)} / ${name(p)}`).join(' | ')} |` : ''}`);
+  console.log(`| --- |${pkgs.map(() => ' ---: |').join('')}${pkgs.slice(1).map(() => ' ---: |').join('')}`);
+  for (const mode of modes) {
+    const base = med(pkgs[0]!, mode);
+    const cells = pkgs.map((p) => `${med(p, mode).toFixed(3)} s`);
+    const ratios = pkgs.slice(1).map((p) => `${(base / med(p, mode)).toFixed(2)}x`);
+    console.log(`| ${mode} | ${[...cells, ...ratios].join(' | ')} |`);
+  }
+  if (modes.includes('plain') && modes.length > 1) {
+    console.log();
+    console.log(`| mode | ${pkgs.map((p) => `${name(p)}: vs plain`).join(' | ')} |`);
+    console.log(`| --- |${pkgs.map(() => ' ---: |').join('')}`);
+    for (const mode of modes) console.log(`| ${mode} | ${pkgs.map((p) => `${(med(p, mode) / med(p, 'plain')).toFixed(2)}x`).join(' | ')} |`);
+  }
+  console.log();
+}
+
+tables('loop seconds (wall)', times);
+tables('CPU seconds of the replay', cpu);

@@ -1,0 +1,91 @@
+// LinearStatePrefixCache.prefillBatch (one core call, used by the replay's
+// linear-state rule) against what it stands for: resolveCacheOps over a
+// restore op and save ops, then commitReservations. Two caches go through
+// the same random history; after every batch they must agree on the result
+// and on every slot's state, the eviction order and the counters.
+
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { LinearStatePrefixCache, type LinearStateCacheOp } from '../bindings/linear-state/linear-state-prefix-cache.js';
+
+/** A 16-byte hash per number (few numbers: keys repeat within and across batches). */
+function h(n: number): Uint8Array {
+  const a = new Uint8Array(16);
+  new DataView(a.buffer).setUint32(4, n * 2654435761, true);
+  a[0] = n & 0xff;
+  return a;
+}
+
+interface Batch {
+  /** Hash numbers of boundaries 1..last. */
+  keys: number[];
+  /** Restore from this boundary (0: none). */
+  restore: number;
+  /** Live slots to take (and keep) before the batch: slot pressure. */
+  takeLive: number;
+}
+
+const batchArb = fc.record({
+  keys: fc.array(fc.integer({ min: 0, max: 30 }), { minLength: 1, maxLength: 24 }),
+  restore: fc.nat({ max: 24 }),
+  takeLive: fc.nat({ max: 2 }),
+});
+
+function hashesOf(keys: number[]): Uint8Array {
+  const out = new Uint8Array(keys.length * 16);
+  keys.forEach((k, i) => out.set(h(k), i * 16));
+  return out;
+}
+
+function state(c: LinearStatePrefixCache) {
+  const slots = Array.from({ length: c.numSlots }, (_, s) => c.slotState(s));
+  const { matchCalls, matchHits, checkpointsCommitted, checkpointsEvicted, freeSlots, liveSlots, pendingSlots, committedCheckpoints } = c.stats();
+  const allocationFailures = c.slots.stats().allocationFailures; // reservations refused for lack of a slot
+  return { slots, lru: [...c.lruOrder()], allocationFailures, matchCalls, matchHits, checkpointsCommitted, checkpointsEvicted, freeSlots, liveSlots, pendingSlots, committedCheckpoints };
+}
+
+describe('LinearStatePrefixCache.prefillBatch', () => {
+  it('does what resolveCacheOps then commitReservations do, batch after batch', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 2, max: 12 }), fc.array(batchArb, { minLength: 1, maxLength: 12 }), (numSlots, batches) => {
+        const fast = new LinearStatePrefixCache({ numSlots });
+        const slow = new LinearStatePrefixCache({ numSlots });
+        try {
+          for (const b of batches) {
+            for (let i = 0; i < b.takeLive; i++) expect(fast.acquireLiveSlot()).toBe(slow.acquireLiveSlot());
+            const last = b.keys.length;
+            const restore = Math.min(b.restore, last);
+            const hashes = hashesOf(b.keys);
+            const at = (k: number) => hashes.subarray((k - 1) * 16, k * 16);
+            const ops: LinearStateCacheOp[] = [];
+            if (restore > 0) ops.push({ liveSlot: -1, restoreHash: at(restore) });
+            for (let k = restore + 1; k <= last; k++) ops.push({ liveSlot: -1, saveHash: at(k) });
+            const before = slow.stats().checkpointsCommitted;
+            const res = slow.resolveCacheOps(ops);
+            slow.commitReservations(res);
+            const r = fast.prefillBatch(hashes, restore, last);
+            expect(r.restoredSlot).toBe(restore > 0 ? Math.max(0, res.restoreSrcSlots[0]!) : 0);
+            expect(r.committed).toBe(slow.stats().checkpointsCommitted - before);
+            expect(state(fast)).toEqual(state(slow));
+            fast.check();
+          }
+        } finally {
+          fast.dispose();
+          slow.dispose();
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('validates its arguments before anything changes', () => {
+    const c = new LinearStatePrefixCache({ numSlots: 4 });
+    const before = state(c);
+    expect(() => c.prefillBatch(new Uint8Array(16), 0, 2)).toThrow(/at least 32 bytes/);
+    expect(() => c.prefillBatch(new Uint8Array(32), 3, 2)).toThrow(RangeError);
+    expect(() => c.prefillBatch([1] as unknown as Uint8Array, 0, 0)).toThrow(TypeError);
+    expect(state(c)).toEqual(before);
+    c.dispose();
+    expect(() => c.prefillBatch(new Uint8Array(16), 0, 1)).toThrow(/disposed/);
+  });
+});
