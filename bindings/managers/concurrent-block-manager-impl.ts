@@ -4,6 +4,7 @@
 // main thread and its workers see one state; every operation runs under a
 // re-entrant lock kept in that memory beside the manager.
 
+import { lockEveryMethod } from './lock-every-method.js';
 import { MAGIC_MANAGER } from '../core/abi.js';
 import type { CoreInstance, WasmSource } from '../core/core-instance.js';
 import {
@@ -295,15 +296,4 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
 // here without a line of its own. The exceptions hold no state to protect or
 // take the lock themselves.
 const UNLOCKED = new Set(['constructor', 'live', 'sameCore', 'coreRuntime', 'createRegion', 'share', 'withLock', 'lockEnter', 'lockExit', 'lockDepth', 'isDisposed', 'makeRoom']);
-const own = ConcurrentBlockManagerImpl.prototype as unknown as Record<string, unknown>;
-for (let p = Object.getPrototypeOf(own); p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
-  for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(p))) {
-    if (UNLOCKED.has(name) || Object.prototype.hasOwnProperty.call(own, name)) continue;
-    const wrap = (fn: (...a: unknown[]) => unknown) =>
-      function (this: ConcurrentBlockManagerImpl, ...args: unknown[]) {
-        return this.withLock(() => fn.apply(this, args));
-      };
-    if (typeof d.value === 'function') Object.defineProperty(own, name, { ...d, value: wrap(d.value) });
-    else if (d.get) Object.defineProperty(own, name, { ...d, get: wrap(d.get), set: d.set && wrap(d.set) });
-  }
-}
+lockEveryMethod(ConcurrentBlockManagerImpl.prototype, UNLOCKED);

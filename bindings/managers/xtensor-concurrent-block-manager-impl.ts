@@ -6,6 +6,7 @@
 // the lock. A thread's lock identity is its id in the shared-memory core, so
 // this manager and the core-backed concurrent managers agree on who is who.
 
+import { lockEveryMethod } from './lock-every-method.js';
 import type { WasmSource } from '../core/core-instance.js';
 import { attachSharedCore, loadSharedCore, releaseSharedThread, sharedCoreInfo, trackSharedManager } from '../core/shared-core.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
@@ -257,15 +258,4 @@ const UNLOCKED = new Set([
   'ready', 'usedBlocks', 'pageQueueAt', 'canTake', 'lowestAvail', 'setAvail', 'take', 'freeId', 'drop', 'checkHeldId', 'checkRelease',
   'releaseError',
 ]);
-const own = ConcurrentXTensorBlockManagerImpl.prototype as unknown as Record<string, unknown>;
-for (let p = Object.getPrototypeOf(own); p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
-  for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(p))) {
-    if (UNLOCKED.has(name) || Object.prototype.hasOwnProperty.call(own, name)) continue;
-    const wrap = (fn: (...a: unknown[]) => unknown) =>
-      function (this: ConcurrentXTensorBlockManagerImpl, ...args: unknown[]) {
-        return this.withLock(() => fn.apply(this, args));
-      };
-    if (typeof d.value === 'function') Object.defineProperty(own, name, { ...d, value: wrap(d.value) });
-    else if (d.get) Object.defineProperty(own, name, { ...d, get: wrap(d.get), set: d.set && wrap(d.set) });
-  }
-}
+lockEveryMethod(ConcurrentXTensorBlockManagerImpl.prototype, UNLOCKED);
