@@ -15,9 +15,10 @@
 //    publishAfterPrefill, cache the prompt after the first decode allocation;
 // 5. at the end, finish every running sequence, oldest first.
 // Modes: an eviction policy ('priority' marks generated tokens with 10),
-// linear state (one restore-and-save batch per prefill), a composite pool
-// (sliding window plus full sub-managers; figures of the capacity one), a
-// host tier (every transfer completes at once).
+// linear state (one restore-and-save batch per prefill, on any pool), a
+// composite pool (sliding window plus full sub-managers; figures of the
+// capacity one), a host tier (every transfer completes at once) with an
+// optional KV-cache store behind it.
 
 import type { ModelBlockManager } from './block-manager-impl.js';
 import { ModelBlockManagerPool } from './block-manager-pool.js';
@@ -46,6 +47,8 @@ export interface ModelReplayOptions {
   slidingWindow?: number;
   compressRatios?: number[];
   hostBlocks?: number;
+  /** With hostBlocks: a KV-cache store of this many blocks (written by offloads, read by prefetches before each prefill attempt). */
+  storeBlocks?: number;
 }
 
 export interface ModelReplayResult {
@@ -64,6 +67,7 @@ export interface ModelReplayResult {
   subManagers?: Array<{ kind: string; blockSize: number; numBlocks: number; peakUsedBlocks: number; allocatedBlocks: number; releasedBlocks: number }>;
   hostTier?: {
     hostBlocks: number; deviceHitBlocks: number; hostHitBlocks: number; blocksLoaded: number; blocksOffloaded: number; hostCachedBlocksAtEnd: number;
+    store?: { storeBlocks: number; blocksWritten: number; blocksRequested: number; blocksDelivered: number; blocksEvicted: number; blocksAtEnd: number };
   };
 }
 
@@ -95,28 +99,15 @@ interface Pool {
   extra(): Partial<ModelReplayResult>;
 }
 
-function plainPool(o: ModelReplayOptions): Pool {
-  const linear = o.linearStateSlots !== undefined;
-  const p = new ModelBlockManagerPool({
-    numBlocks: o.numBlocks, blockSize: o.blockSize, evictionPolicy: o.evictionPolicy, dpSize: o.dpSize ?? 1,
-    ...(linear && { enableLinearState: true, linearStateNumSlots: o.linearStateSlots }),
-  });
+type LinearStateFigures = NonNullable<ModelReplayResult['linearState']>;
+
+/** The linear-state rule of a prefill, on any model pool with linear state, and its figures. */
+function linearStateRule(p: ModelBlockManagerPool, B: number) {
   let hits = 0;
   let saved = 0;
   return {
-    newSequence(tokens, _r) {
-      const s = p.newSequence(tokens);
-      // The priority replay's rule: generated tokens get priority 10, the prompt keeps 35.
-      if (o.evictionPolicy === 'priority') p.setRetention(s, [{ start: tokens.length, priority: 10 }]);
-      return s;
-    },
-    allocate: (s, n) => p.allocate(s, n),
-    publish: (s) => p.cache(s),
-    finish: (s) => p.deallocate(s),
-    prefilled(s) {
-      if (!linear) return;
+    prefilled(s: ModelSequence): void {
       // One batch: restore at the shared boundary h (h > 0), save at every boundary after it; committed at once.
-      const B = o.blockSize;
       const h = s.sharedBlocks;
       const full = Math.floor(s.numTokens / B);
       if (full === 0) return;
@@ -132,61 +123,154 @@ function plainPool(o: ModelReplayOptions): Pool {
       c.commitBatch(batch);
       saved += c.counters.checkpointsCommitted - before;
     },
+    figures: (): LinearStateFigures => ({
+      checkpointHits: hits,
+      checkpointsSaved: saved,
+      checkpointEvictions: p.linearStateStats().reduce((a, c) => a + c.checkpointsEvicted, 0),
+      trimmedBlocks: p.linearStateStats().reduce((a, c) => a + c.trimmedBlocks, 0),
+    }),
+  };
+}
+
+/** Pool options every mode shares: linear state when asked for. */
+function linearOptions(o: ModelReplayOptions) {
+  return o.linearStateSlots !== undefined ? { enableLinearState: true, linearStateNumSlots: o.linearStateSlots } : {};
+}
+
+/** The priority replay's rule: generated tokens get priority 10, the prompt keeps 35. */
+function newSequence(p: ModelBlockManagerPool, o: ModelReplayOptions, tokens: number[]): ModelSequence {
+  const s = p.newSequence(tokens);
+  if (o.evictionPolicy === 'priority') p.setRetention(s, [{ start: tokens.length, priority: 10 }]);
+  return s;
+}
+
+function plainPool(o: ModelReplayOptions): Pool {
+  const p = new ModelBlockManagerPool({
+    numBlocks: o.numBlocks, blockSize: o.blockSize, evictionPolicy: o.evictionPolicy, dpSize: o.dpSize ?? 1, ...linearOptions(o),
+  });
+  const linear = o.linearStateSlots !== undefined ? linearStateRule(p, o.blockSize) : null;
+  return {
+    newSequence: (tokens) => newSequence(p, o, tokens),
+    allocate: (s, n) => p.allocate(s, n),
+    publish: (s) => p.cache(s),
+    finish: (s) => p.deallocate(s),
+    prefilled: (s) => linear?.prefilled(s),
     ids: p.managers,
     evicted: () => p.managers.reduce((a, m) => a + m.counters.blocksEvicted, 0),
     free: () => p.numFreeBlocks().reduce((a, b) => a + b, 0),
     cached: () => p.numBlocksInPrefixCache().reduce((a, b) => a + b, 0),
-    extra: () =>
-      linear
-        ? {
-            linearState: {
-              checkpointHits: hits,
-              checkpointsSaved: saved,
-              checkpointEvictions: p.linearStateStats().reduce((a, c) => a + c.checkpointsEvicted, 0),
-              trimmedBlocks: p.linearStateStats().reduce((a, c) => a + c.trimmedBlocks, 0),
-            },
-          }
-        : {},
+    extra: () => (linear ? { linearState: linear.figures() } : {}),
   };
 }
 
 function compositePool(o: ModelReplayOptions): Pool {
   const ratios = o.compressRatios ?? [1];
   const p = new ModelBlockManagerPool({
-    numBlocks: o.numBlocks, blockSize: o.blockSize,
+    numBlocks: o.numBlocks, blockSize: o.blockSize, dpSize: o.dpSize ?? 1,
     managerTypes: ['sliding-window', ...ratios.map(() => 'full' as const)], compressRatios: [0, ...ratios],
-    slidingWindowSize: o.slidingWindow!, maxSeqsPerBatch: o.maxRunning,
+    slidingWindowSize: o.slidingWindow!, maxSeqsPerBatch: o.maxRunning, ...linearOptions(o),
   });
-  const m = p.compositeManager(0)!;
+  const ranks = Array.from({ length: o.dpSize ?? 1 }, (_, r) => p.compositeManager(r)!);
+  const m = ranks[0]!;
+  const linear = o.linearStateSlots !== undefined ? linearStateRule(p, o.blockSize) : null;
+  const sum = (f: (c: typeof m, i: number) => number, i: number) => ranks.reduce((a, c) => a + f(c, i), 0);
   return {
     newSequence: (tokens) => p.newSequence(tokens),
     allocate: (s, n) => p.allocate(s, n),
     publish: () => {}, // no prefix cache
     finish: (s) => p.deallocate(s),
-    prefilled: () => {},
-    ids: [m.subs[m.capacityIndex]!],
+    prefilled: (s) => linear?.prefilled(s),
+    ids: ranks.map((c) => c.subs[c.capacityIndex]!),
     evicted: () => 0,
-    free: () => m.subs[m.capacityIndex]!.numFreeBlocks(),
+    free: () => ranks.reduce((a, c) => a + c.subs[c.capacityIndex]!.numFreeBlocks(), 0),
     cached: () => 0,
     extra: () => ({
-      subManagers: m.specs.map((s, i) => ({
-        kind: s.kind, blockSize: s.blockSize, numBlocks: s.numBlocks,
-        peakUsedBlocks: m.peaks[i]!, allocatedBlocks: m.subs[i]!.counters.blocksAllocated, releasedBlocks: m.releasedOut[i]!,
+      subManagers: m.specs.map((spec, i) => ({
+        kind: spec.kind, blockSize: spec.blockSize, numBlocks: spec.numBlocks,
+        peakUsedBlocks: sum((c) => c.peaks[i]!, i),
+        allocatedBlocks: sum((c) => c.subs[i]!.counters.blocksAllocated, i),
+        releasedBlocks: sum((c) => c.releasedOut[i]!, i),
       })),
+      ...(linear && { linearState: linear.figures() }),
     }),
   };
 }
 
+/**
+ * The KV-cache store of the host-tier replay's rule: at most `capacity` chain
+ * keys, least recently used out first. Kept as a stamp per key and a queue of
+ * (key, stamp) touches; a queue entry whose stamp is not the key's is stale.
+ */
+class ModelKvStore {
+  readonly stamps = new Map<string, number>();
+  private queue: Array<[string, number]> = [];
+  private head = 0;
+  private clock = 0;
+  written = 0;
+  requested = 0;
+  delivered = 0;
+  evicted = 0;
+  constructor(readonly capacity: number) {}
+  private touch(key: string): void {
+    this.stamps.set(key, ++this.clock);
+    this.queue.push([key, this.clock]);
+  }
+  write(key: string): void {
+    this.written++;
+    if (!this.stamps.has(key) && this.stamps.size === this.capacity) {
+      for (;;) {
+        const [k, t] = this.queue[this.head++]!;
+        if (this.stamps.get(k) !== t) continue;
+        this.stamps.delete(k);
+        this.evicted++;
+        break;
+      }
+      if (this.head > 4096 && this.head * 2 > this.queue.length) {
+        this.queue = this.queue.slice(this.head);
+        this.head = 0;
+      }
+    }
+    this.touch(key);
+  }
+  /** The leading keys it holds, each touched. */
+  deliver(keys: string[]): number {
+    this.requested += keys.length;
+    let n = 0;
+    while (n < keys.length && this.stamps.has(keys[n]!)) this.touch(keys[n++]!);
+    this.delivered += n;
+    return n;
+  }
+}
+
 function hostTierPool(o: ModelReplayOptions): Pool {
-  const p = new ModelHierarchyPool({ numBlocks: o.numBlocks, blockSize: o.blockSize, hostNumBlocks: o.hostBlocks! });
-  // The worker copies everything planned at once.
+  const p = new ModelHierarchyPool({
+    numBlocks: o.numBlocks, blockSize: o.blockSize, evictionPolicy: o.evictionPolicy, dpSize: o.dpSize ?? 1,
+    hostNumBlocks: o.hostBlocks!, ...linearOptions(o), ...(o.storeBlocks !== undefined && { enableKvcacheStore: true }),
+  });
+  const store = o.storeBlocks !== undefined ? new ModelKvStore(o.storeBlocks) : null;
+  const linear = o.linearStateSlots !== undefined ? linearStateRule(p, o.blockSize) : null;
+  // The worker copies everything planned at once; offloaded blocks are written to the store too.
   const complete = () => {
-    for (const t of p.takeTransfers()) if (t.offload) p.completeOffload(t.offload, true);
+    for (const t of p.takeTransfers()) {
+      if (!t.offload) continue;
+      if (store) for (const b of t.offload.blocks) store.write(b.key);
+      p.completeOffload(t.offload, true);
+    }
   };
   let matched = 0;
+  const stat = (k: 'hostHitBlocks' | 'blocksLoaded' | 'blocksOffloaded') => p.hierarchyStats().reduce((a, r) => a + r[k], 0);
   return {
-    newSequence: (tokens) => p.newSequence(tokens),
+    newSequence: (tokens) => newSequence(p, o, tokens),
     allocate(s, n) {
+      if (store && n === undefined) {
+        // A prefill attempt: prefetch from the store first; a failed attempt gives back what the prefetch took.
+        const plan = p.prefetchFromStorage(s);
+        if (plan) p.updatePrefetchResult(s, store.deliver(plan.blocks.map((b) => b.key)));
+        const ok = p.allocate(s);
+        if (!ok && s.dpRank >= 0) p.deallocate(s);
+        complete();
+        return ok;
+      }
       const ok = p.allocate(s, n);
       complete();
       return ok;
@@ -196,17 +280,27 @@ function hostTierPool(o: ModelReplayOptions): Pool {
       p.deallocate(s);
       complete();
     },
-    prefilled: (s) => void (matched += s.sharedBlocks),
+    prefilled(s) {
+      matched += s.sharedBlocks;
+      linear?.prefilled(s);
+    },
     ids: p.managers,
     evicted: () => p.managers.reduce((a, m) => a + m.counters.blocksEvicted, 0),
     free: () => p.numFreeBlocks().reduce((a, b) => a + b, 0),
     cached: () => p.numBlocksInPrefixCache().reduce((a, b) => a + b, 0),
     extra: () => ({
       hostTier: {
-        hostBlocks: o.hostBlocks!, deviceHitBlocks: matched, hostHitBlocks: p.hierarchyStats()[0]!.hostHitBlocks,
-        blocksLoaded: p.hierarchyStats()[0]!.blocksLoaded, blocksOffloaded: p.hierarchyStats()[0]!.blocksOffloaded,
-        hostCachedBlocksAtEnd: p.hosts[0]!.numBlocksInPrefixCache(),
+        hostBlocks: o.hostBlocks!, deviceHitBlocks: matched, hostHitBlocks: stat('hostHitBlocks'),
+        blocksLoaded: stat('blocksLoaded'), blocksOffloaded: stat('blocksOffloaded'),
+        hostCachedBlocksAtEnd: p.hostNumBlocksInPrefixCache().reduce((a, b) => a + b, 0),
+        ...(store && {
+          store: {
+            storeBlocks: store.capacity, blocksWritten: store.written, blocksRequested: store.requested,
+            blocksDelivered: store.delivered, blocksEvicted: store.evicted, blocksAtEnd: store.stamps.size,
+          },
+        }),
       },
+      ...(linear && { linearState: linear.figures() }),
     }),
   };
 }

@@ -61,3 +61,45 @@ describe('replay with a host tier', () => {
     expect(out[1]).toMatch(/blocks offloaded\s+\d+/);
   });
 });
+
+describe('replay with a KV-cache store behind the host tier', () => {
+  const trace = generateWorkload({ requests: 300, seed: 11 });
+  const o = { trace, numBlocks: 1500, hostBlocks: 600 };
+
+  it('leaves the device side as it was, writes every offloaded block, and loads more as the store grows', () => {
+    const host = replaySync(o) as HostTierReplayRun;
+    const small = replaySync({ ...o, storeBlocks: 1 }) as HostTierReplayRun;
+    const big = replaySync({ ...o, storeBlocks: 1_000_000 }) as HostTierReplayRun;
+    const device = (r: HostTierReplayRun) => figures((({ hostTier: _h, ...d }) => d)(r));
+    expect(device(small)).toEqual(device(host));
+    expect(device(big)).toEqual(device(host));
+    for (const r of [small, big]) {
+      const s = r.hostTier.store!;
+      expect(s.blocksWritten).toBe(r.hostTier.blocksOffloaded);
+      expect(s.blocksDelivered).toBeLessThanOrEqual(s.blocksRequested);
+      expect(s.blocksAtEnd).toBeLessThanOrEqual(s.storeBlocks);
+      expect(s.blocksAtEnd + s.blocksEvicted).toBeLessThanOrEqual(s.blocksWritten);
+    }
+    // A store of one block holds nothing a prefetch asks for in practice; a big one delivers,
+    // and what it delivers is loaded to the device instead of recomputed.
+    expect(big.hostTier.store!.blocksEvicted).toBe(0);
+    expect(big.hostTier.store!.blocksDelivered).toBeGreaterThan(100);
+    expect(big.hostTier.blocksLoaded).toBeGreaterThan(host.hostTier.blocksLoaded);
+    expect('store' in host.hostTier).toBe(false);
+  });
+
+  it('kvpool replay --store-blocks reports the store', async () => {
+    const args = ['--requests', '60', '--num-blocks', '600', '--host-blocks', '300', '--store-blocks', '5000'];
+    const json = await capture(() => main(['replay', '--json', ...args]));
+    const table = await capture(() => main(['replay', ...args]));
+    expect(json.code + table.code).toBe(0);
+    const obj = JSON.parse(json.out) as HostTierReplayRun;
+    expect(obj.config.storeBlocks).toBe(5000);
+    expect(obj.hostTier.store).toEqual((replaySync({ requests: 60, numBlocks: 600, hostBlocks: 300, storeBlocks: 5000 }) as HostTierReplayRun).hostTier.store);
+    expect(table.out).toMatch(/store deliveries\s+[\d,]+/);
+    expect(table.out).toMatch(/store blocks 5000/);
+    const bad = await capture(() => main(['replay', '--requests', '5', '--store-blocks', '10']));
+    expect(bad.code).toBe(1);
+    expect(bad.err).toMatch(/storeBlocks needs options.hostBlocks/);
+  });
+});

@@ -28,7 +28,7 @@ describe('kvpool replay: outputs', () => {
     expect(obj.mode).toBe('plain');
     expect(obj.config).toEqual({
       trace: 'workload', requests: 40, limit: null, blockSize: 16, numBlocks: 3000, dpSize: 2, maxRunning: 32, seed: 1024,
-      publishAfterPrefill: false, eviction: 'lfu', hostBlocks: 0, slidingWindow: null, compressRatios: null, linearStateSlots: null,
+      publishAfterPrefill: false, eviction: 'lfu', hostBlocks: 0, storeBlocks: null, slidingWindow: null, compressRatios: null, linearStateSlots: null,
     });
     expect(timingFree(obj)).toEqual(timingFree(replaySync({ requests: 40, numBlocks: 3000, dpSize: 2, eviction: 'lfu' })));
   });
@@ -135,7 +135,7 @@ describe('kvpool replay: warnings and errors', () => {
   it('checks the options before reading a trace', async () => {
     const r = await capture(() => main(['replay', '/nonexistent.jsonl', '--sliding-window', '64', '--host-blocks', '100']));
     expect(r.code).toBe(1);
-    expect(r.err).toMatch(/slidingWindow and hostBlocks cannot be combined/);
+    expect(r.err).toMatch(/options.hostBlocks cannot be combined with slidingWindow: a host tier keeps prefix-cache blocks, and a composite pool has none/);
   });
 
   it('stops quietly when the reader of its output goes away (| head)', () => {
@@ -165,7 +165,7 @@ describe('replay() from a program', () => {
     ]);
     const names = replayCommand().options.map((o) => o.attributeName()).filter((n) => !cliOnly.has(n));
     expect(names.sort()).toEqual(
-      ['blockSize', 'compressRatios', 'dpSize', 'eviction', 'hostBlocks', 'limit', 'linearStateSlots', 'maxRunning', 'numBlocks', 'publishAfterPrefill', 'requests', 'seed', 'slidingWindow', 'trace'].sort(),
+      ['blockSize', 'compressRatios', 'dpSize', 'eviction', 'hostBlocks', 'limit', 'linearStateSlots', 'maxRunning', 'numBlocks', 'publishAfterPrefill', 'requests', 'seed', 'slidingWindow', 'storeBlocks', 'trace'].sort(),
     );
     // Every one is an option replay() knows (unknown keys are rejected).
     for (const n of names) {

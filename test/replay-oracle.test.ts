@@ -189,6 +189,13 @@ const MODES: Array<[string, ReplayOptions]> = [
   ['linear state', { linearStateSlots: 6 }],
   ['sliding window', { slidingWindow: 40, compressRatios: [1, 2] }],
   ['host tier', { hostBlocks: 40 }],
+  // Modes combined: each part as above, on one pool.
+  ['host tier, lfu, 2 ranks', { hostBlocks: 40, eviction: 'lfu', dpSize: 2 }],
+  ['host tier, priority', { hostBlocks: 40, eviction: 'priority' }],
+  ['host tier with linear state', { hostBlocks: 40, linearStateSlots: 6 }],
+  ['host tier with a KV-cache store', { hostBlocks: 24, storeBlocks: 60 }],
+  ['host tier with a KV-cache store and linear state', { hostBlocks: 24, storeBlocks: 60, linearStateSlots: 6 }],
+  ['sliding window with linear state', { slidingWindow: 40, compressRatios: [1, 2], linearStateSlots: 6 }],
 ];
 
 /**
@@ -216,6 +223,8 @@ function note(name: string, r: Record<string, unknown>): void {
   if (ls) for (const k of ['checkpointHits', 'checkpointEvictions', 'trimmedBlocks']) add(k, ls[k]);
   const host = r['hostTier'] as Record<string, number> | undefined;
   if (host) for (const k of ['blocksLoaded', 'blocksOffloaded']) add(k, host[k]);
+  const store = (host as { store?: Record<string, number> } | undefined)?.store;
+  if (store) for (const k of ['blocksDelivered', 'blocksEvicted']) add(`store.${k}`, store[k]);
   const subs = r['subManagers'] as Array<Record<string, number>> | undefined;
   if (subs) add('releasedBlocks', subs[0]!['releasedBlocks']);
   reached.set(name, t);
@@ -241,8 +250,10 @@ describe('replay oracle: random traces, library against the model loop', () => {
         ),
         { numRuns: soak(60) },
       );
-      // A composite pool has no prefix cache: no hits, no evictions.
-      const mustReach = mode.slidingWindow !== undefined ? ['rejected', 'truncated', 'releasedBlocks'] : Object.keys(reached.get(name)!);
+      // A composite pool has no prefix cache: no hits, no evictions, no checkpoint restores.
+      const mustReach = mode.slidingWindow !== undefined
+        ? ['rejected', 'truncated', 'releasedBlocks', ...(mode.linearStateSlots !== undefined ? ['checkpointEvictions'] : [])]
+        : Object.keys(reached.get(name)!);
       for (const k of mustReach) expect(reached.get(name)![k], `${name}: ${k}`).toBeGreaterThan(0);
     });
   }
@@ -264,6 +275,12 @@ const CI_LIMIT: Record<string, number | undefined> = {
   'lru, publish after prefill': 3000,
   lfu: 1000,
   priority: 1000,
+  'host tier, lfu, 2 ranks': 1000,
+  'host tier, priority': 1000,
+  'host tier with linear state': 5000,
+  'host tier with a KV-cache store': 5000,
+  'host tier with a KV-cache store and linear state': 5000,
+  'sliding window with linear state': 5000,
 };
 
 describe.runIf(full && haveTrace)('replay oracle: the Mooncake conversation trace in every mode (CI)', () => {
@@ -279,6 +296,7 @@ describe.runIf(full && haveTrace)('replay oracle: the Mooncake conversation trac
       const o = {
         blockSize: 16, numBlocks: 65536, maxRunning: 32, ...mode,
         ...(mode.hostBlocks && { hostBlocks: 131072 }),
+        ...(mode.storeBlocks && { hostBlocks: 16384, storeBlocks: 262144 }),
         ...(mode.slidingWindow && { slidingWindow: 4096, compressRatios: [1, 4] }),
         ...(mode.linearStateSlots && { linearStateSlots: 202 }),
       };

@@ -11,7 +11,7 @@ import { plainCore } from '../bindings/core/plain-core.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
 import { nextOutputToken, outputToken, promptTokens, promptTokensJs, type ReplayResult } from '../bindings/replay/kernel.js';
 import { runReplay } from '../bindings/replay/stepper.js';
-import { replaySync } from '../bindings/replay/replay.js';
+import { replaySync, type CompositeReplayRun, type HostTierReplayRun, type LinearStateReplayRun, type ReplayRun } from '../bindings/replay/replay.js';
 import { parseTrace, type TraceRequest } from '../bindings/replay/trace.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
 import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
@@ -185,9 +185,41 @@ describe('kvpool replay (CLI)', () => {
   });
 });
 
-describe('replay modes that cannot be combined', () => {
-  it('rejects two modes at once', () => {
-    expect(() => replaySync({ requests: 5, slidingWindow: 64, linearStateSlots: 8 })).toThrow(/slidingWindow and linearStateSlots cannot be combined/);
-    expect(() => replaySync({ requests: 5, linearStateSlots: 8, hostBlocks: 64 })).toThrow(/linearStateSlots and hostBlocks cannot be combined/);
+describe('replay modes combined', () => {
+  const trace = generateWorkload({ requests: 200, seed: 5 });
+  const device = (r: ReplayRun) => {
+    const { linearState: _l, hostTier: _h, subManagers: _s, ...rest } = figures(r) as Record<string, unknown>;
+    return rest;
+  };
+
+  it('refuses what has no meaning, naming the reason, before anything is built', () => {
+    expect(() => replaySync({ requests: 5, slidingWindow: 64, hostBlocks: 64 })).toThrow(
+      /options.hostBlocks cannot be combined with slidingWindow: a host tier keeps prefix-cache blocks, and a composite pool has none/,
+    );
+    expect(() => replaySync({ requests: 5, storeBlocks: 64 })).toThrow(/options.storeBlocks needs options.hostBlocks/);
+    expect(() => replaySync({ requests: 5, hostBlocks: 64, storeBlocks: 0 })).toThrow(/options.storeBlocks must be >= 1, got 0/);
+    expect(replaySync({ requests: 5 }).config.storeBlocks).toBeNull();
+  });
+
+  it('linear state with a host tier: the device side is that of linear state alone, host hits are cut to checkpoints', () => {
+    const alone = replaySync({ trace, numBlocks: 1200, linearStateSlots: 40 }) as LinearStateReplayRun;
+    const both = replaySync({ trace, numBlocks: 1200, linearStateSlots: 40, hostBlocks: 4000 }) as HostTierReplayRun;
+    expect(both.mode).toBe('host-tier');
+    expect(device(both)).toEqual(device(alone));
+    expect(both.linearState!.checkpointsSaved).toBeGreaterThan(0);
+    // Host hits beyond the last checkpoint are given back too, so at least as many blocks are trimmed.
+    expect(both.linearState!.trimmedBlocks).toBeGreaterThanOrEqual(alone.linearState.trimmedBlocks);
+    expect(both.hostTier.blocksOffloaded).toBeGreaterThan(0);
+  });
+
+  it('linear state on a composite pool: checkpoints are saved, never restored (no prefix cache, no hits)', () => {
+    const alone = replaySync({ trace, numBlocks: 1200, slidingWindow: 256 }) as CompositeReplayRun;
+    const both = replaySync({ trace, numBlocks: 1200, slidingWindow: 256, linearStateSlots: 40 }) as CompositeReplayRun;
+    expect(both.mode).toBe('composite');
+    expect(device(both)).toEqual(device(alone));
+    expect(both.subManagers).toEqual(alone.subManagers);
+    expect(both.linearState!.checkpointsSaved).toBeGreaterThan(0);
+    expect(both.linearState!.checkpointHits).toBe(0);
+    expect('linearState' in alone).toBe(false);
   });
 });

@@ -36,6 +36,12 @@ export const RESULT_GLOSSARY: readonly GlossaryEntry[] = [
   { key: 'hostTier.blocksLoaded', label: 'blocks loaded', meaning: 'host tier: host hits the device lacked, copied in instead of recomputed' },
   { key: 'hostTier.blocksOffloaded', label: 'blocks offloaded', meaning: 'host tier: computed blocks copied to the host when their sequence finished' },
   { key: 'hostTier.hostCachedBlocksAtEnd', label: 'host cached at end', meaning: 'host tier: host cache entries at the end' },
+  { key: 'hostTier.store.storeBlocks', label: 'store blocks', meaning: 'KV-cache store: blocks it holds at most' },
+  { key: 'hostTier.store.blocksWritten', label: 'store writes', meaning: 'KV-cache store: offloaded blocks written to it (rewrites included)' },
+  { key: 'hostTier.store.blocksRequested', label: 'store requests', meaning: 'KV-cache store: blocks prefetches asked for (the host lacked them)' },
+  { key: 'hostTier.store.blocksDelivered', label: 'store deliveries', meaning: 'KV-cache store: of those, blocks it delivered into the host' },
+  { key: 'hostTier.store.blocksEvicted', label: 'store evictions', meaning: 'KV-cache store: blocks dropped to make room (least recently used first)' },
+  { key: 'hostTier.store.blocksAtEnd', label: 'store blocks at end', meaning: 'KV-cache store: blocks held at the end' },
 ];
 
 /** Rows of the per-sub-manager table of a composite replay (`subManagers` in JSON). */
@@ -72,6 +78,7 @@ export const CONFIG_GLOSSARY: readonly GlossaryEntry[] = [
   { key: 'config.publishAfterPrefill', label: 'publish after prefill', meaning: 'prompt blocks enter the prefix cache while the sequence runs' },
   { key: 'config.eviction', label: 'eviction', meaning: 'lru, lfu or priority' },
   { key: 'config.hostBlocks', label: 'host blocks', meaning: 'host-tier blocks per rank (0: no host tier)' },
+  { key: 'config.storeBlocks', label: 'store blocks', meaning: 'blocks of the KV-cache store behind the host tier (null: no store)' },
   { key: 'config.slidingWindow', label: 'sliding window', meaning: 'tokens of the window of a composite pool (null: not composite)' },
   { key: 'config.compressRatios', label: 'compress ratios', meaning: "the composite pool's full sub-managers" },
   { key: 'config.linearStateSlots', label: 'linear-state slots', meaning: 'checkpoint slots per rank (null: no linear state)' },

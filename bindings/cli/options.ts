@@ -39,7 +39,7 @@ function parseEviction(name: string, value: string): EvictionPolicy {
 
 interface IntSpec {
   flag: string;
-  key: 'blockSize' | 'numBlocks' | 'dpSize' | 'maxRunning' | 'seed' | 'hostBlocks' | 'slidingWindow' | 'linearStateSlots';
+  key: 'blockSize' | 'numBlocks' | 'dpSize' | 'maxRunning' | 'seed' | 'hostBlocks' | 'storeBlocks' | 'slidingWindow' | 'linearStateSlots';
   min: number;
   desc: string;
   def?: number;
@@ -53,8 +53,9 @@ export const GRID_INT_OPTIONS: readonly IntSpec[] = [
   { flag: '--max-running', key: 'maxRunning', min: 1, def: 32, desc: 'sequences held at once' },
   { flag: '--seed', key: 'seed', min: 0, def: 1024, desc: 'XXH3 seed of the block hash chain (and of the built-in workload)' },
   { flag: '--host-blocks', key: 'hostBlocks', min: 0, desc: 'host-tier blocks per dp rank (offload on finish, load on host hits; 0: none)' },
+  { flag: '--store-blocks', key: 'storeBlocks', min: 1, desc: 'with --host-blocks: a KV-cache store of n blocks behind the host tier (written by offloads, read by prefetches)' },
   { flag: '--sliding-window', key: 'slidingWindow', min: 1, desc: 'replay on a composite pool: a sliding window of n tokens plus full sub-managers (no prefix cache)' },
-  { flag: '--linear-state-slots', key: 'linearStateSlots', min: 2, desc: 'replay with linear state: checkpoint slots per dp rank, padding included' },
+  { flag: '--linear-state-slots', key: 'linearStateSlots', min: 2, desc: 'replay with linear state: checkpoint slots per dp rank, padding included (combines with --host-blocks and --sliding-window)' },
 ];
 
 const EVICTION_DESC = 'eviction policy of the prefix cache: lru (the reference), lfu, or priority (generated tokens first)';

@@ -21,6 +21,7 @@ export interface ReplayFlags {
   maxRunning: number;
   seed: number;
   hostBlocks?: number;
+  storeBlocks?: number;
   slidingWindow?: number;
   linearStateSlots?: number;
   eviction: ReplayOptions['eviction'];
@@ -43,6 +44,7 @@ export function replayOptionsOf(f: ReplayFlags): ReplayOptions {
     eviction: f.eviction,
     ...(f.limit !== undefined && { limit: f.limit }),
     ...(f.hostBlocks !== undefined && { hostBlocks: f.hostBlocks }),
+    ...(f.storeBlocks !== undefined && { storeBlocks: f.storeBlocks }),
     ...(f.slidingWindow !== undefined && { slidingWindow: f.slidingWindow }),
     ...(f.compressRatios !== undefined && { compressRatios: f.compressRatios }),
     ...(f.linearStateSlots !== undefined && { linearStateSlots: f.linearStateSlots }),

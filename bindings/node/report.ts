@@ -29,6 +29,7 @@ const LABELS: Record<SweepGridKey, string> = {
   seed: 'seed',
   eviction: 'eviction',
   hostBlocks: 'host blocks',
+  storeBlocks: 'store blocks',
   slidingWindow: 'sliding window',
   linearStateSlots: 'linear-state slots',
 };

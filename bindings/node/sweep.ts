@@ -13,7 +13,7 @@ import type { SweepJob, SweepReply } from './sweep-worker.js';
 
 /** Options a sweep can vary: each takes a list of values. */
 export const SWEEP_GRID_KEYS = [
-  'numBlocks', 'blockSize', 'dpSize', 'maxRunning', 'seed', 'eviction', 'hostBlocks', 'slidingWindow', 'linearStateSlots',
+  'numBlocks', 'blockSize', 'dpSize', 'maxRunning', 'seed', 'eviction', 'hostBlocks', 'storeBlocks', 'slidingWindow', 'linearStateSlots',
 ] as const;
 export type SweepGridKey = (typeof SWEEP_GRID_KEYS)[number];
 export type SweepGrid = { [K in SweepGridKey]?: ReadonlyArray<NonNullable<ReplayOptions[K]>> };

@@ -2,11 +2,14 @@
 // offload their computed blocks to the host tier, prompts that hit the host
 // load them back, and every transfer completes at once (the worker is
 // infinitely fast), so the device cache sees offloaded blocks again right
-// after the sequence finishes.
+// after the sequence finishes. With a KV-cache store (`storeBlocks`), every
+// offloaded block is written to the store too, and each prefill attempt first
+// prefetches from the store the blocks the host lacks.
 
 import type { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../pool/sequence.js';
 import type { ReplayTarget } from './kernel.js';
+import type { KvStoreResult, ReplayKvStore } from './kv-store.js';
 
 /** What the host tier did during a replay. */
 export interface HostTierResult {
@@ -22,12 +25,26 @@ export interface HostTierResult {
   blocksOffloaded: number;
   /** Host cache entries at the end. */
   hostCachedBlocksAtEnd: number;
+  /** With a KV-cache store (`storeBlocks`): what it did. */
+  store?: KvStoreResult;
 }
 
 /** The replay loop's view of a HierarchyBlockManagerPool whose worker does every planned copy at once. */
 export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
-  /** `decodePriority`: as PoolReplayTarget's, for the device cache's 'priority' policy. */
-  constructor(readonly tiered: HierarchyBlockManagerPool, readonly decodePriority?: number) {}
+  /**
+   * `decodePriority`: as PoolReplayTarget's, for the device cache's 'priority'
+   * policy; `store`: the KV-cache store behind the host (the pool was made
+   * with enableKvcacheStore).
+   */
+  constructor(
+    readonly tiered: HierarchyBlockManagerPool,
+    readonly decodePriority?: number,
+    readonly store?: ReplayKvStore,
+  ) {}
+  /** The pool (what the linear-state target steps). */
+  get pool(): HierarchyBlockManagerPool {
+    return this.tiered;
+  }
   /** Block tables of finished sequences, reused by new ones (as PoolReplayTarget does). */
   private readonly spareTables: Int32Array[] = [];
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
@@ -38,7 +55,22 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
     return s;
   }
   allocate(seq: Sequence, numTokens?: number): boolean {
+    // A prefill attempt (the kernel passes no count) asks the store first.
+    if (this.store !== undefined && numTokens === undefined) return this.prefill(seq, this.store);
     const ok = this.tiered.allocate(seq, numTokens);
+    this.complete();
+    return ok;
+  }
+  /**
+   * Prefetch, then allocate. A failed attempt gives back what the prefetch
+   * took (the fetched blocks stay in the host cache), so the kernel's retry
+   * or rejection starts from a sequence that holds nothing.
+   */
+  private prefill(seq: Sequence, store: ReplayKvStore): boolean {
+    const plan = this.tiered.prefetchFromStorage(seq);
+    if (plan !== null) this.tiered.updatePrefetchResult(seq, store.deliver(plan.blocks));
+    const ok = this.tiered.allocate(seq);
+    if (!ok && seq.dpRank >= 0) this.tiered.deallocate(seq);
     this.complete();
     return ok;
   }
@@ -67,12 +99,17 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   }
   private complete(): void {
     if (!this.tiered.hasPendingTransfers()) return;
-    for (const t of this.tiered.takeTransfers()) if (t.offload) this.tiered.completeOffload(t.offload);
+    const store = this.store;
+    for (const t of this.tiered.takeTransfers()) {
+      if (!t.offload) continue;
+      if (store !== undefined) for (const b of t.offload.blocks) store.write(b.hash);
+      this.tiered.completeOffload(t.offload);
+    }
   }
 }
 
 /** The host tier's figures after a replay, summed over dp ranks. */
-export function hostTierResult(pool: HierarchyBlockManagerPool, hostBlocks: number, deviceHitBlocks: number): HostTierResult {
+export function hostTierResult(pool: HierarchyBlockManagerPool, hostBlocks: number, deviceHitBlocks: number, store?: ReplayKvStore): HostTierResult {
   const st = pool.hierarchyStats();
   const sum = (k: 'hostHitBlocks' | 'blocksLoaded' | 'blocksOffloaded') => st.reduce((a, s) => a + s[k], 0);
   return {
@@ -82,5 +119,6 @@ export function hostTierResult(pool: HierarchyBlockManagerPool, hostBlocks: numb
     blocksLoaded: sum('blocksLoaded'),
     blocksOffloaded: sum('blocksOffloaded'),
     hostCachedBlocksAtEnd: pool.hostNumBlocksInPrefixCache().reduce((a, b) => a + b, 0),
+    ...(store !== undefined && { store: store.result() }),
   };
 }

@@ -4,37 +4,42 @@
 // from the checkpoint at boundary h (when h > 0) and which saves a checkpoint
 // at every block boundary k*B with h < k <= floor(L/B), resolved on the
 // sequence's rank and committed at once (the worker copied the states).
+// It wraps the target of any rank kind or tier: plain, host tier, composite.
 
 import type { Sequence } from '../pool/sequence.js';
 import type { BlockManagerPool } from '../pool/block-manager-pool.js';
-import type { ReplayResult, ReplayTarget } from './kernel.js';
+import type { ReplayResult, ReplaySequence, ReplayTarget } from './kernel.js';
 
-/** Wraps the plain pool target (type-only import: replay.ts constructs this one). */
-export class LinearStateReplayTarget implements ReplayTarget<Sequence> {
+/** Wraps another mode's target (type-only import: replay.ts constructs this one). */
+export class LinearStateReplayTarget<S extends ReplaySequence> implements ReplayTarget<S> {
   private hits = 0;
   private saved = 0;
   readonly pool: BlockManagerPool;
 
-  constructor(private readonly base: ReplayTarget<Sequence> & { readonly pool: BlockManagerPool }) {
+  /** `poolSequence`: the pool's Sequence behind one of the base target's sequences. */
+  constructor(
+    private readonly base: ReplayTarget<S> & { readonly pool: BlockManagerPool },
+    private readonly poolSequence: (s: S) => Sequence,
+  ) {
     this.pool = base.pool;
   }
 
-  newSequence(buffer: Int32Array, promptLength: number): Sequence {
+  newSequence(buffer: Int32Array, promptLength: number): S {
     return this.base.newSequence(buffer, promptLength);
   }
-  allocate(seq: Sequence, numTokens?: number): boolean {
+  allocate(seq: S, numTokens?: number): boolean {
     return this.base.allocate(seq, numTokens);
   }
-  cache(seq: Sequence): void {
+  cache(seq: S): void {
     this.base.cache(seq);
   }
-  deallocate(seq: Sequence): void {
+  deallocate(seq: S): void {
     this.base.deallocate(seq);
   }
-  recycle(seq: Sequence): Int32Array | undefined {
+  recycle(seq: S): Int32Array | undefined {
     return this.base.recycle?.(seq);
   }
-  blockIds(seq: Sequence): ArrayLike<number> {
+  blockIds(seq: S): ArrayLike<number> {
     return this.base.blockIds?.(seq) ?? seq.blockTable;
   }
   blocksEvicted(): number {
@@ -47,7 +52,8 @@ export class LinearStateReplayTarget implements ReplayTarget<Sequence> {
     return this.base.numBlocksInPrefixCache();
   }
 
-  prefilled(seq: Sequence): void {
+  prefilled(s: S): void {
+    const seq = this.poolSequence(s);
     const B = this.pool.blockSize;
     const h = seq.sharedBlocks;
     const full = Math.floor(seq.numTokens / B);

@@ -5,6 +5,7 @@
 import { loadCore } from '../core/plain-core.js';
 import { BlockManagerPool } from '../pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
+import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import { Sequence } from '../pool/sequence.js';
 import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import {
@@ -18,6 +19,7 @@ import { parseEvictionPolicy, type EvictionPolicy } from '../managers/eviction-p
 import { LinearStateReplayTarget } from './linear-state-target.js';
 import { HierarchyReplayTarget, hostTierResult, type HostTierResult } from './hierarchy-replay.js';
 import { replayWarnings } from './warnings.js';
+import { ReplayKvStore } from './kv-store.js';
 
 export interface ReplayOptions {
   /**
@@ -54,11 +56,20 @@ export interface ReplayOptions {
    * transfers complete at once).
    */
   hostBlocks?: number;
+  /**
+   * With `hostBlocks`: a KV-cache store of this many blocks behind the host
+   * tier. Offloaded blocks are written to it; each prefill first prefetches
+   * the blocks the host lacks (docs/replay.md, the store tier).
+   */
+  storeBlocks?: number;
   /** Replay on a composite pool: a sliding window of this many tokens plus full sub-managers. */
   slidingWindow?: number;
   /** With `slidingWindow`: one full sub-manager per ratio (block size B * ratio; default [1]). */
   compressRatios?: readonly number[];
-  /** Replay with linear state on: this many checkpoint slots per rank (padding included). */
+  /**
+   * Replay with linear state on: this many checkpoint slots per rank (padding
+   * included). Combines with `hostBlocks` and with `slidingWindow`.
+   */
   linearStateSlots?: number;
   /** Called as requests are replayed: (done, total). */
   onProgress?: ReplayProgress;
@@ -79,6 +90,7 @@ export interface ReplayConfig {
   publishAfterPrefill: boolean;
   eviction: EvictionPolicy;
   hostBlocks: number;
+  storeBlocks: number | null;
   slidingWindow: number | null;
   compressRatios: number[] | null;
   linearStateSlots: number | null;
@@ -115,10 +127,14 @@ export interface LinearStateReplayRun extends ReplayRunBase {
 export interface CompositeReplayRun extends ReplayRunBase {
   mode: 'composite';
   subManagers: SubManagerReplayStats[];
+  /** With `linearStateSlots`. */
+  linearState?: ReplayLinearStateResult;
 }
 export interface HostTierReplayRun extends ReplayRunBase {
   mode: 'host-tier';
   hostTier: HostTierResult;
+  /** With `linearStateSlots`. */
+  linearState?: ReplayLinearStateResult;
 }
 /** A replay's result: `mode` tells which parts it has. */
 export type ReplayRun = PlainReplayRun | LinearStateReplayRun | CompositeReplayRun | HostTierReplayRun;
@@ -126,7 +142,7 @@ export type ReplayMode = ReplayRun['mode'];
 
 const KEYS = [
   'trace', 'requests', 'limit', 'blockSize', 'numBlocks', 'dpSize', 'maxRunning', 'seed', 'publishAfterPrefill', 'eviction',
-  'hostBlocks', 'slidingWindow', 'compressRatios', 'linearStateSlots', 'onProgress',
+  'hostBlocks', 'storeBlocks', 'slidingWindow', 'compressRatios', 'linearStateSlots', 'onProgress',
 ];
 
 /** The priority a 'priority' replay gives blocks holding generated tokens only (below the default 35). */
@@ -184,6 +200,7 @@ export interface ParsedReplayOptions {
   requests: number;
   eviction: EvictionPolicy;
   hostBlocks: number;
+  storeBlocks: number | undefined;
   slidingWindow: number | undefined;
   compressRatios: number[];
   linearStateSlots: number | undefined;
@@ -207,17 +224,18 @@ export function parseReplayOptions(o: ReplayOptions): ParsedReplayOptions {
     requests: checkInt('options.requests', o.requests ?? 2000, 0),
     eviction: o.eviction ?? 'lru',
     hostBlocks: o.hostBlocks === undefined || o.hostBlocks === 0 ? 0 : checkInt('options.hostBlocks', o.hostBlocks, 2),
+    storeBlocks: o.storeBlocks === undefined ? undefined : checkInt('options.storeBlocks', o.storeBlocks, 1),
     slidingWindow: o.slidingWindow === undefined ? undefined : checkInt('options.slidingWindow', o.slidingWindow, 1),
     compressRatios: parseCompressRatios('options.compressRatios', o.compressRatios),
     linearStateSlots: o.linearStateSlots === undefined ? undefined : checkInt('options.linearStateSlots', o.linearStateSlots, 2),
   };
   parseEvictionPolicy('options.eviction', p.eviction);
-  const modes = [
-    p.slidingWindow !== undefined && 'slidingWindow',
-    p.linearStateSlots !== undefined && 'linearStateSlots',
-    p.hostBlocks > 0 && 'hostBlocks',
-  ].filter((k): k is string => typeof k === 'string');
-  if (modes.length > 1) throw new TypeError(`options: ${modes.join(' and ')} cannot be combined`);
+  if (p.slidingWindow !== undefined && p.hostBlocks > 0) {
+    throw new TypeError('options.hostBlocks cannot be combined with slidingWindow: a host tier keeps prefix-cache blocks, and a composite pool has none');
+  }
+  if (p.storeBlocks !== undefined && p.hostBlocks === 0) {
+    throw new TypeError('options.storeBlocks needs options.hostBlocks: the store sits behind the host tier (it is written by offloads and read into host blocks)');
+  }
   if (p.eviction !== 'lru' && p.slidingWindow !== undefined) {
     throw new TypeError(`options.eviction '${p.eviction}' cannot be combined with slidingWindow (a composite pool has no prefix cache)`);
   }
@@ -246,6 +264,7 @@ export function replayConfig(p: ParsedReplayOptions, trace: string | undefined):
     publishAfterPrefill: p.publishAfterPrefill,
     eviction: p.eviction,
     hostBlocks: p.hostBlocks,
+    storeBlocks: p.storeBlocks ?? null,
     slidingWindow: p.slidingWindow ?? null,
     compressRatios: p.slidingWindow === undefined ? null : p.compressRatios,
     linearStateSlots: p.linearStateSlots ?? null,
@@ -271,6 +290,8 @@ export async function replay(options: ReplayOptions = {}): Promise<ReplayRun> {
   const p = parseReplayOptions(options);
   traceArg(options);
   await loadCore();
+  // The store's prefetches need a pool whose ranks other threads may share.
+  if (p.storeBlocks !== undefined) await ConcurrentBlockManagerImpl.ready();
   return replaySync(options, p);
 }
 
@@ -310,37 +331,41 @@ export interface OpenReplay {
 export function openReplay(p: ParsedReplayOptions): OpenReplay {
   const decodePriority = p.eviction === 'priority' ? REPLAY_DECODE_PRIORITY : undefined;
   const eviction = p.eviction !== 'lru' ? { evictionPolicy: p.eviction } : {};
-  const base = { numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed, dpSize: p.dpSize };
+  const linear = p.linearStateSlots !== undefined;
+  const linearOptions = linear ? { enableLinearState: true, linearStateNumSlots: p.linearStateSlots } : {};
+  const base = { numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed, dpSize: p.dpSize, ...linearOptions };
   const same = (s: ReplaySequence) => s as Sequence;
+  // Linear state wraps whichever target the rank kind and tier give.
+  const withLinearState = <S extends ReplaySequence>(t: ReplayTarget<S> & { readonly pool: BlockManagerPool }, seqOf: (s: S) => Sequence) =>
+    (linear ? new LinearStateReplayTarget(t, seqOf) : t) as ReplayTarget<ReplaySequence>;
   switch (replayMode(p)) {
     case 'host-tier': {
-      const pool = new HierarchyBlockManagerPool({ ...base, ...eviction, hostNumBlocks: p.hostBlocks });
+      const store = p.storeBlocks !== undefined ? new ReplayKvStore(p.storeBlocks) : undefined;
+      const pool = new HierarchyBlockManagerPool({ ...base, ...eviction, hostNumBlocks: p.hostBlocks, ...(store && { enableKvcacheStore: true }) });
       return {
         mode: 'host-tier',
         pool,
-        target: new HierarchyReplayTarget(pool, decodePriority) as ReplayTarget<ReplaySequence>,
+        target: withLinearState(new HierarchyReplayTarget(pool, decodePriority, store), same),
         sequenceOf: same,
-        finish: (r, config) => completeRun<HostTierReplayRun>({ mode: 'host-tier', ...r, hostTier: hostTierResult(pool, p.hostBlocks, r.matchedBlocks) }, config, pool),
+        finish: ({ linearState, ...r }, config) =>
+          completeRun<HostTierReplayRun>({ mode: 'host-tier', ...r, hostTier: hostTierResult(pool, p.hostBlocks, r.matchedBlocks, store), ...(linearState && { linearState }) }, config, pool),
       };
     }
     case 'composite': {
-      const pool = new BlockManagerPool(compositePoolOptions(p, p.slidingWindow!, p.compressRatios));
+      const pool = new BlockManagerPool({ ...compositePoolOptions(p, p.slidingWindow!, p.compressRatios), ...linearOptions });
       const target = new CompositeReplayTarget(pool);
+      const seqOf = (s: ReplaySequence) => (s as CompositeReplaySequence).seq;
       return {
         mode: 'composite',
         pool,
-        target: target as ReplayTarget<ReplaySequence>,
-        sequenceOf: (s) => (s as CompositeReplaySequence).seq,
-        finish: (r, config) => completeRun<CompositeReplayRun>({ mode: 'composite', ...r, subManagers: target.subManagers() }, config, pool),
+        target: withLinearState(target, seqOf),
+        sequenceOf: seqOf,
+        finish: ({ linearState, ...r }, config) =>
+          completeRun<CompositeReplayRun>({ mode: 'composite', ...r, subManagers: target.subManagers(), ...(linearState && { linearState }) }, config, pool),
       };
     }
     default: {
-      const linear = p.linearStateSlots !== undefined;
-      const pool = new BlockManagerPool({
-        ...base,
-        ...eviction,
-        ...(linear ? { enableLinearState: true, linearStateNumSlots: p.linearStateSlots } : {}),
-      });
+      const pool = new BlockManagerPool({ ...base, ...eviction });
       // The priority replay's rule (docs/replay.md): generated tokens are
       // never part of a later prompt in a trace, so their blocks go first.
       const plain = new PoolReplayTarget(pool, decodePriority);
@@ -356,7 +381,7 @@ export function openReplay(p: ParsedReplayOptions): OpenReplay {
       return {
         mode: 'linear-state',
         pool,
-        target: new LinearStateReplayTarget(plain) as ReplayTarget<ReplaySequence>,
+        target: withLinearState(plain, same),
         sequenceOf: same,
         finish: ({ linearState, ...r }, config) => completeRun<LinearStateReplayRun>({ mode: 'linear-state', ...r, linearState: linearState! }, config, pool),
       };
