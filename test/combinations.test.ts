@@ -268,12 +268,13 @@ class Run {
         if (op.compute) this.compute(tw);
         return;
       case 'decode':
-        // The token at a position is the same in every sequence: forks that share a partial last
-        // block write the same tokens into it (writing different ones is a race on the block the
-        // library cannot see; beam search swaps the block first).
+        // The token at a position is the same in every sequence, or (own) this sequence's own:
+        // forks that share a partial last block then write different tokens into it (a race on
+        // the block the library cannot see), and each keys its later blocks by its own tokens.
         for (let i = 0; i < op.steps && s.singleBlockId >= 0; i++) {
-          s.appendToken(7000 + s.numTokens);
-          m.appendToken(7000 + m.numTokens);
+          const token = 7000 + s.numTokens + (op.own ? 1_000_000 * (1 + this.seqs.indexOf(tw)) : 0);
+          s.appendToken(token);
+          m.appendToken(token);
           s.kvCachedTokens = m.kvCachedTokens = s.numTokens - 1;
           this.same(() => pool.allocate(s, s.numTokens), () => model.allocate(m, m.numTokens));
         }

@@ -325,17 +325,13 @@ describe('pool operations are all or nothing', () => {
   });
 });
 
-describe('known issue (fails until fixed): keys of blocks written past a fork', () => {
+describe('keys of blocks written past a fork', () => {
   // A fork without a swap shares the parent's partial last block; when both
   // write different tokens into it (a race on the block the worker makes, not
-  // the pool), the first to cache it keys it. The other's cache() cannot key
-  // its own copy of that block, yet it advances its stamped-hash watermark
-  // (SequenceState.hashed) past it, and its next cache() keys its later blocks
-  // on the first sequence's chain: a request with the first sequence's tokens
-  // then hits KV computed after the other's. The reference model keys a
-  // sequence's blocks by its own tokens (test/combinations.test.ts keeps
-  // forks' tokens equal, so it never meets this).
-  it.fails("a sequence's later blocks are keyed by its own tokens, not by the chain of the block's first cacher", () => {
+  // the pool), the first to cache it keys it. The other must not take that
+  // key as its own: its later blocks are keyed on the chain of its own
+  // tokens, as the reference model keys them.
+  it("a sequence's later blocks are keyed by its own tokens, not by the chain of the block's first cacher", () => {
     const p = new BlockManagerPool({ numBlocks: 16, blockSize: 2 });
     const s = new Sequence([1]);
     expect(p.allocate(s)).toBe(true);
@@ -353,5 +349,30 @@ describe('known issue (fails until fixed): keys of blocks written past a fork', 
     p.cache(c);
     // [1, 2, 4, 5, 6] shares its first block with s, and nothing after it with anyone.
     expect(p.allocateShared(new Sequence([1, 2, 4, 5, 6]))).toBe(1);
+  });
+
+  it('the same holds for a beam adopted as the reference does it', () => {
+    const p = new BlockManagerPool({ numBlocks: 16, blockSize: 2 });
+    const s = new Sequence([1]);
+    const c = new Sequence([9]);
+    expect(p.allocate(s)).toBe(true);
+    expect(p.allocate(c)).toBe(true);
+    p.adoptBeam(c, s);
+    s.appendToken(2);
+    c.appendToken(3);
+    s.kvCachedTokens = 2;
+    c.kvCachedTokens = 2;
+    p.cache(s);
+    expect(p.allocate(c)).toBe(true); // takes the beam: s's block, shared
+    p.cache(c);
+    c.appendToken(4);
+    c.appendToken(5);
+    expect(p.allocate(c)).toBe(true);
+    c.kvCachedTokens = 4;
+    p.cache(c);
+    p.check();
+    expect(p.allocateShared(new Sequence([1, 2, 4, 5, 6]))).toBe(1);
+    // The shared block was keyed with s's tokens first: a prompt of c's own tokens misses at once.
+    expect(p.allocateShared(new Sequence([1, 3, 4, 5, 6]))).toBe(0);
   });
 });

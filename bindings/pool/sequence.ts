@@ -276,6 +276,7 @@ export class Sequence {
     c.table = p.table.slice(0, Math.max(16, p.numBlocks));
     c.numBlocks = p.numBlocks;
     c.hashed = p.hashed;
+    c.forkSharedFrom = p.forkSharedFrom;
     c.shared = p.shared;
     c.kvCached = p.kvCached;
     c.dpRank = p.dpRank;

@@ -194,13 +194,15 @@ export class BlockTableRank implements RankManager {
     if (n <= first) return;
     const parent = first > 0 ? s.table[first - 1]! : 0;
     const kv = this.kv as BlockManagerImpl;
-    const known = this.reuseStampedHashes ? Math.max(0, Math.min(s.hashed, n) - first) : 0;
+    // Stamps are trusted only below a block a sibling may have keyed with its own tokens.
+    const trusted = s.forkSharedFrom < 0 ? n : Math.min(n, s.forkSharedFrom);
+    const known = this.reuseStampedHashes ? Math.max(0, Math.min(s.hashed, trusted) - first) : 0;
     const r =
       s.retention !== null
         ? kv.insertWithRetention(s.retention, s.tokens, s.table, first, n - first, parent, s.saltKey)
         : kv.insertFrom(s.tokens, s.table, first, n - first, parent, s.saltKey, known);
     if (r < 0) throw new Error(`kvpool: internal error caching a sequence (core code ${r})`);
-    if (this.reuseStampedHashes && s.hashed < n) s.hashed = n;
+    if (this.reuseStampedHashes && s.hashed < trusted) s.hashed = trusted;
   }
 
   release(s: SequenceState, cacheFirst: boolean): void {
@@ -209,8 +211,12 @@ export class BlockTableRank implements RankManager {
     this.dropBeam(s);
   }
 
-  fork(parent: SequenceState, _child: SequenceState): void {
+  fork(parent: SequenceState, child: SequenceState): void {
     this.retain(parent.table, parent.numBlocks);
+    // From the first block not full of their common tokens, both may write.
+    const from = Math.floor(parent.numTokens / this.blockSize);
+    parent.shareWritableFrom(from);
+    child.shareWritableFrom(from);
   }
 
   private retain(ids: Int32Array, n: number): void {
@@ -223,7 +229,11 @@ export class BlockTableRank implements RankManager {
     const n = source.numBlocks;
     this.retain(source.table, n);
     this.dropBeam(child);
-    child.beamSource = { table: source.table.slice(0, n), shared: source.shared, hashed: source.hashed };
+    // As for a fork: source and child may both write from the first block not full of their tokens.
+    const from = Math.floor(source.numTokens / this.blockSize);
+    source.shareWritableFrom(from);
+    const sharedFrom = from < n ? (source.forkSharedFrom < 0 ? from : Math.min(from, source.forkSharedFrom)) : source.forkSharedFrom;
+    child.beamSource = { table: source.table.slice(0, n), shared: source.shared, hashed: source.hashed, forkSharedFrom: sharedFrom };
     child.needSwap = swap && n > 0;
   }
 
@@ -240,6 +250,7 @@ export class BlockTableRank implements RankManager {
     s.numBlocks = b.table.length;
     s.shared = b.shared;
     s.hashed = b.hashed;
+    s.forkSharedFrom = b.forkSharedFrom;
     s.needSwap = swap;
   }
 

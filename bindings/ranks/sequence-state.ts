@@ -35,6 +35,14 @@ export class SequenceState {
    * table entry below it.
    */
   hashed = 0;
+  /**
+   * The first block it shares with a fork or beam sibling that may still
+   * write tokens into it (-1: none). Siblings may write different tokens
+   * there, and the first to cache such a block keys it, so neither trusts
+   * the hash stamped on it: `hashed` stays below it, and blocks from it on
+   * are keyed by this sequence's own tokens.
+   */
+  forkSharedFrom = -1;
   /** The next allocation that needs no new block copies the shared last block first (beam fork). */
   needSwap = false;
   /**
@@ -42,7 +50,7 @@ export class SequenceState {
    * reference each, taken when adopted) that replace this sequence's table
    * at its next allocation; null when none is pending.
    */
-  beamSource: { table: Int32Array; shared: number; hashed: number } | null = null;
+  beamSource: { table: Int32Array; shared: number; hashed: number; forkSharedFrom: number } | null = null;
   /** The dp rank, -1 until the sequence is placed. */
   dpRank = -1;
   /** The single id, -1 when it holds none. */
@@ -83,9 +91,17 @@ export class SequenceState {
   resetBlocks(): void {
     this.numBlocks = 0;
     this.hashed = 0;
+    this.forkSharedFrom = -1;
     this.shared = 0;
     this.kvCached = 0;
     this.needSwap = false;
+  }
+
+  /** Notes that blocks from `i` on are shared with a sibling that may write into them. */
+  shareWritableFrom(i: number): void {
+    if (i >= this.numBlocks) return;
+    if (this.forkSharedFrom < 0 || i < this.forkSharedFrom) this.forkSharedFrom = i;
+    this.unstampFrom(i);
   }
 
   /** Lowers the hash watermark below a table entry that changed. */

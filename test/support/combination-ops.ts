@@ -12,7 +12,7 @@ export type Op =
   | { kind: 'new'; prompt: number; len: number; salt: number; start: boolean }
   | { kind: 'allocate'; pick: number; compute: boolean }
   | { kind: 'allocateList'; picks: number[] }
-  | { kind: 'decode'; pick: number; steps: number }
+  | { kind: 'decode'; pick: number; steps: number; own: boolean }
   | { kind: 'compute'; pick: number; cached: number }
   | { kind: 'tryAllocate'; pick: number }
   | { kind: 'allocateShared'; pick: number }
@@ -62,7 +62,7 @@ export function opArb(row: Row): fc.Arbitrary<Op> {
     w(6, fc.record({ kind: fc.constant('new' as const), prompt: fc.nat({ max: 8 }), len: fc.nat({ max: 20 }), salt: fc.nat({ max: row.salt ? 2 : 0 }), start: fc.boolean() })),
     w(5, fc.record({ kind: fc.constant('allocate' as const), pick, compute: fc.boolean() })),
     w(1, fc.record({ kind: fc.constant('allocateList' as const), picks: fc.array(pick, { minLength: 1, maxLength: 3 }) })),
-    w(5, fc.record({ kind: fc.constant('decode' as const), pick, steps: fc.integer({ min: 1, max: 6 }) })),
+    w(5, fc.record({ kind: fc.constant('decode' as const), pick, steps: fc.integer({ min: 1, max: 6 }), own: fc.boolean() })),
     w(row.kind === 'composite' ? 3 : 1, fc.record({ kind: fc.constant('compute' as const), pick, cached: fc.nat({ max: 40 }) })),
     w(2, fc.record({ kind: fc.constant('tryAllocate' as const), pick })),
     w(2, fc.record({ kind: fc.constant('allocateShared' as const), pick })),
