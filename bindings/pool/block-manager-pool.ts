@@ -8,22 +8,25 @@ import { loadCore, plainCore } from '../core/plain-core.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import type { CompositeBlockManager, SubManagerStats } from '../managers/composite-block-manager.js';
 import { checkFits } from '../managers/core-manager.js';
-import { decodeEvents, parseRecordOptions, SaltNames, type KVEvent, type KVEventSource, type RecordEventsOptions } from '../managers/kv-events.js';
+import { parseRecordOptions, SaltNames, type KVEvent, type KVEventSource, type RecordEventsOptions } from '../managers/kv-events.js';
 import type { CoreInstance } from '../core/core-instance.js';
 import type { PoolManager } from '../managers/pool-manager.js';
-import { SingleBlockManager } from '../managers/single-block-manager.js';
+import type { SingleBlockManager } from '../managers/single-block-manager.js';
 import type { LinearStateCacheOp, LinearStatePrefixCache, LinearStateStats } from '../linear-state/linear-state-prefix-cache.js';
 import { buildRank } from '../ranks/build-rank.js';
 import { CompositeRank } from '../ranks/composite-rank.js';
 import type { LinearStateAddOn } from '../ranks/linear-state-add-on.js';
 import type { BlockTransferInfo, RankManager } from '../ranks/rank-manager.js';
 import type { SequenceState } from '../ranks/sequence-state.js';
-import { checkBool, checkInt, checkInt32Array, describe } from '../validate.js';
+import { checkBool, checkInt, describe } from '../validate.js';
 import type { KVCacheManager } from './kv-cache-manager.js';
 import { checkLabels, rankStats, renderMetrics, sumStats, type PoolRankStats } from './metrics.js';
 import { parsePoolOptions, type BlockManagerPoolOptions, type PoolConfig } from './pool-options.js';
 import { saltKey } from './salt.js';
 import { Sequence, type ForkOptions, type SequenceOwner } from './sequence.js';
+import { SingleIds } from './single-ids.js';
+import { RawBlocks } from './raw-blocks.js';
+import { drainRankRecords, drainRanks, recordOnRanks, snapshotRanks } from './pool-events.js';
 
 export type { BlockManagerPoolOptions } from './pool-options.js';
 export type { PoolRankStats } from './metrics.js';
@@ -47,12 +50,13 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   readonly ranks: RankManager[] = [];
   /** @internal each rank's KV manager (a composite rank's capacity sub-manager) */
   readonly managers: PoolManager[] = [];
+  private readonly singleIds = new SingleIds(this.ranks);
   /** @internal one single-id manager per dp rank */
-  readonly singles: SingleBlockManager[] = [];
+  readonly singles: SingleBlockManager[] = this.singleIds.managers;
   /** Sequences holding anything of this pool. */
   protected readonly live = new Set<Sequence>();
-  /** Per rank, the references the caller holds on blocks of `allocateBlocks` (index = id). */
-  private readonly raw: Int32Array[] = [];
+  /** Blocks of `allocateBlocks`, which the caller holds. */
+  private readonly raw = new RawBlocks();
   private disposed = false;
 
   constructor(options: BlockManagerPoolOptions, /** @internal */ parsed?: PoolConfig) {
@@ -74,8 +78,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
         const rank = buildRank(o.rank, r);
         this.ranks.push(rank);
         this.managers.push(rank.kv);
-        this.raw.push(new Int32Array(rank.kv.numBlocks));
-        this.singles.push(new SingleBlockManager({ numBlocks: o.singleBlockCapacity }));
+        this.raw.addRank(rank.kv.numBlocks);
+        this.singleIds.addRank(o.singleBlockCapacity);
       }
     } catch (e) {
       this.dispose();
@@ -121,7 +125,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     let best = 0;
     let bestFree = 0;
     for (let r = 0; r < this.dpSize; r++) {
-      if (this.ranks[r]!.linear && this.singles[r]!.numFreeBlocks() === 0) continue;
+      if (this.ranks[r]!.linear && this.singleIds.exhausted(r)) continue;
       const f = this.ranks[r]!.numFreeBlocks();
       if (f > bestFree) {
         best = r;
@@ -164,7 +168,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     try {
       this.placeOn(s, r);
       const newSingle = s.single < 0;
-      if (newSingle && !this.acquireSingle(s, r)) return false;
+      if (newSingle && !this.singleIds.acquire(s, r)) return false;
       // A sequence whose live slot was released alone gets a new one (the reference never does).
       const newSlot = !newSingle && linear !== null && s.linearSlot < 0;
       if (newSlot && !linear.acquire(s)) return false;
@@ -172,40 +176,13 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
         this.live.add(seq);
         return true;
       }
-      if (newSingle) this.releaseSingle(s, r);
+      if (newSingle) this.singleIds.release(s, r);
       else if (newSlot) linear.release(s);
       if (!rank.holds(s) && s.single < 0) this.live.delete(seq);
       return false;
     } finally {
       rank.exit();
     }
-  }
-
-  private readonly scratch = new Int32Array(1);
-
-  private acquireSingle(s: SequenceState, r: number): boolean {
-    if (!this.singles[r]!.allocateInto(1, this.scratch, 0)) return false;
-    s.single = this.scratch[0]!;
-    // The live linear-state slot comes and goes with the single id.
-    const linear = this.ranks[r]!.linear;
-    if (linear && !linear.acquire(s)) {
-      this.releaseSingleId(r, s.single);
-      s.single = -1;
-      return false;
-    }
-    return true;
-  }
-
-  private releaseSingle(s: SequenceState, r: number): void {
-    this.ranks[r]!.linear?.release(s);
-    this.releaseSingleId(r, s.single);
-    s.single = -1;
-  }
-
-  private releaseSingleId(r: number, id: number): void {
-    this.scratch[0] = id;
-    const code = this.singles[r]!.releaseFrom(this.scratch, 0, 1);
-    if (code < 0) throw new Error(`kvpool: internal error releasing single id ${id} (core code ${code})`);
   }
 
   // ---- allocation ----
@@ -273,27 +250,15 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     this.ensureOpen();
     const n = Math.ceil(checkInt('numTokens', numTokens) / this.blockSize);
     const r = this.chooseRank();
-    const ids = this.managers[r]!.allocate(n);
-    if (ids === null) return null;
-    for (const id of ids) this.raw[r]![id]!++;
-    return { dpRank: r, blockIds: ids };
+    const ids = this.raw.take(this.managers[r]!, r, n);
+    return ids === null ? null : { dpRank: r, blockIds: ids };
   }
 
   /** Gives back blocks `allocateBlocks` handed out on `dpRank` (only those: a sequence's blocks are its own). */
   deallocateBlocks(dpRank: number, blockIds: ArrayLike<number>): void {
     this.ensureOpen();
     checkInt('dpRank', dpRank, 0, this.dpSize - 1);
-    const ids = checkInt32Array('blockIds', blockIds);
-    const held = this.raw[dpRank]!;
-    const left = new Map<number, number>();
-    for (let i = 0; i < ids.length; i++) {
-      const id = ids[i]!;
-      const h = left.get(id) ?? (id >= 0 && id < held.length ? held[id]! : 0);
-      if (h <= 0) throw new RangeError(`blockIds[${i}] = ${id} is not a block allocateBlocks handed out on dp rank ${dpRank} (or it was given back)`);
-      left.set(id, h - 1);
-    }
-    this.managers[dpRank]!.deallocate(ids);
-    for (let i = 0; i < ids.length; i++) held[ids[i]!]!--;
+    this.raw.giveBack(this.managers[dpRank]!, dpRank, blockIds);
   }
 
   /** The KV block manager of `dpRank` (a composite rank's capacity sub-manager): for audits and views. */
@@ -380,7 +345,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     rank.enter();
     try {
       rank.release(s, cacheFirst);
-      if (s.single >= 0) this.releaseSingle(s, r);
+      if (s.single >= 0) this.singleIds.release(s, r);
     } finally {
       rank.exit();
     }
@@ -459,15 +424,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     this.ensureOpen();
     checkBool('on', on);
     parseRecordOptions(options);
-    // Ranks are switched together; one that cannot start (memory) switches the ones before back off.
-    this.ranks.forEach((k, i) => {
-      try {
-        k.recordEvents(on, options);
-      } catch (e) {
-        if (on) for (let j = 0; j < i; j++) this.ranks[j]!.recordEvents(false);
-        throw e;
-      }
-    });
+    recordOnRanks(this.ranks, on, options);
   }
 
   /**
@@ -476,9 +433,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
    */
   drainEvents(): KVEvent[] {
     this.ensureOpen();
-    const out: KVEvent[] = [];
-    this.ranks.forEach((k, r) => k.drainEventRecords((src, rt, ptr, len) => decodeEvents(rt.views(), ptr, len, r, src, this.saltNames, out)));
-    return out;
+    return drainRanks(this.ranks, this.saltNames);
   }
 
   /**
@@ -491,19 +446,13 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   snapshotEvents(dpRank?: number): KVEvent[] {
     this.ensureOpen();
     if (dpRank !== undefined) checkInt('dpRank', dpRank, 0, this.dpSize - 1);
-    const out: KVEvent[] = [];
-    this.ranks.forEach((k, r) => {
-      if (dpRank === undefined || dpRank === r) {
-        k.snapshotEventRecords((src, rt, ptr, len) => decodeEvents(rt.views(), ptr, len, r, src, this.saltNames, out));
-      }
-    });
-    return out;
+    return snapshotRanks(this.ranks, this.saltNames, dpRank);
   }
 
   /** @internal drainEvents as raw records (the wire encoders read them in place). */
   drainEventRecords(visit: (dpRank: number, source: KVEventSource, rt: CoreInstance, ptr: number, len: number) => void): void {
     this.ensureOpen();
-    this.ranks.forEach((k, r) => k.drainEventRecords((src, rt, ptr, len) => visit(r, src, rt, ptr, len)));
+    drainRankRecords(this.ranks, visit);
   }
 
   /** Evicts every cached block no sequence holds, on every rank; returns how many per rank. */
@@ -607,23 +556,15 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   check(): void {
     this.ensureOpen();
     const placed: SequenceState[][] = this.ranks.map(() => []);
-    const single = this.singles.map((m) => new Int32Array(m.numBlocks));
     for (const seq of this.live) {
       const s = seq.state;
       if (s.owner !== this || s.dpRank < 0 || s.dpRank >= this.dpSize) throw new Error('kvpool: a live sequence is not placed in this pool');
       placed[s.dpRank]!.push(s);
-      if (s.single >= 0) single[s.dpRank]![s.single]!++;
     }
     this.ranks.forEach((k, r) => {
-      k.check(placed[r]!, r, this.raw[r]!);
+      k.check(placed[r]!, r, this.raw.held[r]!);
       k.linear?.check(placed[r]!, r);
-      this.singles[r]!.check();
-      const actual = this.singles[r]!.holderCounts();
-      for (let id = 1; id < actual.length; id++) {
-        if (actual[id] !== single[r]![id]) {
-          throw new Error(`kvpool: rank ${r} single-id block ${id} has ${actual[id]} holders but live sequences hold it ${single[r]![id]} times`);
-        }
-      }
+      this.singleIds.check(r, placed[r]!);
     });
   }
 
@@ -632,6 +573,6 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     if (this.disposed) return;
     this.disposed = true;
     for (const k of this.ranks) k.dispose();
-    for (const s of this.singles) s.dispose();
+    this.singleIds.dispose();
   }
 }
