@@ -56,6 +56,8 @@ export class ReplayStepper<S extends ReplaySequence> {
   private seconds = 0;
   private readonly evictedBefore: number;
   private finishedInStep = 0;
+  /** Requests admitted through `admitRequest` (open-ended driving), not from `requests`. */
+  private pushed = 0;
   /** Token buffers of finished sequences, reused for new ones. */
   private readonly spare: Int32Array[] = [];
 
@@ -98,7 +100,7 @@ export class ReplayStepper<S extends ReplaySequence> {
   result(): ReplayResult {
     const t = this.target;
     return {
-      requests: this.total,
+      requests: this.total + this.pushed,
       rejected: this.rejected,
       truncated: this.truncated,
       promptBlocks: this.promptBlocks,
@@ -121,12 +123,35 @@ export class ReplayStepper<S extends ReplaySequence> {
     const t0 = performance.now();
     this.finishedInStep = 0;
     let out: ReplayStep;
-    if (this.r < this.total) out = this.admit(this.r++);
+    if (this.r < this.total) {
+      const r = this.r++;
+      out = this.admit(this.requests[r]!, r);
+    }
     else {
       while (this.live() > 0) this.finishOldest();
       this.drained = true;
       out = { request: -1, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, finished: this.finishedInStep };
     }
+    this.seconds += (performance.now() - t0) / 1000;
+    return out;
+  }
+
+  /**
+   * Open-ended driving (a fleet's engine, which learns its requests one at a
+   * time): admits `req` now, exactly as `step()` admits a request of the
+   * trace, as request number `index` (its output tokens are
+   * `outputToken(index, i)`). Only before the drain; construct the stepper
+   * with no requests and call `step()` once at the end to drain.
+   */
+  admitRequest(req: TraceRequest, index: number): ReplayStep {
+    if (this.drained) throw new Error('admitRequest: the stepper has drained');
+    if (this.r < this.total) throw new Error('admitRequest: the stepper still has requests of its own to step through');
+    checkObject('req', req);
+    checkInt('index', index, 0);
+    const t0 = performance.now();
+    this.finishedInStep = 0;
+    const out = this.admit(req, index);
+    this.pushed++;
     this.seconds += (performance.now() - t0) / 1000;
     return out;
   }
@@ -161,9 +186,8 @@ export class ReplayStepper<S extends ReplaySequence> {
   }
 
   /** One iteration of runReplay's request loop. */
-  private admit(r: number): ReplayStep {
+  private admit(req: TraceRequest, r: number): ReplayStep {
     const { target, params } = this;
-    const req = this.requests[r]!;
     const L = req.inputLength;
     const need = L + req.outputLength + 1;
     let buf = this.spare.pop();
