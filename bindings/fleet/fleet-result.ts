@@ -39,7 +39,7 @@ export interface FleetRun {
   /** matchedBlocks / promptBlocks over the fleet, rounded to 1e-6. */
   hitRate: number;
   evictedBlocks: number;
-  /** Steps the run took: the last step's number + 1, counted from step 0. */
+  /** The first step at which every request had arrived and none ran or waited (the run took steps 0 to steps - 1). */
   steps: number;
   queueing: QueueingFigures;
   /**

@@ -106,9 +106,10 @@ export class Fleet {
     let sumLoad = 0;
     let next = 0;
     let t = n > 0 ? arrival[0]! : 0;
-    let lastStep = t;
+    let lastStep = 0;
     while (n > 0) {
       for (const e of engines) e.tick(t);
+      lastStep = t;
       for (; next < n && arrival[next] === t; next++) {
         const e = router.route(new LazyRequest(next, trace[next]!, t, p.replay.blockSize, p.replay.seed), view);
         if (!Number.isInteger(e) || e < 0 || e >= K) throw new RangeError(`router ${router.name} answered ${String(e)} for request ${next}; engines are 0 to ${K - 1}`);
@@ -124,7 +125,6 @@ export class Fleet {
         sumLoad += l;
       }
       sumMax += max;
-      lastStep = t;
       if (next >= n && engines.every((e) => e.load === 0)) break;
       // Nothing decodes and nothing waits: the steps until the next arrival change nothing (and add no load).
       t = max === 0 ? Math.max(t + 1, arrival[next]!) : t + 1;
@@ -166,7 +166,7 @@ export class Fleet {
       matchedBlocks,
       hitRate: ratio6(matchedBlocks, promptBlocks),
       evictedBlocks: sum((x) => x.evictedBlocks),
-      steps: n === 0 ? 0 : lastStep + 1,
+      steps: lastStep,
       queueing: queueingFigures(delays),
       loadImbalance: sumLoad === 0 ? 1 : ratio6(K * sumMax, sumLoad),
       engines: perEngine,
