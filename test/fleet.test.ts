@@ -41,12 +41,14 @@ describe('a fleet of one engine is replay()', () => {
     });
   }
 
-  it('the same with the trace timestamps (arrival changes when, never what, a single engine does)', () => {
+  it('with the trace timestamps it places the same requests, and every block ends free or cached', () => {
     const expected = replaySync({ trace });
-    const f = fleetSync({ trace, engines: 1, stepMs: 50 });
-    expect(figures(f.engines[0]!.run)).toEqual(figures(expected));
+    const f = fleetSync({ trace, engines: 1, stepMs: 5 });
+    const run = f.engines[0]!.run;
+    expect([run.requests, run.rejected, run.promptBlocks]).toEqual([expected.requests, expected.rejected, expected.promptBlocks]);
+    expect(run.freeBlocksAtEnd + run.cachedBlocksAtEnd).toBe(65535);
     // The trace's 1,500 requests span about 7 minutes of timestamps.
-    expect(f.steps).toBeGreaterThan(Math.floor(trace[LIMIT - 1]!.timestamp! / 50));
+    expect(f.steps).toBeGreaterThan(Math.floor(trace[LIMIT - 1]!.timestamp! / 5));
   });
 });
 
@@ -63,6 +65,16 @@ describe('the step clock and queueing', () => {
     // Admitted at steps 0, 5, 10, 11; delays 0, 5, 10, 11; the last decodes through step 13.
     expect(f.queueing).toEqual({ meanSteps: 6.5, p50Steps: 5, p99Steps: 11, maxSteps: 11 });
     expect(f.steps).toBe(14);
+  });
+
+  it('a request is cached once it is done decoding, with slots to spare', () => {
+    // r0 decodes through step 1 and is finished (cached) then; r1 repeats its prompt at step 5.
+    const t = [req(0, 512, 2, [1]), req(5, 512, 2, [1]), req(5, 512, 2, [2])];
+    const f = fleetSync({ trace: t, engines: 1, numBlocks: 256, stepMs: 1 });
+    // The exact-prompt rule gives the last of the 32 blocks back.
+    expect(f.matchedBlocks).toBe(31);
+    // Done at step 1, not yet: r1 arrives while r0 still decodes (step 1 is its last) and finds nothing.
+    expect(fleetSync({ trace: [req(0, 512, 2, [1]), req(1, 512, 2, [1])], engines: 1, numBlocks: 256, stepMs: 1 }).matchedBlocks).toBe(0);
   });
 
   it('a later arrival does not wait for a slot that is free', () => {

@@ -85,9 +85,10 @@ export class FleetEngine {
   }
 
   /**
-   * Admits queued requests in order while a slot is free: fewer than
-   * maxRunning residents, or the oldest resident done decoding (the kernel
-   * then finishes it to make room). `wait(r, t)` is told each admission.
+   * Step `t` on this engine: admits queued requests in order while a slot is
+   * free (fewer than maxRunning residents, or the oldest resident done
+   * decoding: the kernel then finishes it to make room), then finishes the
+   * residents done by `t` from the oldest on. `wait(r)` is told each admission.
    */
   admit(t: number, requests: readonly TraceRequest[], wait: (r: number) => void): void {
     while (this.qHead < this.queue.length) {
@@ -103,10 +104,18 @@ export class FleetEngine {
       this.queue = this.queue.slice(this.qHead);
       this.qHead = 0;
     }
+    // A request whose decoding ended is finished (its blocks cached, the rest
+    // freed), oldest first, stopping at the first that still decodes: the
+    // kernel's running list is a FIFO. With requests still queued this finds
+    // nothing (the loop above stopped at a head that decodes).
+    while (this.residents > 0 && this.resident[this.rHead]!.doneStep <= t) {
+      this.stepper.finishOldestRunning();
+      this.retire({ finished: 1 });
+    }
   }
 
   /** The kernel finished `step.finished` residents, oldest first. */
-  private retire(step: ReplayStep): void {
+  private retire(step: Pick<ReplayStep, 'finished'>): void {
     for (let i = 0; i < step.finished; i++) {
       const x = this.resident[this.rHead++]!;
       if (x.active) {

@@ -156,6 +156,19 @@ export class ReplayStepper<S extends ReplaySequence> {
     return out;
   }
 
+  /**
+   * Open-ended driving: finishes the oldest running sequence now (a fleet's
+   * engine finishes sequences whose decoding ended); false when none runs.
+   */
+  finishOldestRunning(): boolean {
+    if (this.drained) throw new Error('finishOldestRunning: the stepper has drained');
+    if (this.live() === 0) return false;
+    const t0 = performance.now();
+    this.finishOldest();
+    this.seconds += (performance.now() - t0) / 1000;
+    return true;
+  }
+
   private live(): number {
     return this.fifo.length - this.head;
   }
