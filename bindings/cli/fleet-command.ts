@@ -10,6 +10,7 @@ import { ROUTER_POLICIES, type RouterPolicy } from '../fleet/routers.js';
 import { readTraceFile } from '../node/trace-file.js';
 import { fleetGlossaryHelp } from './fleet-glossary.js';
 import { fleetJson, formatFleet, formatFleetCsv } from './fleet-format.js';
+import { addFleetZmqOptions, fleetPublishing, type FleetZmqFlags } from './fleet-publish.js';
 import { FORMATS, type OutputFormat } from './format.js';
 import { addReplayOptions, parseIntArg } from './options.js';
 import { replayOptionsOf, traceSpec, warn, type ReplayFlags } from './replay-command.js';
@@ -73,9 +74,11 @@ export function fleetCommand(): Command {
   cmd
     .addOption(new Option('--format <format>', 'output: a table for people, or json, jsonl or csv').choices(FORMATS).default('table'))
     .option('--json', 'the same as --format json', false)
-    .option('--no-progress', 'no progress bar (there is one only when stderr is a terminal)')
+    .option('--no-progress', 'no progress bar (there is one only when stderr is a terminal)');
+  addFleetZmqOptions(cmd);
+  cmd
     .addHelpText('after', fleetGlossaryHelp())
-    .action(async (positional: string | undefined, o: FleetFlags & { format: OutputFormat; json: boolean; progress: boolean }) => {
+    .action(async (positional: string | undefined, o: FleetFlags & FleetZmqFlags & { format: OutputFormat; json: boolean; progress: boolean }) => {
       const spec = traceSpec(positional, o.trace);
       const options = fleetOptionsOf(o);
       const parsed = parseFleetOptions(options); // before reading a trace: bad options fail at once
@@ -93,7 +96,8 @@ export function fleetCommand(): Command {
         : undefined;
       let result: FleetRun;
       try {
-        result = fleetSync({ ...options, ...(requests && { trace: requests }), ...(onProgress && { onProgress }) }, spec);
+        const run = { ...options, ...(requests && { trace: requests }), ...(onProgress && { onProgress }) };
+        result = o.zmq !== undefined ? await fleetPublishing(run, o, spec, o.engines) : fleetSync(run, spec);
       } finally {
         bar?.stop();
       }

@@ -33,6 +33,23 @@ export function arrivalSteps(trace: readonly TraceRequest[], n: number, stepMs: 
   return out;
 }
 
+/** Where a run is: the clock, the next request to route, the sums the figures are made of. */
+interface RunState {
+  n: number;
+  arrival: Float64Array;
+  view: FleetView;
+  delays: number[];
+  every: number;
+  sumMax: number;
+  sumLoad: number;
+  next: number;
+  t: number;
+  lastStep: number;
+  /** Every request arrived and the fleet is idle: the next step drains. */
+  drain: boolean;
+  over: boolean;
+}
+
 class LazyRequest implements RouteRequest {
   private t: Int32Array | undefined;
   private h: Uint8Array | undefined;
@@ -56,7 +73,7 @@ export class Fleet {
   private readonly p: ParsedFleetOptions;
   private readonly trace: readonly TraceRequest[];
   private readonly sink: FleetEventSink | undefined;
-  private done = false;
+  private st: RunState | undefined;
   private encoder: VllmWireEncoder | undefined;
 
   constructor(options: FleetOptions = {}, traceName?: string, sink?: FleetEventSink, parsed?: ParsedFleetOptions) {
@@ -86,53 +103,65 @@ export class Fleet {
 
   /** Runs the whole trace and returns the result; once. */
   run(): FleetRun {
-    if (this.done) throw new Error('Fleet.run: this fleet has run already');
-    this.done = true;
+    if (this.st !== undefined) throw new Error('Fleet.run: this fleet has run already');
+    while (this.step());
+    return this.result();
+  }
+
+  /** Runs one step (after the last, the final drain); false once the run is over. Callers that publish events step it themselves. */
+  step(): boolean {
+    const s = (this.st ??= this.start());
+    if (s.over) return false;
     const { p, engines, router, trace } = this;
+    const { n, arrival, delays } = s;
     const K = engines.length;
+    if (n === 0 || s.drain) {
+      for (const e of engines) e.drain();
+      this.flushEvents(s.lastStep);
+      p.replayOptions.onProgress?.(n, n);
+      s.over = true;
+      return false;
+    }
+    const t = s.t;
+    for (const e of engines) e.tick(t);
+    s.lastStep = t;
+    for (; s.next < n && arrival[s.next] === t; s.next++) {
+      const r = s.next;
+      const e = router.route(new LazyRequest(r, trace[r]!, t, p.replay.blockSize, p.replay.seed), s.view);
+      if (!Number.isInteger(e) || e < 0 || e >= K) throw new RangeError(`router ${router.name} answered ${String(e)} for request ${r}; engines are 0 to ${K - 1}`);
+      engines[e]!.enqueue(r);
+      if (r % s.every === 0) p.replayOptions.onProgress?.(r, n);
+    }
+    for (const e of engines) e.admit(t, trace, (r) => (delays[r] = t - arrival[r]!));
+    this.flushEvents(t);
+    let max = 0;
+    for (const e of engines) {
+      const l = e.load;
+      if (l > max) max = l;
+      s.sumLoad += l;
+    }
+    s.sumMax += max;
+    if (s.next >= n && max === 0) s.drain = true;
+    // Nothing decodes and nothing waits: the steps until the next arrival change nothing (and add no load).
+    else s.t = max === 0 ? Math.max(t + 1, arrival[s.next]!) : t + 1;
+    return true;
+  }
+
+  private start(): RunState {
+    const { p, engines, trace } = this;
     const n = Math.min(trace.length, p.replay.limit ?? Infinity);
     const arrival = arrivalSteps(trace, n, p.stepMs, p.arrival === 'instant');
     const view: FleetView = {
-      engines: K,
+      engines: engines.length,
       maxRunning: p.replay.maxRunning,
       load: (e) => engines[e]!.load,
       running: (e) => engines[e]!.running,
       queued: (e) => engines[e]!.queued,
     };
-    const delays: number[] = new Array(n);
-    const onProgress = p.replayOptions.onProgress;
-    const every = Math.max(1, Math.floor(n / 200));
-    let sumMax = 0;
-    let sumLoad = 0;
-    let next = 0;
-    let t = n > 0 ? arrival[0]! : 0;
-    let lastStep = 0;
-    while (n > 0) {
-      for (const e of engines) e.tick(t);
-      lastStep = t;
-      for (; next < n && arrival[next] === t; next++) {
-        const e = router.route(new LazyRequest(next, trace[next]!, t, p.replay.blockSize, p.replay.seed), view);
-        if (!Number.isInteger(e) || e < 0 || e >= K) throw new RangeError(`router ${router.name} answered ${String(e)} for request ${next}; engines are 0 to ${K - 1}`);
-        engines[e]!.enqueue(next);
-        if (onProgress && next % every === 0) onProgress(next, n);
-      }
-      for (const e of engines) e.admit(t, trace, (r) => (delays[r] = t - arrival[r]!));
-      this.flushEvents(t);
-      let max = 0;
-      for (const e of engines) {
-        const l = e.load;
-        if (l > max) max = l;
-        sumLoad += l;
-      }
-      sumMax += max;
-      if (next >= n && engines.every((e) => e.load === 0)) break;
-      // Nothing decodes and nothing waits: the steps until the next arrival change nothing (and add no load).
-      t = max === 0 ? Math.max(t + 1, arrival[next]!) : t + 1;
-    }
-    for (const e of engines) e.drain();
-    this.flushEvents(lastStep);
-    onProgress?.(n, n);
-    return this.result(n, delays, lastStep, sumMax, sumLoad);
+    return {
+      n, arrival, view, delays: new Array<number>(n), every: Math.max(1, Math.floor(n / 200)),
+      sumMax: 0, sumLoad: 0, next: 0, t: n > 0 ? arrival[0]! : 0, lastStep: 0, drain: false, over: false,
+    };
   }
 
   private flushEvents(t: number): void {
@@ -151,7 +180,11 @@ export class Fleet {
     });
   }
 
-  private result(n: number, delays: number[], lastStep: number, sumMax: number, sumLoad: number): FleetRun {
+  /** The run's result, once `step()` has returned false. */
+  result(): FleetRun {
+    const s = this.st;
+    if (s === undefined || !s.over) throw new Error('Fleet.result: the run is not over (step() until it returns false, or run())');
+    const { n, delays, lastStep, sumMax, sumLoad } = s;
     const K = this.engines.length;
     const perEngine = this.engines.map((e, i) => engineFigures(i, e.result(this.config), e.finishedEarly));
     const sum = (f: (x: (typeof perEngine)[number]) => number) => perEngine.reduce((a, x) => a + f(x), 0);
