@@ -58,9 +58,23 @@ describe('kvpool fleet', () => {
     const r = await capture(() => main(['fleet', '--help']));
     expect(r.code).toBe(0);
     for (const e of [...FLEET_GLOSSARY, ...FLEET_ENGINE_GLOSSARY]) expect(r.out).toContain(`${e.key} `);
-    for (const flag of ['--engines <n>', '--router <policy>', '--step-ms <ms>', '--num-blocks <n>', '--eviction <policy>']) expect(r.out).toContain(flag);
+    for (const flag of ['--engines <list>', '--router <list>', '--step-ms <ms>', '--num-blocks <n>', '--eviction <policy>']) expect(r.out).toContain(flag);
     const doc = readFileSync(new URL('docs/fleet.md', root), 'utf8');
     for (const e of [...FLEET_GLOSSARY, ...FLEET_ENGINE_GLOSSARY, ...FLEET_CONFIG_GLOSSARY]) expect(doc, e.key).toContain(`\`${e.key.split(/[.\]]/).pop()}\``);
+  });
+
+  it('--router and --engines take lists: every combination runs, engines varying slowest', async () => {
+    const r = await capture(() => main(['fleet', '--requests', '120', '--engines', '2,3', '--router', 'round-robin,approximate-prefix', '--json']));
+    expect(r.code).toBe(0);
+    const runs = JSON.parse(r.out) as FleetRun[];
+    expect(runs.map((x) => [x.config.engines, x.config.router])).toEqual([[2, 'round-robin'], [2, 'approximate-prefix'], [3, 'round-robin'], [3, 'approximate-prefix']]);
+    expect(runs[3]).toEqual(withoutRuns(fleetSync({ requests: 120, engines: 3, router: 'approximate-prefix' })));
+    const table = await capture(() => main(['fleet', '--requests', '120', '--engines', '2,3', '--router', 'round-robin,approximate-prefix']));
+    expect(table.out).toMatch(/4 fleets/);
+    expect(table.out).toMatch(/\n  approximate-prefix\s+3\s+0\s/);
+    const zmq = await capture(() => main(['fleet', '--router', 'round-robin,least-loaded', '--zmq', 'tcp://127.0.0.1:1']));
+    expect(zmq.code).toBe(1);
+    expect(zmq.err).toMatch(/--zmq publishes one fleet/);
   });
 
   it('rejects bad options before reading a trace', async () => {
@@ -69,7 +83,7 @@ describe('kvpool fleet', () => {
     expect(bad.err).toMatch(/--engines must be >= 1, got 0/);
     const router = await capture(() => main(['fleet', '/nonexistent.jsonl', '--router', 'random']));
     expect(router.code).toBe(1);
-    expect(router.err).toMatch(/argument 'random' is invalid. Allowed choices are round-robin, least-loaded, session-affinity, approximate-prefix, precise-prefix/);
+    expect(router.err).toMatch(/--router must be among round-robin, least-loaded, session-affinity, approximate-prefix, precise-prefix, got "random"/);
     const mode = await capture(() => main(['fleet', '/nonexistent.jsonl', '--sliding-window', '64', '--host-blocks', '100']));
     expect(mode.code).toBe(1);
     expect(mode.err).toMatch(/options.hostBlocks cannot be combined with slidingWindow/);

@@ -54,3 +54,15 @@ export function formatFleetCsv(runs: readonly FleetRun[]): string {
   );
   return stringify([cols, ...rows], { cast: { boolean: (b) => (b ? 'true' : 'false') } });
 }
+
+/** Several fleets side by side: a row each (router, engines, the fleet's figures), the shared configuration above. */
+export function formatFleetComparison(runs: readonly FleetRun[], title: string): string {
+  const cols = FLEET_GLOSSARY.filter((e) => !['requests', 'truncated', 'promptBlocks'].includes(e.key));
+  const head = ['router', 'engines', ...cols.map((e) => e.label)];
+  const body = runs.map((r) => [r.config.router, String(r.config.engines), ...cols.map((e) => num(e.key, get(r, e.key) as number))]);
+  const cw = head.map((h, c) => Math.max(h.length, ...body.map((b) => b[c]!.length)));
+  const line = (cells: readonly string[]) => '  ' + cells.map((x, c) => (c === 0 ? x.padEnd(cw[c]!) : x.padStart(cw[c]!))).join('  ');
+  const c = runs[0]!.config;
+  const shared = `step ms ${c.stepMs} · arrival ${c.arrival} · prefix weight ${c.prefixWeight} · load weight ${c.loadWeight} · affinity blocks ${c.affinityBlocks}`;
+  return [title, `  ${shared}`, `  ${formatConfig(c)}`, '', line(head), ...body.map(line)].join('\n');
+}
