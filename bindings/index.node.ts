@@ -8,6 +8,7 @@ export * from './index.js';
 export { readTraceFile, resolveTrace, BUILTIN_TRACES, MAX_TRACE_LINE_BYTES, type ReadTraceOptions } from './node/trace-file.js';
 // Shadows the platform-neutral replay of index.js (an explicit export wins over `export *`).
 export { replay } from './node/replay-file.js';
+export { fleet } from './node/fleet-file.js';
 export { sweep, sweepConfigurations, SWEEP_GRID_KEYS, type SweepOptions, type SweepGrid, type SweepGridKey, type SweepProgress } from './node/sweep.js';
 export { writeReport, reportHtml, reportSvg } from './node/report.js';
 export { ZmqEventPublisher, rankEndpoint, type ZmqPublisherOptions, type ZmqRankPublishersOptions, type ReplayFrames } from './node/zmq-publisher.js';

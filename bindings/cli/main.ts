@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `kvpool`: the command line (replay, sweep). Node only.
+// `kvpool`: the command line (replay, sweep, fleet). Node only.
 
 import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -7,6 +7,7 @@ import { Command } from 'commander';
 import '../wasm-node.js';
 import { replayCommand } from './replay-command.js';
 import { sweepCommand } from './sweep-command.js';
+import { fleetCommand } from './fleet-command.js';
 
 /** The package's version (package.json sits two folders up from dist/cli/ and bindings/cli/ alike). */
 export function packageVersion(): string {
@@ -18,12 +19,12 @@ export async function main(argv: string[]): Promise<number> {
   const program = new Command();
   program
     .name('kvpool')
-    .description('KV-cache block manager (xLLM BlockManagerPool semantics) with a WebAssembly core: replay traces, sweep configurations')
+    .description('KV-cache block manager (xLLM BlockManagerPool semantics) with a WebAssembly core: replay traces, sweep configurations, route a fleet')
     .version(packageVersion(), '-V, --version', 'print the version')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) })
     .showHelpAfterError('(kvpool <command> --help lists the options)');
-  for (const cmd of [replayCommand(), sweepCommand()]) {
+  for (const cmd of [replayCommand(), sweepCommand(), fleetCommand()]) {
     cmd.exitOverride();
     cmd.configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) });
     program.addCommand(cmd);

@@ -56,6 +56,8 @@ export class ReplayStepper<S extends ReplaySequence> {
   private seconds = 0;
   private readonly evictedBefore: number;
   private finishedInStep = 0;
+  /** Requests admitted through `admitRequest` (open-ended driving), not from `requests`. */
+  private pushed = 0;
   /** Token buffers of finished sequences, reused for new ones. */
   private readonly spare: Int32Array[] = [];
 
@@ -98,7 +100,7 @@ export class ReplayStepper<S extends ReplaySequence> {
   result(): ReplayResult {
     const t = this.target;
     return {
-      requests: this.total,
+      requests: this.total + this.pushed,
       rejected: this.rejected,
       truncated: this.truncated,
       promptBlocks: this.promptBlocks,
@@ -121,7 +123,10 @@ export class ReplayStepper<S extends ReplaySequence> {
     const t0 = performance.now();
     this.finishedInStep = 0;
     let out: ReplayStep;
-    if (this.r < this.total) out = this.admit(this.r++);
+    if (this.r < this.total) {
+      const r = this.r++;
+      out = this.admit(this.requests[r]!, r);
+    }
     else {
       while (this.live() > 0) this.finishOldest();
       this.drained = true;
@@ -129,6 +134,39 @@ export class ReplayStepper<S extends ReplaySequence> {
     }
     this.seconds += (performance.now() - t0) / 1000;
     return out;
+  }
+
+  /**
+   * Open-ended driving (a fleet's engine, which learns its requests one at a
+   * time): admits `req` now, exactly as `step()` admits a request of the
+   * trace, as request number `index` (its output tokens are
+   * `outputToken(index, i)`). Only before the drain; construct the stepper
+   * with no requests and call `step()` once at the end to drain.
+   */
+  admitRequest(req: TraceRequest, index: number): ReplayStep {
+    if (this.drained) throw new Error('admitRequest: the stepper has drained');
+    if (this.r < this.total) throw new Error('admitRequest: the stepper still has requests of its own to step through');
+    checkObject('req', req);
+    checkInt('index', index, 0);
+    const t0 = performance.now();
+    this.finishedInStep = 0;
+    const out = this.admit(req, index);
+    this.pushed++;
+    this.seconds += (performance.now() - t0) / 1000;
+    return out;
+  }
+
+  /**
+   * Open-ended driving: finishes the oldest running sequence now (a fleet's
+   * engine finishes sequences whose decoding ended); false when none runs.
+   */
+  finishOldestRunning(): boolean {
+    if (this.drained) throw new Error('finishOldestRunning: the stepper has drained');
+    if (this.live() === 0) return false;
+    const t0 = performance.now();
+    this.finishOldest();
+    this.seconds += (performance.now() - t0) / 1000;
+    return true;
   }
 
   private live(): number {
@@ -161,9 +199,8 @@ export class ReplayStepper<S extends ReplaySequence> {
   }
 
   /** One iteration of runReplay's request loop. */
-  private admit(r: number): ReplayStep {
+  private admit(req: TraceRequest, r: number): ReplayStep {
     const { target, params } = this;
-    const req = this.requests[r]!;
     const L = req.inputLength;
     const need = L + req.outputLength + 1;
     let buf = this.spare.pop();

@@ -1,0 +1,52 @@
+// What every field of a fleet result means: the table's labels, `--help`
+// and docs/fleet.md (a test checks that the page lists each key).
+
+import type { GlossaryEntry } from './glossary.js';
+
+/** The fleet's figures, in table order. */
+export const FLEET_GLOSSARY: readonly GlossaryEntry[] = [
+  { key: 'requests', label: 'requests', meaning: 'requests read from the trace (after --limit), rejected ones included' },
+  { key: 'rejected', label: 'rejected', meaning: 'requests whose prompt could not be placed on their engine even with nothing else running there' },
+  { key: 'truncated', label: 'truncated', meaning: 'requests that stopped decoding early because no block was left for the next token' },
+  { key: 'promptBlocks', label: 'prompt blocks', meaning: 'full prompt blocks of the requests placed, over every engine' },
+  { key: 'matchedBlocks', label: 'matched blocks', meaning: 'prompt blocks found in the prefix cache of the engine the request was sent to' },
+  { key: 'hitRate', label: 'hit rate', meaning: 'matched blocks / prompt blocks over the fleet (a fraction in JSON and CSV, a percentage in the table)' },
+  { key: 'evictedBlocks', label: 'evicted blocks', meaning: 'prefix-cache entries evicted over every engine' },
+  { key: 'steps', label: 'steps', meaning: 'the first step at which every request had arrived and none ran or waited' },
+  { key: 'queueing.meanSteps', label: 'queueing mean (steps)', meaning: 'mean steps from arrival to admission on the engine (rejected requests included)' },
+  { key: 'queueing.p50Steps', label: 'queueing p50 (steps)', meaning: 'median of those delays (nearest rank)' },
+  { key: 'queueing.p99Steps', label: 'queueing p99 (steps)', meaning: '99th percentile of those delays (nearest rank)' },
+  { key: 'queueing.maxSteps', label: 'queueing max (steps)', meaning: 'the longest delay' },
+  { key: 'loadImbalance', label: 'load imbalance', meaning: 'K x (sum over steps of the largest engine load) / (sum over steps of all engine loads); load = running + queued; 1 = even, K = one engine carries all' },
+];
+
+/** Rows of the per-engine table (`engines` in JSON). */
+export const FLEET_ENGINE_GLOSSARY: readonly GlossaryEntry[] = [
+  { key: 'engines[].engine', label: 'engine', meaning: 'the engine index' },
+  { key: 'engines[].requests', label: 'requests', meaning: 'requests the router sent to it' },
+  { key: 'engines[].rejected', label: 'rejected', meaning: 'of them, rejected' },
+  { key: 'engines[].hitRate', label: 'hit rate', meaning: "its matched blocks / its prompt blocks" },
+  { key: 'engines[].matchedBlocks', label: 'matched', meaning: 'prompt blocks found in its prefix cache' },
+  { key: 'engines[].evictedBlocks', label: 'evicted', meaning: 'its prefix-cache evictions' },
+  { key: 'engines[].idChecksum', label: 'id checksum', meaning: "the replay kernel's checksum of the ids it handed out" },
+  { key: 'engines[].finishedEarly', label: 'finished early', meaning: 'sequences the kernel finished while they still decoded, to make room after a failed allocation' },
+];
+
+/** The fleet's own configuration (`config` also has every replay option, as replay's). */
+export const FLEET_CONFIG_GLOSSARY: readonly GlossaryEntry[] = [
+  { key: 'config.engines', label: 'engines', meaning: 'engines, each a pool of the replay options' },
+  { key: 'config.router', label: 'router', meaning: 'the routing policy' },
+  { key: 'config.stepMs', label: 'step ms', meaning: 'milliseconds of trace time per step' },
+  { key: 'config.arrival', label: 'arrival', meaning: 'timestamps (floor(timestamp / step ms)) or instant (every request at step 0)' },
+  { key: 'config.prefixWeight', label: 'prefix weight', meaning: 'prefix routers: weight of the matched share of the prompt' },
+  { key: 'config.loadWeight', label: 'load weight', meaning: 'prefix routers: weight of the load share of the slots' },
+  { key: 'config.affinityBlocks', label: 'affinity blocks', meaning: 'session affinity: the block (1-based) whose key is hashed' },
+];
+
+/** `--help` text of `kvpool fleet`. */
+export function fleetGlossaryHelp(): string {
+  const all = [...FLEET_GLOSSARY, ...FLEET_ENGINE_GLOSSARY, { key: 'warnings', label: '', meaning: 'notes on a result that is probably not what was meant (also on stderr)' }];
+  const w = Math.max(...all.map((e) => e.key.length));
+  return ['', 'Result fields (JSON keys; the table uses the same words):', ...all.map((e) => `  ${e.key.padEnd(w)}  ${e.meaning}`),
+    '', 'Every output echoes the configuration (`config`: the replay options and the fleet\'s). Details: docs/fleet.md.'].join('\n');
+}

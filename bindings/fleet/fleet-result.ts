@@ -1,0 +1,94 @@
+// What a fleet run reports (docs/fleet.md, metrics), and the figures made
+// from the raw counts: hit rates, queueing percentiles, load imbalance.
+
+import type { ReplayRun } from '../replay/replay.js';
+import type { FleetConfig } from './fleet-options.js';
+
+/** Queueing delay, in steps, from arrival to admission (rejected requests included). */
+export interface QueueingFigures {
+  meanSteps: number;
+  /** Nearest-rank percentiles: the ceil(p/100 * n)-th smallest delay. */
+  p50Steps: number;
+  p99Steps: number;
+  maxSteps: number;
+}
+
+export interface FleetEngineFigures {
+  engine: number;
+  /** Requests routed to it. */
+  requests: number;
+  rejected: number;
+  promptBlocks: number;
+  matchedBlocks: number;
+  hitRate: number;
+  evictedBlocks: number;
+  idChecksum: number;
+  /** Sequences the kernel finished while they still decoded, to make room after a failed allocation. */
+  finishedEarly: number;
+  /** The engine's whole replay result, as replay() reports one. */
+  run: ReplayRun;
+}
+
+export interface FleetRun {
+  config: FleetConfig;
+  requests: number;
+  rejected: number;
+  truncated: number;
+  promptBlocks: number;
+  matchedBlocks: number;
+  /** matchedBlocks / promptBlocks over the fleet, rounded to 1e-6. */
+  hitRate: number;
+  evictedBlocks: number;
+  /** The first step at which every request had arrived and none ran or waited (the run took steps 0 to steps - 1). */
+  steps: number;
+  queueing: QueueingFigures;
+  /**
+   * K * sum over steps of max_e load(e) / sum over steps of sum_e load(e),
+   * load = running + queued after the step's admissions: 1 when the engines
+   * always carry equal loads, K when one engine carries all; 1 for a fleet never loaded.
+   */
+  loadImbalance: number;
+  engines: FleetEngineFigures[];
+  warnings: string[];
+}
+
+/** a / b rounded to 1e-6 (0 when b is 0), as the replay's hit rate. */
+export function ratio6(a: number, b: number): number {
+  return b === 0 ? 0 : Math.round((a / b) * 1e6) / 1e6;
+}
+
+export function queueingFigures(delays: readonly number[]): QueueingFigures {
+  const n = delays.length;
+  if (n === 0) return { meanSteps: 0, p50Steps: 0, p99Steps: 0, maxSteps: 0 };
+  const sorted = Float64Array.from(delays).sort();
+  let sum = 0;
+  for (const d of delays) sum += d;
+  const rank = (p: number) => sorted[Math.max(0, Math.ceil((p / 100) * n) - 1)]!;
+  return { meanSteps: ratio6(sum, n), p50Steps: rank(50), p99Steps: rank(99), maxSteps: sorted[n - 1]! };
+}
+
+export function engineFigures(engine: number, run: ReplayRun, finishedEarly: number): FleetEngineFigures {
+  return {
+    engine,
+    requests: run.requests,
+    rejected: run.rejected,
+    promptBlocks: run.promptBlocks,
+    matchedBlocks: run.matchedBlocks,
+    hitRate: run.hitRate,
+    evictedBlocks: run.evictedBlocks,
+    idChecksum: run.idChecksum,
+    finishedEarly,
+    run,
+  };
+}
+
+/** Plain-language notes on a result that is probably not what was meant. */
+export function fleetWarnings(r: Omit<FleetRun, 'warnings'>): string[] {
+  const out: string[] = [];
+  if (r.requests === 0) out.push('nothing was replayed: the trace has no requests (or the limit is 0)');
+  else if (r.rejected > 0) out.push(`${r.rejected} of ${r.requests} requests were rejected: their prompt needs more blocks than an engine's rank has`);
+  if (r.truncated > 0) out.push(`${r.truncated} requests stopped decoding early for lack of blocks (counted as truncated)`);
+  const idle = r.engines.filter((e) => e.requests === 0).length;
+  if (idle > 0 && r.requests >= r.engines.length) out.push(`${idle} of ${r.engines.length} engines were sent no request by the router`);
+  return out;
+}

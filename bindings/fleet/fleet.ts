@@ -1,0 +1,235 @@
+// `fleet()`: K engines behind a router, replaying a trace on a step clock
+// (docs/fleet.md). Each step: requests that arrived are routed in trace
+// order and queued; each engine, in index order, admits from its queue by
+// the replay kernel's rules; the engines' KV events of the step go to the
+// router; the load is sampled.
+
+import { loadCore } from '../core/plain-core.js';
+import { drainInto, parseWireOptions, VllmWireEncoder } from '../events/vllm.js';
+import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
+import { hashBlocks } from '../hash.js';
+import { promptTokens } from '../replay/kernel.js';
+import { traceArg } from '../replay/replay.js';
+import type { TraceRequest } from '../replay/trace.js';
+import { generateWorkload } from '../replay/workload.js';
+import { FleetEngine } from './engine.js';
+import { fleetConfig, parseFleetOptions, type FleetConfig, type FleetOptions, type ParsedFleetOptions } from './fleet-options.js';
+import { engineFigures, fleetWarnings, queueingFigures, ratio6, type FleetRun } from './fleet-result.js';
+import type { FleetView, RouteRequest, Router } from './router.js';
+import { createRouter } from './routers.js';
+
+/** Called at the end of every step with each engine's KV events of the step, as vLLM batches (the CLI publishes them). */
+export type FleetEventSink = (engine: number, batches: readonly Uint8Array[], step: number) => void;
+
+/** Arrival step of each request: floor(timestamp / stepMs), never before the previous request's (a missing timestamp: the previous one's). */
+export function arrivalSteps(trace: readonly TraceRequest[], n: number, stepMs: number, instant: boolean): Float64Array {
+  const out = new Float64Array(n);
+  let prev = 0;
+  for (let r = 0; r < n; r++) {
+    const ts = trace[r]!.timestamp;
+    if (!instant && ts !== undefined) prev = Math.max(prev, Math.floor(ts / stepMs));
+    out[r] = prev;
+  }
+  return out;
+}
+
+/** Where a run is: the clock, the next request to route, the sums the figures are made of. */
+interface RunState {
+  n: number;
+  arrival: Float64Array;
+  view: FleetView;
+  delays: number[];
+  every: number;
+  sumMax: number;
+  sumLoad: number;
+  next: number;
+  t: number;
+  lastStep: number;
+  /** Every request arrived and the fleet is idle: the next step drains. */
+  drain: boolean;
+  over: boolean;
+}
+
+class LazyRequest implements RouteRequest {
+  private t: Int32Array | undefined;
+  private h: Uint8Array | undefined;
+  readonly fullBlocks: number;
+  constructor(readonly index: number, readonly request: TraceRequest, readonly step: number, private readonly blockSize: number, private readonly seed: number) {
+    this.fullBlocks = Math.floor(request.inputLength / blockSize);
+  }
+  tokens(): Int32Array {
+    return (this.t ??= promptTokens(this.request));
+  }
+  blockHashes(): Uint8Array {
+    return (this.h ??= hashBlocks(this.tokens(), this.blockSize, this.seed));
+  }
+}
+
+/** A fleet set up to run once; `run()` then `dispose()` (the engines' pools stay readable in between). */
+export class Fleet {
+  readonly router: Router;
+  readonly config: FleetConfig;
+  private readonly engines: FleetEngine[] = [];
+  private readonly p: ParsedFleetOptions;
+  private readonly trace: readonly TraceRequest[];
+  private readonly sink: FleetEventSink | undefined;
+  private st: RunState | undefined;
+  private encoder: VllmWireEncoder | undefined;
+
+  constructor(options: FleetOptions = {}, traceName?: string, sink?: FleetEventSink, parsed?: ParsedFleetOptions) {
+    const p = (this.p = parsed ?? parseFleetOptions(options));
+    if (sink !== undefined && typeof sink !== 'function') throw new TypeError('sink must be a function');
+    const given = traceArg(options);
+    this.trace = given ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
+    const r = p.replay;
+    this.router = typeof p.router === 'string'
+      ? createRouter(p.router, { blockSize: r.blockSize, capacity: (r.numBlocks - 1) * r.dpSize, prefixWeight: p.prefixWeight, loadWeight: p.loadWeight, affinityBlocks: p.affinityBlocks })
+      : p.router;
+    this.config = fleetConfig(p, this.router.name, given === undefined ? undefined : (traceName ?? 'requests'));
+    this.sink = sink;
+    const events = sink !== undefined || typeof this.router.onEvents === 'function';
+    try {
+      for (let e = 0; e < p.engines; e++) this.engines.push(new FleetEngine(r, events));
+    } catch (err) {
+      this.dispose();
+      throw err;
+    }
+  }
+
+  /** Engine `e`'s pool (until `dispose`). */
+  pool(e: number): FleetEngine['pool'] {
+    return this.engines[e]!.pool;
+  }
+
+  /** Runs the whole trace and returns the result; once. */
+  run(): FleetRun {
+    if (this.st !== undefined) throw new Error('Fleet.run: this fleet has run already');
+    while (this.step());
+    return this.result();
+  }
+
+  /** Runs one step (after the last, the final drain); false once the run is over. Callers that publish events step it themselves. */
+  step(): boolean {
+    const s = (this.st ??= this.start());
+    if (s.over) return false;
+    const { p, engines, router, trace } = this;
+    const { n, arrival, delays } = s;
+    const K = engines.length;
+    if (n === 0 || s.drain) {
+      for (const e of engines) e.drain();
+      this.flushEvents(s.lastStep);
+      p.replayOptions.onProgress?.(n, n);
+      s.over = true;
+      return false;
+    }
+    const t = s.t;
+    for (const e of engines) e.tick(t);
+    s.lastStep = t;
+    for (; s.next < n && arrival[s.next] === t; s.next++) {
+      const r = s.next;
+      const e = router.route(new LazyRequest(r, trace[r]!, t, p.replay.blockSize, p.replay.seed), s.view);
+      if (!Number.isInteger(e) || e < 0 || e >= K) throw new RangeError(`router ${router.name} answered ${String(e)} for request ${r}; engines are 0 to ${K - 1}`);
+      engines[e]!.enqueue(r);
+      if (r % s.every === 0) p.replayOptions.onProgress?.(r, n);
+    }
+    for (const e of engines) e.admit(t, trace, (r) => (delays[r] = t - arrival[r]!));
+    this.flushEvents(t);
+    let max = 0;
+    for (const e of engines) {
+      const l = e.load;
+      if (l > max) max = l;
+      s.sumLoad += l;
+    }
+    s.sumMax += max;
+    if (s.next >= n && max === 0) s.drain = true;
+    // Nothing decodes and nothing waits: the steps until the next arrival change nothing (and add no load).
+    else s.t = max === 0 ? Math.max(t + 1, arrival[s.next]!) : t + 1;
+    return true;
+  }
+
+  private start(): RunState {
+    const { p, engines, trace } = this;
+    const n = Math.min(trace.length, p.replay.limit ?? Infinity);
+    const arrival = arrivalSteps(trace, n, p.stepMs, p.arrival === 'instant');
+    const view: FleetView = {
+      engines: engines.length,
+      maxRunning: p.replay.maxRunning,
+      load: (e) => engines[e]!.load,
+      running: (e) => engines[e]!.running,
+      queued: (e) => engines[e]!.queued,
+    };
+    return {
+      n, arrival, view, delays: new Array<number>(n), every: Math.max(1, Math.floor(n / 200)),
+      sumMax: 0, sumLoad: 0, next: 0, t: n > 0 ? arrival[0]! : 0, lastStep: 0, drain: false, over: false,
+    };
+  }
+
+  private flushEvents(t: number): void {
+    const { router, sink } = this;
+    if (router.onEvents === undefined && sink === undefined) return;
+    // One encoder for the run: a fresh one per step and engine allocates a megabyte each time.
+    const enc = (this.encoder ??= new VllmWireEncoder(parseWireOptions({ ts: 0 })));
+    const ts = (t * this.p.stepMs) / 1000;
+    this.engines.forEach((e, i) => {
+      const batches: Uint8Array[] = [];
+      enc.reset();
+      drainInto(e.pool, enc, ts, (_rank, start) => batches.push(enc.bytes().slice(start)));
+      if (batches.length === 0) return;
+      router.onEvents?.(i, batches);
+      sink?.(i, batches, t);
+    });
+  }
+
+  /** The run's result, once `step()` has returned false. */
+  result(): FleetRun {
+    const s = this.st;
+    if (s === undefined || !s.over) throw new Error('Fleet.result: the run is not over (step() until it returns false, or run())');
+    const { n, delays, lastStep, sumMax, sumLoad } = s;
+    const K = this.engines.length;
+    const perEngine = this.engines.map((e, i) => engineFigures(i, e.result(this.config), e.finishedEarly));
+    const sum = (f: (x: (typeof perEngine)[number]) => number) => perEngine.reduce((a, x) => a + f(x), 0);
+    const promptBlocks = sum((x) => x.promptBlocks);
+    const matchedBlocks = sum((x) => x.matchedBlocks);
+    const run: Omit<FleetRun, 'warnings'> = {
+      config: this.config,
+      requests: n,
+      rejected: sum((x) => x.rejected),
+      truncated: sum((x) => x.run.truncated),
+      promptBlocks,
+      matchedBlocks,
+      hitRate: ratio6(matchedBlocks, promptBlocks),
+      evictedBlocks: sum((x) => x.evictedBlocks),
+      steps: lastStep,
+      queueing: queueingFigures(delays),
+      loadImbalance: sumLoad === 0 ? 1 : ratio6(K * sumMax, sumLoad),
+      engines: perEngine,
+    };
+    return { ...run, warnings: fleetWarnings(run) };
+  }
+
+  dispose(): void {
+    for (const e of this.engines) e.dispose();
+  }
+}
+
+/** `fleet` once the core is loaded (always the case in Node). */
+export function fleetSync(options: FleetOptions = {}, traceName?: string): FleetRun {
+  const f = new Fleet(options, traceName);
+  try {
+    return f.run();
+  } finally {
+    f.dispose();
+  }
+}
+
+/**
+ * Replays a trace through `engines` pools behind a router on a step clock
+ * (docs/fleet.md) and returns the fleet's figures and every engine's.
+ */
+export async function fleet(options: FleetOptions = {}): Promise<FleetRun> {
+  const p = parseFleetOptions(options);
+  traceArg(options);
+  await loadCore();
+  if (p.replay.storeBlocks !== undefined) await ConcurrentBlockManagerImpl.ready();
+  return fleetSync(options);
+}

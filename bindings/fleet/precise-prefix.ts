@@ -1,0 +1,41 @@
+// Precise prefix routing (llm-d's precise prefix-cache scorer, Dynamo's KV
+// router): the engines' real KV-cache events, as vLLM batches, feed a
+// KVEventIndex; a request goes where the longest prefix of its prompt is
+// cached, weighed against load. Knows exactly what each engine caches as of
+// the end of the previous step.
+
+import { KVEventIndex } from '../events/kv-event-index.js';
+import { checkInt } from '../validate.js';
+import { bestByPrefixAndLoad, parseWeights, type ParsedWeights, type PrefixScoreWeights } from './prefix-score.js';
+import type { FleetView, RouteRequest, Router } from './router.js';
+
+export interface PrecisePrefixOptions extends PrefixScoreWeights {
+  /** The engines' tokens per block. */
+  blockSize: number;
+}
+
+/** The instance name engine `e` publishes its events as. */
+export function engineInstance(e: number): string {
+  return `engine-${e}`;
+}
+
+export class PrecisePrefixRouter implements Router {
+  readonly name = 'precise-prefix';
+  /** The router-side index the events build (inspect it: `index.blocks(engineInstance(e))`). */
+  readonly index: KVEventIndex;
+  private readonly weights: ParsedWeights;
+
+  constructor(options: PrecisePrefixOptions) {
+    this.index = new KVEventIndex({ blockSize: checkInt('options.blockSize', options.blockSize, 1) });
+    this.weights = parseWeights(options);
+  }
+
+  onEvents(e: number, batches: readonly Uint8Array[]): void {
+    for (const b of batches) this.index.applyBatch(engineInstance(e), b);
+  }
+
+  route(req: RouteRequest, fleet: FleetView): number {
+    const held = req.fullBlocks > 0 ? this.index.longestPrefix(req.tokens()) : new Map<string, number>();
+    return bestByPrefixAndLoad(fleet, req.fullBlocks, (e) => held.get(engineInstance(e)) ?? 0, this.weights);
+  }
+}

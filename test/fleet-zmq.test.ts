@@ -1,0 +1,95 @@
+// `kvpool fleet --zmq`: each engine publishes its own vLLM event stream
+// (port + engine, topic kv@engine-<e>@<model>); a router replaying an
+// engine's stream from 0 reaches exactly that engine's final cache. Needs the
+// zeromq package (a dev dependency; required under CI).
+
+import { createServer } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { main } from '../bindings/cli/main.js';
+import { KVEventIndex } from '../bindings/events/kv-event-index.js';
+import { fleetSync } from '../bindings/fleet/fleet.js';
+import { capture } from './support/capture.js';
+import { external } from './support/externals.js';
+import { readBatch } from './support/vllm-wire.js';
+
+interface Dealer {
+  connect(endpoint: string): void;
+  send(frames: Uint8Array[]): Promise<void>;
+  receive(): Promise<Buffer[]>;
+  close(): void;
+}
+
+let zmq: { Dealer: new (o: { receiveTimeout: number }) => Dealer } | null = null;
+try {
+  const name = 'zeromq'; // not resolved at compile time: the dependency is optional
+  zmq = (await import(name)) as typeof zmq;
+} catch (e) {
+  external('the zeromq package', false, `it cannot be loaded (${(e as Error).message}); npm install zeromq`);
+}
+
+/** Two consecutive free TCP ports on loopback (engine e uses port + e). */
+async function freePorts(): Promise<number> {
+  const take = (port: number) =>
+    new Promise<number>((resolve, reject) => {
+      const s = createServer();
+      s.once('error', reject);
+      s.listen(port, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+  for (;;) {
+    const p = await take(0);
+    if (await take(p + 1).then(() => true, () => false)) return p;
+  }
+}
+
+/** Every batch the replay endpoint holds from sequence 0: [topic, payload]. */
+async function replayAll(dealer: Dealer): Promise<Array<[string, Uint8Array]>> {
+  await dealer.send([new Uint8Array(0), new Uint8Array(8)]);
+  const out: Array<[string, Uint8Array]> = [];
+  for (;;) {
+    const [, topic, seq, payload] = await dealer.receive();
+    if (new DataView(seq!.buffer, seq!.byteOffset, 8).getBigInt64(0, false) === -1n) return out;
+    out.push([topic!.toString(), new Uint8Array(payload!)]);
+  }
+}
+
+describe.skipIf(zmq === null)('kvpool fleet --zmq', () => {
+  it('publishes each engine on its own port and topic; replaying a stream rebuilds that engine\'s cache', async () => {
+    const [port, replayPort] = [await freePorts(), await freePorts()];
+    const args = ['fleet', '--json', '--no-progress', '--requests', '80', '--engines', '2', '--router', 'precise-prefix', '--num-blocks', '300', '--max-running', '4'];
+    let done!: () => void;
+    const over = new Promise<void>((resolve) => (done = resolve));
+    const write = process.stderr.write.bind(process.stderr);
+    const run = capture(() => {
+      const inner = process.stderr.write.bind(process.stderr);
+      process.stderr.write = ((s: string) => {
+        if (s.includes('fleet done')) done();
+        return inner(s);
+      }) as typeof process.stderr.write;
+      return main([...args, '--zmq', `tcp://127.0.0.1:${port}`, '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-model', 'm', '--zmq-hold', '5']);
+    });
+    const dealers = [0, 1].map(() => new zmq!.Dealer({ receiveTimeout: 5000 }));
+    try {
+      dealers.forEach((d, e) => d.connect(`tcp://127.0.0.1:${replayPort + e}`));
+      await over;
+      const streams = await Promise.all(dealers.map(replayAll));
+      const r = await run;
+      expect(r.code).toBe(0);
+      expect(r.err).toMatch(new RegExp(`engine 1 publishes on tcp://127\\.0\\.0\\.1:${port + 1} topic kv@engine-1@m, replays on tcp://127\\.0\\.0\\.1:${replayPort + 1}`));
+      const lib = fleetSync({ requests: 80, engines: 2, router: 'precise-prefix', numBlocks: 300, maxRunning: 4 });
+      expect(JSON.parse(r.out).matchedBlocks).toBe(lib.matchedBlocks);
+      for (const e of [0, 1]) {
+        expect(streams[e]!.length).toBeGreaterThan(0);
+        expect(streams[e]!.every(([topic]) => topic === `kv@engine-${e}@m`)).toBe(true);
+        const idx = new KVEventIndex();
+        for (const [, b] of streams[e]!) idx.applyBatch('x', readBatch(b));
+        expect(idx.blocks('x').length).toBe(lib.engines[e]!.run.cachedBlocksAtEnd);
+      }
+    } finally {
+      process.stderr.write = write;
+      for (const d of dealers) d.close();
+    }
+  }, 30_000);
+});
