@@ -145,6 +145,26 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
     t.completeOffload(plan, ok);
   }
 
+  /**
+   * Does every pending copy now, as a worker that finishes the moment it is
+   * asked and never fails: the load plans made since the last take are
+   * dropped (their copies count as done), and the queued offload pairs of
+   * each rank complete as if taken with `takeTransfers` and passed to
+   * `completeOffload(plan, true)`, with no plan objects made. Plans taken
+   * before stay in flight. Returns the blocks offloaded, summed over ranks.
+   *
+   * ```ts
+   * pool.deallocate(seq); // queues the offload of seq's computed blocks
+   * pool.completeTransfersNow(); // the host now caches them
+   * ```
+   */
+  completeTransfersNow(): number {
+    this.ensureOpen();
+    let n = 0;
+    for (const t of this.tiers) n += t.completeTransfersNow();
+    return n;
+  }
+
   /** Offload plans taken and not completed yet. */
   offloadsInFlight(): readonly OffloadPlan[] {
     this.ensureOpen();

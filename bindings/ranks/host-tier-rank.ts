@@ -555,6 +555,30 @@ export class HostTierRank implements RankManager {
     return this.loads.n > 0 || this.queued.n > 0;
   }
 
+  /**
+   * Does this rank's pending copies at once (see
+   * HierarchyBlockManagerPool.completeTransfersNow): the load plans are
+   * dropped, and the queued offload pairs finish as completeOffload(plan,
+   * true) would finish them as one plan, in the same order (host blocks
+   * cached, device blocks given back, host blocks given back), with no plan
+   * made. Returns the blocks offloaded.
+   */
+  completeTransfersNow(): number {
+    this.loads.n = 0;
+    const q = this.queued;
+    const n = q.n;
+    if (n === 0) return 0;
+    const about = this.queuedAbout.length === n ? packAnnounced(this.queuedAbout, this.blockSize) : undefined;
+    this.queuedAbout = [];
+    q.n = 0;
+    if (this.host.insertHashesFrom(q.dst, 0, n, q.hashes, 0, about) < 0) throw new Error('kvpool: internal error caching offloaded host blocks');
+    if (this.device.releaseFrom(q.src, 0, n) < 0 || this.host.releaseFrom(q.dst, 0, n) < 0) {
+      throw new Error('kvpool: internal error releasing offloaded blocks');
+    }
+    this.counters.offloadBlocksInFlight -= n;
+    return n;
+  }
+
   /** Finishes an offload plan of this rank (see HierarchyBlockManagerPool.completeOffload). */
   completeOffload(plan: OffloadPlan, ok: boolean): void {
     const c = planCopies.get(plan)!;

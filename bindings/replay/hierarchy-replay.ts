@@ -100,9 +100,14 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   private complete(): void {
     if (!this.tiered.hasPendingTransfers()) return;
     const store = this.store;
+    // Without a store nothing reads the copies: one call completes them.
+    if (store === undefined) {
+      this.tiered.completeTransfersNow();
+      return;
+    }
     for (const t of this.tiered.takeTransfers()) {
       if (!t.offload) continue;
-      if (store !== undefined) for (const b of t.offload.blocks) store.write(b.hash);
+      for (const b of t.offload.blocks) store.write(b.hash);
       this.tiered.completeOffload(t.offload);
     }
   }
