@@ -55,8 +55,19 @@ function run(ops: Op[], numBlocks: number, hostNumBlocks: number, dpSize: number
     sameOutcome(() => f(plan, a), () => f(now, b));
   };
   const flush = () => {
-    for (const t of plan.takeTransfers()) if (t.offload) plan.completeOffload(t.offload, true);
-    const n = now.completeTransfersNow();
+    // What each path says was offloaded: the plans' hashes, and what onOffload sees.
+    const planned: string[] = [];
+    for (const t of plan.takeTransfers()) {
+      if (!t.offload) continue;
+      planned.push(`${t.offload.dpRank}:${t.offload.blocks.map((b) => b.hash.join('.')).join(',')}`);
+      plan.completeOffload(t.offload, true);
+    }
+    const seenNow: string[] = [];
+    const n = now.completeTransfersNow((rank, hashes) => {
+      const each = Array.from({ length: hashes.length / 16 }, (_, i) => hashes.subarray(i * 16, i * 16 + 16).join('.'));
+      seenNow.push(`${rank}:${each.join(',')}`);
+    });
+    expect(seenNow).toEqual(planned);
     expect(now.hasPendingTransfers()).toBe(false);
     expect(now.offloadsInFlight()).toEqual([]);
     return n;
@@ -198,6 +209,7 @@ describe('completeTransfersNow', () => {
     expect(p.hasPendingTransfers()).toBe(false);
     expect(p.takeTransfers()[0]!.loads).toEqual([]);
     p.check();
+    expect(() => p.completeTransfersNow(42 as never)).toThrow(/onOffload must be a function, got 42/);
     p.dispose();
     expect(() => p.completeTransfersNow()).toThrow();
   });

@@ -561,13 +561,15 @@ export class HostTierRank implements RankManager {
    * dropped, and the queued offload pairs finish as completeOffload(plan,
    * true) would finish them as one plan, in the same order (host blocks
    * cached, device blocks given back, host blocks given back), with no plan
-   * made. Returns the blocks offloaded.
+   * made. `onOffload` sees the offloaded blocks' hashes first. Returns the
+   * blocks offloaded.
    */
-  completeTransfersNow(): number {
+  completeTransfersNow(onOffload?: (dpRank: number, hashes: Uint8Array) => void): number {
     this.loads.n = 0;
     const q = this.queued;
     const n = q.n;
     if (n === 0) return 0;
+    onOffload?.(this.dpRank, q.hashes.subarray(0, n * 16));
     const about = this.queuedAbout.length === n ? packAnnounced(this.queuedAbout, this.blockSize) : undefined;
     this.queuedAbout = [];
     q.n = 0;

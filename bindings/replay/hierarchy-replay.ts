@@ -100,16 +100,9 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   private complete(): void {
     if (!this.tiered.hasPendingTransfers()) return;
     const store = this.store;
-    // Without a store nothing reads the copies: one call completes them.
-    if (store === undefined) {
-      this.tiered.completeTransfersNow();
-      return;
-    }
-    for (const t of this.tiered.takeTransfers()) {
-      if (!t.offload) continue;
-      for (const b of t.offload.blocks) store.write(b.hash);
-      this.tiered.completeOffload(t.offload);
-    }
+    // Nothing reads the copies: one call completes them, the store (if any) writing the offloaded hashes first.
+    if (store === undefined) this.tiered.completeTransfersNow();
+    else this.tiered.completeTransfersNow((_rank, hashes) => store.writeAll(hashes));
   }
 }
 
