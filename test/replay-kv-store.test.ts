@@ -75,8 +75,9 @@ describe('replay KV-cache store', () => {
             store.writeAll(all);
             for (const i of op.hs) ref.write(hash(i));
           } else {
-            const hs = op.hs.map((i) => ({ hash: hash(i) }));
-            expect(store.deliver(hs)).toBe(ref.deliver(hs));
+            const all = new Uint8Array(op.hs.length * 16);
+            op.hs.forEach((i, k) => all.set(hash(i), k * 16));
+            expect(store.deliver(all)).toBe(ref.deliver(op.hs.map((i) => ({ hash: hash(i) }))));
           }
           expect(store.contents().map((h) => h.join(','))).toEqual([...ref.held.keys()]);
           expect(store.result()).toEqual({

@@ -68,7 +68,7 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
    */
   private prefill(seq: Sequence, store: ReplayKvStore): boolean {
     const plan = this.tiered.prefetchFromStorage(seq);
-    if (plan !== null) this.tiered.updatePrefetchResult(seq, store.deliver(plan.blocks));
+    if (plan !== null) this.tiered.updatePrefetchResult(seq, store.deliver(plan.hashes));
     const ok = this.tiered.allocate(seq);
     if (!ok && seq.dpRank >= 0) this.tiered.deallocate(seq);
     this.complete();

@@ -104,14 +104,16 @@ export class ReplayKvStore {
   }
 
   /**
-   * Asked for `hashes` in prompt order: the count of leading ones it holds
-   * (each becomes the most recently used). A prefetch delivers a prefix only.
+   * Asked for the blocks whose 16-byte hashes `hashes` holds, in prompt
+   * order: the count of leading ones it holds (each becomes the most
+   * recently used). A prefetch delivers a prefix only.
    */
-  deliver(hashes: readonly { readonly hash: Uint8Array }[]): number {
-    this.requested += hashes.length;
+  deliver(hashes: Uint8Array): number {
+    const asked = hashes.length >> 4;
+    this.requested += asked;
     let n = 0;
-    for (; n < hashes.length; n++) {
-      const node = this.find(hashes[n]!.hash, 0);
+    for (; n < asked; n++) {
+      const node = this.find(hashes, n * 16);
       if (node === NONE) break;
       this.toTail(node);
     }
