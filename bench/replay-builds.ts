@@ -31,6 +31,7 @@ export const REPLAY_MODES: Readonly<Record<string, Record<string, unknown>>> = {
   lfu: { eviction: 'lfu' }, // --eviction lfu
   priority: { eviction: 'priority' }, // --eviction priority
   'host-tier': { hostBlocks: 262144 }, // --host-blocks 262144
+  'host-store': { hostBlocks: 262144, storeBlocks: 100000 }, // --host-blocks 262144 --store-blocks 100000
   'linear-state': { linearStateSlots: 256 }, // --linear-state-slots 256
   '16k-publish': { numBlocks: 16384, publishAfterPrefill: true }, // --num-blocks 16384 --publish-after-prefill
   '262k': { numBlocks: 262144 }, // --num-blocks 262144

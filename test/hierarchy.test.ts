@@ -407,6 +407,24 @@ describe('the KV-cache store (prefetch_from_storage)', () => {
     p.check();
   });
 
+  it('a prefetch plan carries its hashes packed too, and what a caller does to the plan does not change what is cached', () => {
+    const p = storePool();
+    const a = prompt(3, 100, 1);
+    const s = new Sequence(a);
+    const plan = p.prefetchFromStorage(s)!;
+    expect(Array.from(plan.hashes)).toEqual(plan.blocks.flatMap((b) => [...b.hash]));
+    expect(Object.isFrozen(plan.blocks)).toBe(true);
+    expect(plan.blocks).toBe(plan.blocks); // made once
+    plan.blocks[0]!.hash.fill(0xee);
+    plan.hashes.fill(0xdd);
+    expect(p.updatePrefetchResult(s, 3)).toBe(3);
+    p.check();
+    // The host cache holds a's true keys: a new prompt of a meets 3 host hits.
+    const again = new Sequence(a);
+    expect(p.prefetchFromStorage(again)).toBeNull(); // only the last, partial block is left: nothing to fetch
+    expect(p.hostKvCachedTokens(again)).toBe(12);
+  });
+
   it('chains on the host hits, fetches nothing for one block, and refuses without enableKvcacheStore or twice', () => {
     const p = storePool();
     const a = prompt(3, 100, 1);

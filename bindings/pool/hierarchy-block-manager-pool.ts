@@ -145,6 +145,32 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
     t.completeOffload(plan, ok);
   }
 
+  /**
+   * Does every pending copy now, as a worker that finishes the moment it is
+   * asked and never fails: the load plans made since the last take are
+   * dropped (their copies count as done), and the queued offload pairs of
+   * each rank complete as if taken with `takeTransfers` and passed to
+   * `completeOffload(plan, true)`, with no plan objects made. Plans taken
+   * before stay in flight. `onOffload`, when given, is called for each rank
+   * with offloaded blocks before they complete: `hashes` holds their 16-byte
+   * chain hashes in plan order (a view, valid during the call; what a store
+   * behind the host would write). Returns the blocks offloaded, summed over
+   * ranks.
+   *
+   * ```ts
+   * pool.deallocate(seq); // queues the offload of seq's computed blocks
+   * pool.completeTransfersNow(); // the host now caches them
+   * pool.completeTransfersNow((rank, hashes) => store.writeAll(hashes)); // the same, seeing the hashes
+   * ```
+   */
+  completeTransfersNow(onOffload?: (dpRank: number, hashes: Uint8Array) => void): number {
+    this.ensureOpen();
+    if (onOffload !== undefined && typeof onOffload !== 'function') throw new TypeError(`onOffload must be a function, got ${describe(onOffload)}`);
+    let n = 0;
+    for (const t of this.tiers) n += t.completeTransfersNow(onOffload);
+    return n;
+  }
+
   /** Offload plans taken and not completed yet. */
   offloadsInFlight(): readonly OffloadPlan[] {
     this.ensureOpen();

@@ -48,6 +48,8 @@ export interface RankTransfers {
 export interface PrefetchPlan {
   readonly dpRank: number;
   readonly blocks: readonly BlockTransfer[];
+  /** The blocks' 16-byte hashes packed in order (for looking them up in bulk; `blocks[i].hash` is bytes 16i..16i+16). */
+  readonly hashes: Uint8Array;
 }
 
 /** Host-tier counters of one rank. */
@@ -148,6 +150,25 @@ class CompactOffloadPlan implements OffloadPlan {
 
   get blocks(): readonly BlockTransfer[] {
     return planCopies.get(this)!.objects();
+  }
+}
+
+/** A prefetch plan: its `blocks` made on first read from copies of what the pool keeps (so a caller cannot change what is cached). */
+class CompactPrefetchPlan implements PrefetchPlan {
+  private made: readonly BlockTransfer[] | null = null;
+  constructor(
+    readonly dpRank: number,
+    private readonly dst: Int32Array,
+    readonly hashes: Uint8Array,
+  ) {}
+
+  get blocks(): readonly BlockTransfer[] {
+    if (this.made === null) {
+      const out: BlockTransfer[] = [];
+      for (let i = 0; i < this.dst.length; i++) out.push(Object.freeze({ src: -1, dst: this.dst[i]!, hash: this.hashes.slice(i * 16, i * 16 + 16) }));
+      this.made = Object.freeze(out);
+    }
+    return this.made;
   }
 }
 
@@ -463,12 +484,12 @@ export class HostTierRank implements RankManager {
     h.numBlocks = shared + additional;
     s.host = h;
     // The chain hashes of the blocks to fetch, chained on the host prefix (or the salt).
-    const hashes = this.chainHashes(s, h, shared, additional - 1);
-    const blocks: BlockTransfer[] = [];
-    for (let i = 0; i < additional - 1; i++) blocks.push({ src: -1, dst: h.table[shared + i]!, hash: hashes.slice(i * 16, i * 16 + 16) });
-    h.prefetch = blocks;
-    this.counters.blocksPrefetched += blocks.length;
-    return { dpRank: this.dpRank, blocks };
+    const n = additional - 1;
+    const hashes = this.chainHashes(s, h, shared, n);
+    const dst = h.table.slice(shared, shared + n);
+    h.prefetch = { dst, hashes };
+    this.counters.blocksPrefetched += n;
+    return new CompactPrefetchPlan(this.dpRank, dst.slice(), hashes.slice());
   }
 
   /** Hashes of blocks [from, from + n) of `s`, chained on the hash stamped on host block from - 1. */
@@ -501,16 +522,10 @@ export class HostTierRank implements RankManager {
     const h = s.host;
     const plan = h?.prefetch;
     if (!h || !plan) throw new Error('updatePrefetchResult: no prefetch of this sequence is pending');
-    const n = Math.min(success, plan.length);
+    const n = Math.min(success, plan.dst.length);
     if (n > 0) {
-      const ids = new Int32Array(n);
-      const hashes = new Uint8Array(n * 16);
-      for (let i = 0; i < n; i++) {
-        ids[i] = plan[i]!.dst;
-        hashes.set(plan[i]!.hash, i * 16);
-      }
       const about = this.host.recordingEvents ? this.fetchedAbout(s, h, n) : undefined;
-      if (this.host.insertHashesFrom(ids, 0, n, hashes, 0, about) < 0) throw new Error('kvpool: internal error caching prefetched host blocks');
+      if (this.host.insertHashesFrom(plan.dst, 0, n, plan.hashes, 0, about) < 0) throw new Error('kvpool: internal error caching prefetched host blocks');
     }
     h.kvTokens += n * this.blockSize;
     h.prefetch = null;
@@ -526,7 +541,7 @@ export class HostTierRank implements RankManager {
     const about: AnnouncedBlock[] = [];
     for (let i = 0; i < n; i++) {
       const tokens = s.tokens.slice((from + i) * B, (from + i + 1) * B);
-      if (i > 0) about.push({ kind: EV_PARENT_CHAIN, parent: plan[i - 1]!.hash, tokens });
+      if (i > 0) about.push({ kind: EV_PARENT_CHAIN, parent: plan.hashes.subarray((i - 1) * 16, i * 16), tokens });
       else if (from > 0) {
         const parent = new Uint8Array(16);
         this.host.blockHashInto(h.table[from - 1]!, parent, 0);
@@ -553,6 +568,32 @@ export class HostTierRank implements RankManager {
 
   hasPendingTransfers(): boolean {
     return this.loads.n > 0 || this.queued.n > 0;
+  }
+
+  /**
+   * Does this rank's pending copies at once (see
+   * HierarchyBlockManagerPool.completeTransfersNow): the load plans are
+   * dropped, and the queued offload pairs finish as completeOffload(plan,
+   * true) would finish them as one plan, in the same order (host blocks
+   * cached, device blocks given back, host blocks given back), with no plan
+   * made. `onOffload` sees the offloaded blocks' hashes first. Returns the
+   * blocks offloaded.
+   */
+  completeTransfersNow(onOffload?: (dpRank: number, hashes: Uint8Array) => void): number {
+    this.loads.n = 0;
+    const q = this.queued;
+    const n = q.n;
+    if (n === 0) return 0;
+    onOffload?.(this.dpRank, q.hashes.subarray(0, n * 16));
+    const about = this.queuedAbout.length === n ? packAnnounced(this.queuedAbout, this.blockSize) : undefined;
+    this.queuedAbout = [];
+    q.n = 0;
+    if (this.host.insertHashesFrom(q.dst, 0, n, q.hashes, 0, about) < 0) throw new Error('kvpool: internal error caching offloaded host blocks');
+    if (this.device.releaseFrom(q.src, 0, n) < 0 || this.host.releaseFrom(q.dst, 0, n) < 0) {
+      throw new Error('kvpool: internal error releasing offloaded blocks');
+    }
+    this.counters.offloadBlocksInFlight -= n;
+    return n;
   }
 
   /** Finishes an offload plan of this rank (see HierarchyBlockManagerPool.completeOffload). */

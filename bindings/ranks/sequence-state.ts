@@ -13,7 +13,7 @@ export interface HostBlocks {
   /** Prompt tokens whose KV the host holds (a multiple of the block size). */
   kvTokens: number;
   /** Blocks a prefetch from the KV-cache store is filling (host ids after the first kvTokens / B), or null. */
-  prefetch: readonly { readonly dst: number; readonly hash: Uint8Array }[] | null;
+  prefetch: { readonly dst: Int32Array; readonly hashes: Uint8Array } | null;
 }
 
 export class SequenceState {

@@ -68,7 +68,7 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
    */
   private prefill(seq: Sequence, store: ReplayKvStore): boolean {
     const plan = this.tiered.prefetchFromStorage(seq);
-    if (plan !== null) this.tiered.updatePrefetchResult(seq, store.deliver(plan.blocks));
+    if (plan !== null) this.tiered.updatePrefetchResult(seq, store.deliver(plan.hashes));
     const ok = this.tiered.allocate(seq);
     if (!ok && seq.dpRank >= 0) this.tiered.deallocate(seq);
     this.complete();
@@ -100,11 +100,9 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   private complete(): void {
     if (!this.tiered.hasPendingTransfers()) return;
     const store = this.store;
-    for (const t of this.tiered.takeTransfers()) {
-      if (!t.offload) continue;
-      if (store !== undefined) for (const b of t.offload.blocks) store.write(b.hash);
-      this.tiered.completeOffload(t.offload);
-    }
+    // Nothing reads the copies: one call completes them, the store (if any) writing the offloaded hashes first.
+    if (store === undefined) this.tiered.completeTransfersNow();
+    else this.tiered.completeTransfersNow((_rank, hashes) => store.writeAll(hashes));
   }
 }
 

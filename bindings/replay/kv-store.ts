@@ -20,58 +20,172 @@ export interface KvStoreResult {
   blocksAtEnd: number;
 }
 
-/** A 16-byte chain hash as a Map key (8 UTF-16 units: no allocation beyond the string). */
-function keyOf(h: Uint8Array): string {
-  return String.fromCharCode(
-    h[0]! | (h[1]! << 8), h[2]! | (h[3]! << 8), h[4]! | (h[5]! << 8), h[6]! | (h[7]! << 8),
-    h[8]! | (h[9]! << 8), h[10]! | (h[11]! << 8), h[12]! | (h[13]! << 8), h[14]! | (h[15]! << 8),
-  );
-}
+/** No node (an empty slot, the end of the recency list). */
+const NONE = -1;
 
 /**
- * The store: a Map's insertion order is its recency order (a touch deletes
- * and re-inserts). The oldest entry is read through one iterator kept for
- * the store's life: taking the first key of a fresh iterator would step
- * over every deleted entry still in the table (V8 compacts lazily), which
- * made a full store ten times slower than an empty one. A Map iterator
- * never yields an entry twice and skips deleted ones, and a touched entry
- * is re-inserted behind it, so its next key is always the least recent.
+ * The store: the hashes in typed arrays, never one object per block (a
+ * replay writes millions: a Map of string keys spent most of a store replay
+ * in its own upkeep and the garbage collector). Nodes hold a hash (four
+ * 32-bit words) and their neighbours in a recency list, least recent first;
+ * an open-addressed table (linear probing, at most half full, deletions
+ * shifting later entries back so no tombstones pile up) finds a hash's node.
+ * A chain hash is uniformly random, so its first word picks the home slot;
+ * each slot keeps that word beside the node, so a probe, a miss and the
+ * shift after a deletion read the table alone (the store is megabytes: each
+ * other array touched is a cache miss).
  */
 export class ReplayKvStore {
-  private readonly held = new Map<string, true>();
-  private readonly oldest = this.held.keys();
+  private readonly words: Uint32Array;
+  private readonly prev: Int32Array;
+  private readonly next: Int32Array;
+  /** Pairs (node, first word of its hash), node NONE when empty. */
+  private readonly slots: Int32Array;
+  private readonly mask: number;
+  private head = NONE; // least recent
+  private tail = NONE; // most recent
+  private size = 0;
   private written = 0;
   private requested = 0;
   private delivered = 0;
   private evicted = 0;
+  /** The hash looked up last, as words (read by find and insert). */
+  private k0 = 0;
+  private k1 = 0;
+  private k2 = 0;
+  private k3 = 0;
 
-  constructor(readonly capacity: number) {}
+  constructor(readonly capacity: number) {
+    this.words = new Uint32Array(capacity * 4);
+    this.prev = new Int32Array(capacity);
+    this.next = new Int32Array(capacity);
+    let n = 2;
+    while (n < capacity * 2) n *= 2;
+    this.slots = new Int32Array(n * 2).fill(NONE);
+    this.mask = n - 1;
+  }
+
+  /** Writes the blocks whose 16-byte hashes `hashes` holds, in order. */
+  writeAll(hashes: Uint8Array): void {
+    for (let at = 0; at < hashes.length; at += 16) this.writeAt(hashes, at);
+  }
 
   /** Writes one block (it becomes the most recently used). */
   write(hash: Uint8Array): void {
-    const k = keyOf(hash);
+    this.writeAt(hash, 0);
+  }
+
+  private writeAt(hash: Uint8Array, at: number): void {
     this.written++;
-    if (!this.held.delete(k) && this.held.size >= this.capacity) {
-      this.held.delete(this.oldest.next().value!);
-      this.evicted++;
+    const node = this.find(hash, at);
+    if (node !== NONE) {
+      this.toTail(node);
+      return;
     }
-    this.held.set(k, true);
+    // A new node: the next unused one, or the least recent one's when full.
+    let fresh = this.size;
+    if (this.size >= this.capacity) {
+      fresh = this.head;
+      this.unlink(fresh);
+      this.removeSlot(fresh);
+      this.evicted++;
+    } else this.size++;
+    const w = this.words;
+    w[fresh * 4] = this.k0;
+    w[fresh * 4 + 1] = this.k1;
+    w[fresh * 4 + 2] = this.k2;
+    w[fresh * 4 + 3] = this.k3;
+    this.linkTail(fresh);
+    const slots = this.slots;
+    let i = this.k0 & this.mask;
+    while (slots[i * 2] !== NONE) i = (i + 1) & this.mask;
+    slots[i * 2] = fresh;
+    slots[i * 2 + 1] = this.k0 | 0;
   }
 
   /**
-   * Asked for `hashes` in prompt order: the count of leading ones it holds
-   * (each becomes the most recently used). A prefetch delivers a prefix only.
+   * Asked for the blocks whose 16-byte hashes `hashes` holds, in prompt
+   * order: the count of leading ones it holds (each becomes the most
+   * recently used). A prefetch delivers a prefix only.
    */
-  deliver(hashes: readonly { readonly hash: Uint8Array }[]): number {
-    this.requested += hashes.length;
+  deliver(hashes: Uint8Array): number {
+    const asked = hashes.length >> 4;
+    this.requested += asked;
     let n = 0;
-    for (; n < hashes.length; n++) {
-      const k = keyOf(hashes[n]!.hash);
-      if (!this.held.delete(k)) break;
-      this.held.set(k, true);
+    for (; n < asked; n++) {
+      const node = this.find(hashes, n * 16);
+      if (node === NONE) break;
+      this.toTail(node);
     }
     this.delivered += n;
     return n;
+  }
+
+  /** The node holding `hash`, or NONE; leaves its words in k0..k3. */
+  private find(h: Uint8Array, at: number): number {
+    const k0 = (this.k0 = (h[at]! | (h[at + 1]! << 8) | (h[at + 2]! << 16) | (h[at + 3]! << 24)) >>> 0);
+    const k1 = (this.k1 = (h[at + 4]! | (h[at + 5]! << 8) | (h[at + 6]! << 16) | (h[at + 7]! << 24)) >>> 0);
+    const k2 = (this.k2 = (h[at + 8]! | (h[at + 9]! << 8) | (h[at + 10]! << 16) | (h[at + 11]! << 24)) >>> 0);
+    const k3 = (this.k3 = (h[at + 12]! | (h[at + 13]! << 8) | (h[at + 14]! << 16) | (h[at + 15]! << 24)) >>> 0);
+    const { words: w, slots } = this;
+    const first = k0 | 0;
+    for (let i = k0 & this.mask; ; i = (i + 1) & this.mask) {
+      const node = slots[i * 2]!;
+      if (node === NONE) return NONE;
+      if (slots[i * 2 + 1] !== first) continue;
+      const b = node * 4;
+      if (w[b + 1] === k1 && w[b + 2] === k2 && w[b + 3] === k3) return node;
+    }
+  }
+
+  /** Takes `node`'s slot out of the table, moving later entries of its probe run back. */
+  private removeSlot(node: number): void {
+    const { slots, mask } = this;
+    let i = this.words[node * 4]! & mask;
+    while (slots[i * 2] !== node) i = (i + 1) & mask;
+    let j = i;
+    for (;;) {
+      j = (j + 1) & mask;
+      const m = slots[j * 2]!;
+      if (m === NONE) break;
+      const home = slots[j * 2 + 1]! & mask;
+      // The entry at j may move to the hole at i unless its home lies cyclically in (i, j].
+      if (i <= j ? home > i && home <= j : home > i || home <= j) continue;
+      slots[i * 2] = m;
+      slots[i * 2 + 1] = slots[j * 2 + 1]!;
+      i = j;
+    }
+    slots[i * 2] = NONE;
+  }
+
+  private unlink(node: number): void {
+    const p = this.prev[node]!;
+    const n = this.next[node]!;
+    if (p === NONE) this.head = n;
+    else this.next[p] = n;
+    if (n === NONE) this.tail = p;
+    else this.prev[n] = p;
+  }
+
+  private linkTail(node: number): void {
+    this.prev[node] = this.tail;
+    this.next[node] = NONE;
+    if (this.tail === NONE) this.head = node;
+    else this.next[this.tail] = node;
+    this.tail = node;
+  }
+
+  private toTail(node: number): void {
+    if (node === this.tail) return;
+    this.unlink(node);
+    this.linkTail(node);
+  }
+
+  /** @internal The hashes held, least recently used first (for tests). */
+  contents(): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    for (let n = this.head; n !== NONE; n = this.next[n]!) out.push(new Uint8Array(this.words.buffer, n * 16, 16).slice());
+    return out;
   }
 
   result(): KvStoreResult {
@@ -81,7 +195,7 @@ export class ReplayKvStore {
       blocksRequested: this.requested,
       blocksDelivered: this.delivered,
       blocksEvicted: this.evicted,
-      blocksAtEnd: this.held.size,
+      blocksAtEnd: this.size,
     };
   }
 }
