@@ -21,7 +21,10 @@ export default {
   // A mutant that makes a property test loop (or a worker wait) for ever counts as killed by timeout.
   timeoutMS: 60_000,
   timeoutFactor: 2,
-  reporters: ['clear-text', 'progress', 'html', 'json'],
+  // event-recorder writes each mutant's result as it is tested (reports/mutation/events):
+  // a run stopped part-way still tells which mutants it killed.
+  reporters: ['clear-text', 'progress', 'html', 'json', 'event-recorder'],
+  eventReporter: { baseDir: 'reports/mutation/events' },
   htmlReporter: { fileName: 'reports/mutation/index.html' },
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   thresholds: { high: 90, low: 85, break: null },
