@@ -16,6 +16,7 @@ import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
 import type { ModelEvent } from '../model/block-manager-impl.js';
 import type { ModelSequence } from '../model/sequence.js';
 import { applySequenceOp, type SequenceOp } from './support/sequence-ops.js';
+import { fewer } from './support/soak.js';
 
 const B = 4;
 const T = Array.from({ length: 5 * B }, (_, i) => 100 + i);
@@ -340,7 +341,7 @@ describe('event stream property', () => {
         fc.integer({ min: 1, max: 2 }),
         follow,
       ),
-      { numRuns: 200 },
+      { numRuns: fewer(200) },
     );
   });
 });

@@ -7,6 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { LinearStatePrefixCache, type LinearStateCacheOp } from '../bindings/linear-state/linear-state-prefix-cache.js';
+import { fewer } from './support/soak.js';
 
 /** A 16-byte hash per number (few numbers: keys repeat within and across batches). */
 function h(n: number): Uint8Array {
@@ -74,7 +75,7 @@ describe('LinearStatePrefixCache.prefillBatch', () => {
           slow.dispose();
         }
       }),
-      { numRuns: 300 },
+      { numRuns: fewer(300) },
     );
   });
 

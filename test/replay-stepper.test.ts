@@ -17,6 +17,7 @@ import { generateWorkload } from '../bindings/replay/workload.js';
 import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
 import { modelReplay } from '../model/replay.js';
 import { ModelReplayTarget } from '../model/replay-target.js';
+import { fewer } from './support/soak.js';
 
 function withoutTimings(r: ReplayResult) {
   const { seconds: _s, allocateCallsPerSecond: _a, ...rest } = r;
@@ -141,7 +142,7 @@ describe('ReplayStepper', () => {
           }
         },
       ),
-      { numRuns: 40 },
+      { numRuns: fewer(40) },
     );
   });
 });

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { XTensorBlockManagerImpl, pageBlockRange } from '../bindings/managers/xtensor-block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
+import { fewer } from './support/soak.js';
 
 // Pages of 10 bytes, blocks of 3: page 0 = ids 0..2, id 3 straddles (bytes 9..12),
 // page 1 = ids 4, 5 (one block fewer than floor(10/3) = 3), id 6 straddles, page 2 = ids 7..9.
@@ -269,7 +270,7 @@ describe('BlockManagerPool with enableXtensor, randomized', () => {
           p.dispose();
         },
       ),
-      { numRuns: 150 },
+      { numRuns: fewer(150) },
     );
   });
 });
