@@ -11,9 +11,10 @@
 //
 // Same code, two compilers: the ratio Node / native is what running as Wasm
 // costs this design; what native still spends is the design's. Needs
-// wasm2c (the npm package wabt, a devDependency; WASM2C=path picks another,
-// WASM2C_RUNTIME=dir its runtime sources, bench/native/wasm2c-runtime by
-// default), a C compiler (CC, default gcc) and SIMDe's headers for the
+// wasm2c (the npm package wabt, a devDependency; WASM2C=path picks another),
+// WASM2C_RUNTIME=dir: the wasm2c/ folder of a wabt 1.0.39 source tree (the
+// runtime the generated C compiles against; the npm package does not ship it
+// and kvpool does not carry a copy of third-party code), a C compiler (CC, default gcc) and SIMDe's headers for the
 // core's SIMD (Debian: libsimde-dev); the xxHash library's header is
 // optional (libxxhash-dev). A machine without them skips the bench with a
 // message: nothing else needs them.
@@ -52,14 +53,17 @@ function skip(why: string): never {
 
 // ---- the native build ----
 
-// wasm2c: the npm package wabt's (a devDependency, the version of the runtime copy in bench/native/wasm2c-runtime).
+// wasm2c: the npm package wabt's (a devDependency); the runtime must be of the same version.
 const local = join(root, 'node_modules/.bin/wasm2c');
 const wasm2c = process.env['WASM2C'] ?? (existsSync(local) ? local : which('wasm2c'));
 const cc = process.env['CC'] ?? 'gcc';
 if (wasm2c === null) skip('wasm2c not found (npm ci installs the wabt package; or set WASM2C to its path)');
 if (which(cc) === null) skip(`no C compiler (${cc}; set CC)`);
 if (!existsSync(wasm)) skip('build/kvpool.wasm is missing (npm run build:wasm)');
-const runtime = process.env['WASM2C_RUNTIME'] ?? join(root, 'bench/native/wasm2c-runtime');
+const runtime = process.env['WASM2C_RUNTIME'];
+if (runtime === undefined || !existsSync(join(runtime, 'wasm-rt.h'))) {
+  skip('set WASM2C_RUNTIME to the wasm2c/ folder of a wabt 1.0.39 source tree (its wasm-rt.h and wasm-rt-impl.c; the npm package wabt ships the converter only)');
+}
 const xxhash = ['/usr/include/xxhash.h', '/usr/local/include/xxhash.h'].some(existsSync);
 
 const dir = mkdtempSync(join(tmpdir(), 'kvpool-native-'));
