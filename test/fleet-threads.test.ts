@@ -31,6 +31,13 @@ describe('a fleet on worker threads', () => {
     }, 60_000);
   }
 
+  it('the same with instant arrival (one routing step, then the groups run to idle) and uneven groups (5 engines on 3 threads)', async () => {
+    const o = { trace, engines: 5, router: 'round-robin' as const, arrival: 'instant' as const };
+    const here = fleetSync(o);
+    expect(here.queueing.maxSteps).toBeGreaterThan(0);
+    expect(timingFree(await fleet({ ...o, threads: 3 }))).toEqual(timingFree(here));
+  }, 60_000);
+
   it('the in-thread entries refuse threads', () => {
     expect(() => fleetSync({ trace, threads: 2 })).toThrow(/options.threads 2 needs Node's fleet\(\)/);
   });

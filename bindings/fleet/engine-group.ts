@@ -64,6 +64,35 @@ export class EngineGroup {
     return { loads: this.engines.map((e) => e.load), admitted, events: this.drain(t) };
   }
 
+  /**
+   * Steps `from` to `until - 1` with no arrivals and no events wanted (the
+   * router's thread runs ahead to the next arrival): per step, this group's
+   * largest and total load after the step; with `until` Infinity, until the
+   * group is idle (it stays idle: nothing arrives any more), `idleAt` being
+   * that step (the last one run).
+   */
+  runAhead(from: number, until: number): { max: number[]; sum: number[]; admitted: number[]; idleAt: number } {
+    const max: number[] = [];
+    const sum: number[] = [];
+    const admitted: number[] = [];
+    let t = from;
+    for (; t < until; t++) {
+      let m = 0;
+      let total = 0;
+      for (const e of this.engines) e.tick(t);
+      for (const e of this.engines) {
+        e.admit(t, this.trace, (r) => admitted.push(r, t));
+        const l = e.load;
+        if (l > m) m = l;
+        total += l;
+      }
+      max.push(m);
+      sum.push(total);
+      if (until === Infinity && m === 0) break;
+    }
+    return { max, sum, admitted, idleAt: t };
+  }
+
   /** After the last step: the kernel's final drain, its events, and every engine's figures. */
   finish(lastStep: number, config: FleetConfig): { events: Array<[number, Uint8Array[]]>; figures: FleetEngineFigures[] } {
     for (const e of this.engines) e.drain();

@@ -10,12 +10,14 @@ import type { Worker } from 'node:worker_threads';
 import { arrivalSteps, routerOf } from '../fleet/fleet.js';
 import { fleetConfig, type ParsedFleetOptions } from '../fleet/fleet-options.js';
 import { assembleRun, type FleetEngineFigures, type FleetRun } from '../fleet/fleet-result.js';
-import type { GroupLoads, GroupStepReply } from '../fleet/engine-group.js';
+import type { EngineGroup, GroupLoads, GroupStepReply } from '../fleet/engine-group.js';
 import { LazyRequest } from '../fleet/route-request.js';
 import type { FleetView } from '../fleet/router.js';
 import type { TraceRequest } from '../replay/trace.js';
 import type { FleetWorkerCall, FleetWorkerData } from './fleet-worker.js';
 import { startWorker } from './worker.js';
+
+type RunAhead = ReturnType<EngineGroup['runAhead']>;
 
 /** A worker answering one call at a time. */
 class GroupThread {
@@ -110,6 +112,30 @@ export async function fleetOnThreads(p: ParsedFleetOptions, trace: readonly Trac
       sumMax += max;
       deliver(replies.map((x) => x.events));
       if (next >= n && max === 0) break;
+      // A router that takes no events needs the engines only when requests
+      // arrive: the groups run ahead to the next arrival (or, after the last,
+      // until idle) in one call, reporting each step's loads.
+      const until = next < n ? arrival[next]! : Infinity;
+      if (!events && t + 1 < until) {
+        const runs = await Promise.all(threads.map((x) => x.call<RunAhead>({ type: 'run', from: t + 1, until: until === Infinity ? -1 : until })));
+        const len = Math.max(...runs.map((x) => x.max.length));
+        for (let i = 0; i < len; i++) {
+          let m = 0;
+          for (const x of runs) {
+            const v = x.max[i] ?? 0;
+            if (v > m) m = v;
+            sumLoad += x.sum[i] ?? 0;
+          }
+          sumMax += m;
+        }
+        for (const x of runs) for (let i = 0; i < x.admitted.length; i += 2) delays[x.admitted[i]!] = x.admitted[i + 1]! - arrival[x.admitted[i]!]!;
+        if (until === Infinity) {
+          lastStep = Math.max(...runs.map((x) => x.idleAt));
+          break;
+        }
+        t = until;
+        continue;
+      }
       t = max === 0 ? Math.max(t + 1, arrival[next]!) : t + 1;
     }
     const ends = await Promise.all(threads.map((x) => x.call<{ events: Array<[number, Uint8Array[]]>; figures: FleetEngineFigures[] }>({ type: 'finish', lastStep, config })));

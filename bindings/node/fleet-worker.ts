@@ -19,6 +19,7 @@ export interface FleetWorkerData {
 export type FleetWorkerCall =
   | { type: 'tick'; t: number }
   | { type: 'step'; t: number; tick: boolean; assigned: number[] }
+  | { type: 'run'; from: number; until: number }
   | { type: 'finish'; lastStep: number; config: FleetConfig };
 
 const d = workerData as FleetWorkerData;
@@ -34,6 +35,7 @@ try {
 port.on('message', (m: FleetWorkerCall) => {
   try {
     if (m.type === 'tick') port.postMessage(group.tick(m.t));
+    else if (m.type === 'run') port.postMessage(group.runAhead(m.from, m.until < 0 ? Infinity : m.until));
     else if (m.type === 'step') {
       if (m.tick) group.tick(m.t);
       const reply = group.step(m.t, m.assigned);
