@@ -10,6 +10,7 @@ import { DEFAULT_STEP_MS, parseFleetOptions, type FleetArrival, type FleetOption
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { ROUTER_POLICIES, type RouterPolicy } from '../fleet/routers.js';
 import { readTraceFile } from '../node/trace-file.js';
+import { fleet as fleetWithThreads } from '../node/fleet-file.js';
 import { fleetGlossaryHelp } from './fleet-glossary.js';
 import { fleetJson, formatFleet, formatFleetComparison, formatFleetCsv } from './fleet-format.js';
 import { addFleetZmqOptions, fleetPublishing, type FleetZmqFlags } from './fleet-publish.js';
@@ -25,6 +26,7 @@ export interface FleetFlags extends ReplayFlags {
   prefixWeight: number;
   loadWeight: number;
   affinityBlocks: number;
+  threads: number;
 }
 
 function positiveNumber(name: string) {
@@ -52,6 +54,7 @@ export function addFleetOptions(cmd: Command): Command {
     .addOption(new Option('--arrival <how>', 'timestamps: request r arrives at step floor(timestamp / step ms); instant: all at step 0').choices(['timestamps', 'instant']).default('timestamps'))
     .option('--prefix-weight <n>', 'prefix routers: weight of the matched share of the prompt (integer 0-1000)', (v: string) => parseIntArg('--prefix-weight', 0, v), 1)
     .option('--load-weight <n>', 'prefix routers: weight of the load share of the slots (integer 0-1000)', (v: string) => parseIntArg('--load-weight', 0, v), 1)
+    .option('--threads <n>', 'run the engines on n worker threads (the router in the main thread; the same results)', (v: string) => parseIntArg('--threads', 0, v), 0)
     .option('--affinity-blocks <n>', 'session affinity: hash the key of this block, 1-based (33 skips the Mooncake trace\'s shared first 512 tokens at block size 16)', (v: string) => parseIntArg('--affinity-blocks', 1, v), 1);
 }
 
@@ -67,6 +70,7 @@ export function fleetOptionsOf(f: FleetFlags): FleetOptions[] {
       prefixWeight: f.prefixWeight,
       loadWeight: f.loadWeight,
       affinityBlocks: f.affinityBlocks,
+      ...(f.threads > 0 && { threads: f.threads }),
     })),
   );
 }
@@ -97,6 +101,7 @@ export function fleetCommand(): Command {
       const spec = traceSpec(positional, o.trace);
       const all = fleetOptionsOf(o);
       if (o.zmq !== undefined && all.length > 1) throw new Error('--zmq publishes one fleet: give one --router and one --engines');
+      if (o.zmq !== undefined && o.threads > 0) throw new Error('--zmq runs the engines in the main thread: leave --threads out');
       const parsed = all.map((x) => parseFleetOptions(x)); // before reading a trace: bad options fail at once
       const requests = spec === undefined ? undefined : await readTraceFile(spec, parsed[0]!.replay.limit ?? Infinity);
       const bar = o.progress && process.stderr.isTTY
@@ -115,7 +120,9 @@ export function fleetCommand(): Command {
               }
             : undefined;
           const run = { ...options, ...(requests && { trace: requests }), ...(onProgress && { onProgress }) };
-          results.push(o.zmq !== undefined ? await fleetPublishing(run, o, spec, options.engines!) : fleetSync(run, spec));
+          results.push(
+            o.zmq !== undefined ? await fleetPublishing(run, o, spec, options.engines!) : o.threads > 0 ? await fleetWithThreads({ ...run, trace: run.trace ?? spec }) : fleetSync(run, spec),
+          );
         }
       } finally {
         bar?.stop();

@@ -25,9 +25,15 @@ export interface FleetOptions extends ReplayOptions {
   loadWeight?: number;
   /** Session affinity: hash the key of this block (1-based; fewer full blocks: the last) (default 1). */
   affinityBlocks?: number;
+  /**
+   * Node's `fleet()` only: run the engines on this many worker threads (in
+   * contiguous groups), the router in this thread; 0 (the default) runs
+   * everything here. The results are the same.
+   */
+  threads?: number;
 }
 
-export const FLEET_KEYS = ['engines', 'router', 'stepMs', 'arrival', 'prefixWeight', 'loadWeight', 'affinityBlocks'] as const;
+export const FLEET_KEYS = ['engines', 'router', 'stepMs', 'arrival', 'prefixWeight', 'loadWeight', 'affinityBlocks', 'threads'] as const;
 
 /** The default step: 20 ms of trace time. */
 export const DEFAULT_STEP_MS = 20;
@@ -43,6 +49,7 @@ export interface ParsedFleetOptions {
   prefixWeight: number;
   loadWeight: number;
   affinityBlocks: number;
+  threads: number;
 }
 
 export interface FleetConfig extends ReplayConfig {
@@ -81,6 +88,7 @@ export function parseFleetOptions(o: FleetOptions): ParsedFleetOptions {
     arrival,
     ...w,
     affinityBlocks: checkInt('options.affinityBlocks', o.affinityBlocks ?? 1, 1),
+    threads: checkInt('options.threads', o.threads ?? 0, 0, 256),
   };
 }
 

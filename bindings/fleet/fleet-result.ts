@@ -92,3 +92,28 @@ export function fleetWarnings(r: Omit<FleetRun, 'warnings'>): string[] {
   if (idle > 0 && r.requests >= r.engines.length) out.push(`${idle} of ${r.engines.length} engines were sent no request by the router`);
   return out;
 }
+
+/** The fleet's result from its engines' figures and the run's sums (docs/fleet.md, the result). */
+export function assembleRun(
+  config: FleetConfig, n: number, perEngine: FleetEngineFigures[], delays: readonly number[], lastStep: number, sumMax: number, sumLoad: number,
+): FleetRun {
+  const K = perEngine.length;
+  const sum = (f: (x: FleetEngineFigures) => number) => perEngine.reduce((a, x) => a + f(x), 0);
+  const promptBlocks = sum((x) => x.promptBlocks);
+  const matchedBlocks = sum((x) => x.matchedBlocks);
+  const run: Omit<FleetRun, 'warnings'> = {
+    config,
+    requests: n,
+    rejected: sum((x) => x.rejected),
+    truncated: sum((x) => x.run.truncated),
+    promptBlocks,
+    matchedBlocks,
+    hitRate: ratio6(matchedBlocks, promptBlocks),
+    evictedBlocks: sum((x) => x.evictedBlocks),
+    steps: lastStep,
+    queueing: queueingFigures(delays),
+    loadImbalance: sumLoad === 0 ? 1 : ratio6(K * sumMax, sumLoad),
+    engines: perEngine,
+  };
+  return { ...run, warnings: fleetWarnings(run) };
+}

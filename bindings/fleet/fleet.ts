@@ -7,15 +7,14 @@
 import { loadCore } from '../core/plain-core.js';
 import { drainInto, parseWireOptions, VllmWireEncoder } from '../events/vllm.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
-import { hashBlocks } from '../hash.js';
-import { promptTokens } from '../replay/kernel.js';
 import { traceArg } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { generateWorkload } from '../replay/workload.js';
 import { FleetEngine } from './engine.js';
 import { fleetConfig, parseFleetOptions, type FleetConfig, type FleetOptions, type ParsedFleetOptions } from './fleet-options.js';
-import { engineFigures, fleetWarnings, queueingFigures, ratio6, type FleetRun } from './fleet-result.js';
-import type { FleetView, RouteRequest, Router } from './router.js';
+import { assembleRun, engineFigures, type FleetRun } from './fleet-result.js';
+import type { FleetView, Router } from './router.js';
+import { LazyRequest } from './route-request.js';
 import { createRouter } from './routers.js';
 
 /** Called at the end of every step with each engine's KV events of the step, as vLLM batches (the CLI publishes them). */
@@ -50,19 +49,12 @@ interface RunState {
   over: boolean;
 }
 
-class LazyRequest implements RouteRequest {
-  private t: Int32Array | undefined;
-  private h: Uint8Array | undefined;
-  readonly fullBlocks: number;
-  constructor(readonly index: number, readonly request: TraceRequest, readonly step: number, private readonly blockSize: number, private readonly seed: number) {
-    this.fullBlocks = Math.floor(request.inputLength / blockSize);
-  }
-  tokens(): Int32Array {
-    return (this.t ??= promptTokens(this.request));
-  }
-  blockHashes(): Uint8Array {
-    return (this.h ??= hashBlocks(this.tokens(), this.blockSize, this.seed));
-  }
+/** The router the options ask for: a built-in policy made for the engines' geometry, or the user's own. */
+export function routerOf(p: ParsedFleetOptions): Router {
+  const r = p.replay;
+  return typeof p.router === 'string'
+    ? createRouter(p.router, { blockSize: r.blockSize, capacity: (r.numBlocks - 1) * r.dpSize, prefixWeight: p.prefixWeight, loadWeight: p.loadWeight, affinityBlocks: p.affinityBlocks })
+    : p.router;
 }
 
 /** A fleet set up to run once; `run()` then `dispose()` (the engines' pools stay readable in between). */
@@ -78,13 +70,12 @@ export class Fleet {
 
   constructor(options: FleetOptions = {}, traceName?: string, sink?: FleetEventSink, parsed?: ParsedFleetOptions) {
     const p = (this.p = parsed ?? parseFleetOptions(options));
+    if (p.threads > 0) throw new RangeError(`options.threads ${p.threads} needs Node's fleet() (worker threads); this runs the engines in this thread`);
     if (sink !== undefined && typeof sink !== 'function') throw new TypeError('sink must be a function');
     const given = traceArg(options);
     this.trace = given ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
     const r = p.replay;
-    this.router = typeof p.router === 'string'
-      ? createRouter(p.router, { blockSize: r.blockSize, capacity: (r.numBlocks - 1) * r.dpSize, prefixWeight: p.prefixWeight, loadWeight: p.loadWeight, affinityBlocks: p.affinityBlocks })
-      : p.router;
+    this.router = routerOf(p);
     this.config = fleetConfig(p, this.router.name, given === undefined ? undefined : (traceName ?? 'requests'));
     this.sink = sink;
     const events = sink !== undefined || typeof this.router.onEvents === 'function';
@@ -185,26 +176,8 @@ export class Fleet {
     const s = this.st;
     if (s === undefined || !s.over) throw new Error('Fleet.result: the run is not over (step() until it returns false, or run())');
     const { n, delays, lastStep, sumMax, sumLoad } = s;
-    const K = this.engines.length;
     const perEngine = this.engines.map((e, i) => engineFigures(i, e.result(this.config), e.finishedEarly));
-    const sum = (f: (x: (typeof perEngine)[number]) => number) => perEngine.reduce((a, x) => a + f(x), 0);
-    const promptBlocks = sum((x) => x.promptBlocks);
-    const matchedBlocks = sum((x) => x.matchedBlocks);
-    const run: Omit<FleetRun, 'warnings'> = {
-      config: this.config,
-      requests: n,
-      rejected: sum((x) => x.rejected),
-      truncated: sum((x) => x.run.truncated),
-      promptBlocks,
-      matchedBlocks,
-      hitRate: ratio6(matchedBlocks, promptBlocks),
-      evictedBlocks: sum((x) => x.evictedBlocks),
-      steps: lastStep,
-      queueing: queueingFigures(delays),
-      loadImbalance: sumLoad === 0 ? 1 : ratio6(K * sumMax, sumLoad),
-      engines: perEngine,
-    };
-    return { ...run, warnings: fleetWarnings(run) };
+    return assembleRun(this.config, n, perEngine, delays, lastStep, sumMax, sumLoad);
   }
 
   dispose(): void {

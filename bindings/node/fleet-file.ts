@@ -5,16 +5,25 @@ import { fleet as fleetRequests, fleetSync } from '../fleet/fleet.js';
 import { parseFleetOptions, type FleetOptions } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { readTraceFile } from './trace-file.js';
+import { fleetOnThreads } from './fleet-threads.js';
+import { traceArg } from '../replay/replay.js';
+import { generateWorkload } from '../replay/workload.js';
+import { loadCore } from '../core/plain-core.js';
 
 /**
  * Replays a trace through a fleet of engines behind a router (see the
  * library's `fleet`); `options.trace` may also be a file name, `-` or a
- * built-in trace name.
+ * built-in trace name, and `options.threads` puts the engines on worker threads.
  */
 export async function fleet(options: FleetOptions = {}): Promise<FleetRun> {
   const spec = options?.trace;
-  if (typeof spec !== 'string') return fleetRequests(options);
   const p = parseFleetOptions(options);
-  const requests = await readTraceFile(spec, p.replay.limit ?? Infinity);
-  return fleetSync({ ...options, trace: requests }, spec);
+  if (typeof spec !== 'string' && p.threads === 0) return fleetRequests(options);
+  const requests = typeof spec === 'string' ? await readTraceFile(spec, p.replay.limit ?? Infinity) : traceArg(options);
+  const name = typeof spec === 'string' ? spec : requests === undefined ? undefined : 'requests';
+  if (p.threads > 0) {
+    await loadCore();
+    return fleetOnThreads(p, requests ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed }), name);
+  }
+  return fleetSync({ ...options, trace: requests }, name);
 }
