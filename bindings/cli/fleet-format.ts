@@ -3,17 +3,10 @@
 // full replay result (`engines[].run`, the library's): its figures are in
 // the engine's row.
 
-import { stringify } from 'csv-stringify/sync';
 import type { FleetRun } from '../fleet/fleet-result.js';
-import { formatConfig, percent } from './format.js';
+import { csvOf, formatConfig, get, percent } from './format.js';
 import { CONFIG_GLOSSARY } from './glossary.js';
 import { FLEET_CONFIG_GLOSSARY, FLEET_ENGINE_GLOSSARY, FLEET_GLOSSARY } from './fleet-glossary.js';
-
-function get(obj: unknown, path: string): unknown {
-  let v: unknown = obj;
-  for (const k of path.split('.')) v = v === null || v === undefined ? undefined : (v as Record<string, unknown>)[k];
-  return v;
-}
 
 function num(key: string, v: number): string {
   if (key.endsWith('hitRate')) return percent(v);
@@ -43,16 +36,7 @@ export function fleetCsvColumns(): string[] {
 }
 
 export function formatFleetCsv(runs: readonly FleetRun[]): string {
-  const cols = fleetCsvColumns();
-  const rows = runs.map((r) =>
-    cols.map((k) => {
-      const v = get(r, k);
-      if (v === null || v === undefined) return '';
-      if (Array.isArray(v)) return v.join(k === 'warnings' ? ' | ' : ';');
-      return v as string | number | boolean;
-    }),
-  );
-  return stringify([cols, ...rows], { cast: { boolean: (b) => (b ? 'true' : 'false') } });
+  return csvOf(runs, fleetCsvColumns());
 }
 
 /** Several fleets side by side: a row each (router, engines, the fleet's figures), the shared configuration above. */

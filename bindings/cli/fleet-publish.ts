@@ -4,14 +4,14 @@
 // as a worker. The fleet is stepped one step at a time, yielding while the
 // step's batches are sent (and replay requests served).
 
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { kvEventsTopic } from '../events/vllm.js';
 import { Fleet } from '../fleet/fleet.js';
 import type { FleetOptions } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { engineInstance } from '../fleet/precise-prefix.js';
 import { rankEndpoint, ZmqEventPublisher } from '../node/zmq-publisher.js';
-import { parseIntArg } from './options.js';
+import { parseIntArg, seconds } from './options.js';
 
 export interface FleetZmqFlags {
   zmq?: string;
@@ -20,14 +20,6 @@ export interface FleetZmqFlags {
   zmqBuffer: number;
   zmqDelay: number;
   zmqHold: number;
-}
-
-function seconds(name: string) {
-  return (v: string) => {
-    const n = Number(v);
-    if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`${name} must be a number of seconds >= 0, got ${JSON.stringify(v)}`);
-    return n;
-  };
 }
 
 export function addFleetZmqOptions(cmd: Command): Command {

@@ -13,7 +13,8 @@ export function percent(x: number): string {
   return `${(x * 100).toFixed(2)} %`;
 }
 
-function get(obj: unknown, path: string): unknown {
+/** The value at a dotted path ("config.numBlocks") of a result, or undefined. */
+export function get(obj: unknown, path: string): unknown {
   let v: unknown = obj;
   for (const k of path.split('.')) v = v === null || v === undefined ? undefined : (v as Record<string, unknown>)[k];
   return v;
@@ -83,7 +84,11 @@ export function csvColumns(runs: readonly ReplayRun[]): string[] {
 
 /** Results as CSV with a header row; fractions stay fractions, lists are joined with ';'. */
 export function formatCsv(runs: readonly ReplayRun[]): string {
-  const cols = csvColumns(runs);
+  return csvOf(runs, csvColumns(runs));
+}
+
+/** CSV of `runs`, one row each, one column per dotted path in `cols` (lists joined; warnings with " | "). */
+export function csvOf(runs: readonly unknown[], cols: readonly string[]): string {
   const rows = runs.map((r) =>
     cols.map((k) => {
       const v = get(r, k);

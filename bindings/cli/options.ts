@@ -6,6 +6,15 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { EVICTION_POLICIES, type EvictionPolicy } from '../managers/eviction-policy.js';
 
+/** A commander parser for a number of seconds >= 0. */
+export function seconds(name: string): (v: string) => number {
+  return (v: string) => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`${name} must be a number of seconds >= 0, got ${JSON.stringify(v)}`);
+    return n;
+  };
+}
+
 export function parseIntArg(name: string, min: number, value: string): number {
   const n = Number(value);
   if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n)) {

@@ -9,7 +9,7 @@ import { parseReplayOptions, replaySync, type ReplayOptions, type ReplayRun } fr
 import { EventReplay, replayWithEventHook, type ReplayStepHook } from '../replay/replay-events.js';
 import { FORMATS, formatCsv, formatJsonLines, formatRun, type OutputFormat } from './format.js';
 import { glossaryHelp } from './glossary.js';
-import { addReplayOptions, parseIntArg } from './options.js';
+import { addReplayOptions, parseIntArg, seconds } from './options.js';
 import { kvEventsTopic } from '../events/vllm.js';
 
 /** Commander's parsed flags (shared by replay and, as lists, by sweep). */
@@ -137,14 +137,6 @@ interface EventFlags {
   zmqBuffer: number;
   zmqDelay: number;
   zmqHold: number;
-}
-
-function seconds(name: string) {
-  return (v: string) => {
-    const n = Number(v);
-    if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`${name} must be a number of seconds >= 0, got ${JSON.stringify(v)}`);
-    return n;
-  };
 }
 
 function addEventOptions(cmd: Command): void {
