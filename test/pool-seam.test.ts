@@ -191,6 +191,27 @@ describe('linear state', () => {
     p.check();
   });
 
+  it('a sequence whose live slot was released alone fails its next allocation when no slot is free, keeping what it holds', () => {
+    // Two slots: one live slot to give (slot 0 is never handed out).
+    const p = new BlockManagerPool({ numBlocks: 32, blockSize: B, enableLinearState: true, linearStateNumSlots: 2 });
+    const a = new Sequence(prompt(2));
+    expect(p.allocate(a)).toBe(true);
+    p.releaseLinearStateSlot(a);
+    const b = new Sequence(prompt(1, 300));
+    expect(p.allocate(b)).toBe(true);
+    a.appendToken(7);
+    const before = { table: [...a.blockTable], single: a.singleBlockId, free: p.numFreeBlocks() };
+    expect(p.allocate(a)).toBe(false);
+    expect({ table: [...a.blockTable], single: a.singleBlockId, free: p.numFreeBlocks() }).toEqual(before);
+    expect(a.linearStateSlotId).toBe(-1);
+    expect(p.liveSequences().has(a)).toBe(true);
+    p.check();
+    p.deallocate(b);
+    expect(p.allocate(a)).toBe(true);
+    expect(a.linearStateSlotId).toBeGreaterThan(0);
+    p.check();
+  });
+
   it('a batch whose reservation was committed by hand is refused whole, stays open, and abortCacheOps settles it', () => {
     const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, enableLinearState: true, linearStateNumSlots: 6 });
     const s = new Sequence(prompt(2));
