@@ -191,6 +191,22 @@ describe('linear state', () => {
     p.check();
   });
 
+  it('a sequence whose live slot was released alone gives back the new slot when its blocks run out', () => {
+    const p = new BlockManagerPool({ numBlocks: 4, blockSize: B, enableLinearState: true, linearStateNumSlots: 4 });
+    const a = new Sequence(prompt(2));
+    expect(p.allocate(a)).toBe(true);
+    p.releaseLinearStateSlot(a);
+    const b = new Sequence(prompt(1, 300));
+    expect(p.allocate(b)).toBe(true);
+    expect(p.numFreeBlocks()).toEqual([0]);
+    a.appendToken(7);
+    const before = { table: [...a.blockTable], single: a.singleBlockId, slots: p.linearStateStats()[0]!.freeSlots };
+    expect(p.allocate(a)).toBe(false);
+    expect({ table: [...a.blockTable], single: a.singleBlockId, slots: p.linearStateStats()[0]!.freeSlots }).toEqual(before);
+    expect(a.linearStateSlotId).toBe(-1);
+    p.check();
+  });
+
   it('a sequence whose live slot was released alone fails its next allocation when no slot is free, keeping what it holds', () => {
     // Two slots: one live slot to give (slot 0 is never handed out).
     const p = new BlockManagerPool({ numBlocks: 32, blockSize: B, enableLinearState: true, linearStateNumSlots: 2 });
