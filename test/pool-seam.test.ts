@@ -344,6 +344,35 @@ describe('pool operations are all or nothing', () => {
     p.check();
   });
 
+  it('every pool call on a concurrent rank gives its lock back, whether it succeeds or fails', () => {
+    const p = new BlockManagerPool({ numBlocks: 6, blockSize: B, enableDisaggPd: true });
+    const m = p.managers[0] as ConcurrentBlockManagerImpl;
+    const held = () => m.lockDepth();
+    const a = new Sequence(prompt(2));
+    expect(p.allocate(a)).toBe(true);
+    expect(held()).toBe(0);
+    const big = new Sequence(prompt(8, 500));
+    expect(p.allocate(big)).toBe(false);
+    expect(held()).toBe(0);
+    expect(p.tryAllocate(new Sequence(prompt(8, 600)))).toBe(false);
+    expect(held()).toBe(0);
+    a.kvCachedTokens = a.numTokens;
+    p.cache(a);
+    expect(held()).toBe(0);
+    const shared = new Sequence(prompt(2));
+    expect(p.allocateShared(shared)).toBe(1);
+    expect(held()).toBe(0);
+    const child = new Sequence(prompt(1, 700));
+    expect(p.allocate(child)).toBe(true);
+    p.adoptBeam(child, a);
+    expect(held()).toBe(0);
+    const f = a.fork();
+    expect(held()).toBe(0);
+    for (const s of [a, shared, child, f, big]) p.deallocate(s);
+    expect(held()).toBe(0);
+    p.check();
+  });
+
   it('the pool passes lockTimeoutMs to its ranks, and a timeout in allocate changes nothing', async () => {
     const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, enableDisaggPd: true, lockTimeoutMs: 200 });
     const m = p.managers[0] as ConcurrentBlockManagerImpl;
