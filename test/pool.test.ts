@@ -402,6 +402,7 @@ describe('bad input leaves the pool unchanged', () => {
     p.allocate(a);
     const before = { free: p.numFreeBlocks(), table: [...a.blockTable], live: p.liveSequences().size, time: p.time };
     expect(() => (p.allocate as (x: unknown, n: unknown) => boolean)([a], 3)).toThrow(/numTokens cannot be given with a list of sequences/);
+    expect(() => p.allocate([a, {} as never])).toThrow(/sequences\[1\] must be a Sequence/);
     expect(() => p.adoptBeam(b, a, null as never)).toThrow(/options must be an object, got null/);
     expect(() => p.adoptBeam(a, a)).toThrow(/adoptBeam: child and source are the same sequence/);
     expect(() => p.adoptBeam(a, b)).toThrow(/adoptBeam: the source has not been allocated yet/);
