@@ -404,6 +404,13 @@ describe('bad input leaves the pool unchanged', () => {
     expect(() => (p.allocate as (x: unknown, n: unknown) => boolean)([a], 3)).toThrow(/numTokens cannot be given with a list of sequences/);
     expect(() => p.allocate([a, {} as never])).toThrow(/sequences\[1\] must be a Sequence/);
     expect(() => p.adoptBeam(b, a, null as never)).toThrow(/options must be an object, got null/);
+    expect(() => p.adoptBeam(b, a, 5 as never)).toThrow(/options must be an object, got 5/);
+    expect(() => p.adoptBeam(b, a, { swapLastBlock: 1 as never })).toThrow(/options.swapLastBlock must be a boolean/);
+    expect(() => p.adoptBeam({} as never, a)).toThrow(/child must be a Sequence/);
+    expect(() => p.adoptBeam(b, {} as never)).toThrow(/source must be a Sequence/);
+    expect(() => p.kvManager(1)).toThrow(/dpRank must be in \[0, 0\], got 1/);
+    expect(() => p.deallocateBlocks(1, [])).toThrow(/dpRank must be in \[0, 0\], got 1/);
+    expect(() => p.cache(a, 1.5)).toThrow(/numTokens must be an integer/);
     expect(() => p.adoptBeam(a, a)).toThrow(/adoptBeam: child and source are the same sequence/);
     expect(() => p.adoptBeam(a, b)).toThrow(/adoptBeam: the source has not been allocated yet/);
     expect(() => a.fork(null as never)).toThrow(/options must be an object, got null/);
@@ -415,6 +422,12 @@ describe('bad input leaves the pool unchanged', () => {
     expect(() => p.deallocateBlocks(0, [a.blockTable[0]!])).toThrow(/blockIds\[0\] = \d+ is not a block allocateBlocks handed out on dp rank 0/);
     expect({ free: p.numFreeBlocks(), table: [...a.blockTable], live: p.liveSequences().size, time: p.time }).toEqual(before);
     expect(b.dpRank).toBe(-1);
+    p.cache(b); // an unplaced sequence has nothing to cache
+    expect(b.dpRank).toBe(-1);
+    const other = pool();
+    const c = new Sequence(prompt(1));
+    other.allocate(c);
+    expect(() => p.forkSequence(c, new Sequence())).toThrow(/parent belongs to another pool/);
     p.check();
   });
 
