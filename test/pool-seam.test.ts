@@ -191,6 +191,43 @@ describe('linear state', () => {
     p.check();
   });
 
+  it('a sequence whose live slot was released alone gives back the new slot when its blocks run out', () => {
+    const p = new BlockManagerPool({ numBlocks: 4, blockSize: B, enableLinearState: true, linearStateNumSlots: 4 });
+    const a = new Sequence(prompt(2));
+    expect(p.allocate(a)).toBe(true);
+    p.releaseLinearStateSlot(a);
+    const b = new Sequence(prompt(1, 300));
+    expect(p.allocate(b)).toBe(true);
+    expect(p.numFreeBlocks()).toEqual([0]);
+    a.appendToken(7);
+    const before = { table: [...a.blockTable], single: a.singleBlockId, slots: p.linearStateStats()[0]!.freeSlots };
+    expect(p.allocate(a)).toBe(false);
+    expect({ table: [...a.blockTable], single: a.singleBlockId, slots: p.linearStateStats()[0]!.freeSlots }).toEqual(before);
+    expect(a.linearStateSlotId).toBe(-1);
+    p.check();
+  });
+
+  it('a sequence whose live slot was released alone fails its next allocation when no slot is free, keeping what it holds', () => {
+    // Two slots: one live slot to give (slot 0 is never handed out).
+    const p = new BlockManagerPool({ numBlocks: 32, blockSize: B, enableLinearState: true, linearStateNumSlots: 2 });
+    const a = new Sequence(prompt(2));
+    expect(p.allocate(a)).toBe(true);
+    p.releaseLinearStateSlot(a);
+    const b = new Sequence(prompt(1, 300));
+    expect(p.allocate(b)).toBe(true);
+    a.appendToken(7);
+    const before = { table: [...a.blockTable], single: a.singleBlockId, free: p.numFreeBlocks() };
+    expect(p.allocate(a)).toBe(false);
+    expect({ table: [...a.blockTable], single: a.singleBlockId, free: p.numFreeBlocks() }).toEqual(before);
+    expect(a.linearStateSlotId).toBe(-1);
+    expect(p.liveSequences().has(a)).toBe(true);
+    p.check();
+    p.deallocate(b);
+    expect(p.allocate(a)).toBe(true);
+    expect(a.linearStateSlotId).toBeGreaterThan(0);
+    p.check();
+  });
+
   it('a batch whose reservation was committed by hand is refused whole, stays open, and abortCacheOps settles it', () => {
     const p = new BlockManagerPool({ numBlocks: 16, blockSize: B, enableLinearState: true, linearStateNumSlots: 6 });
     const s = new Sequence(prompt(2));
@@ -304,6 +341,35 @@ describe('pool operations are all or nothing', () => {
     expect([s.dpRank, s.numBlocks, p.hostBlockTable(s).length]).toEqual([-1, 0, 0]);
     expect(p.allocateChunked(s, 4, 1)).toBe(true);
     expect(p.takeTransfers()[0]!.loads.map((l) => l.dst)).toEqual([...s.blockTable]);
+    p.check();
+  });
+
+  it('every pool call on a concurrent rank gives its lock back, whether it succeeds or fails', () => {
+    const p = new BlockManagerPool({ numBlocks: 6, blockSize: B, enableDisaggPd: true });
+    const m = p.managers[0] as ConcurrentBlockManagerImpl;
+    const held = () => m.lockDepth();
+    const a = new Sequence(prompt(2));
+    expect(p.allocate(a)).toBe(true);
+    expect(held()).toBe(0);
+    const big = new Sequence(prompt(8, 500));
+    expect(p.allocate(big)).toBe(false);
+    expect(held()).toBe(0);
+    expect(p.tryAllocate(new Sequence(prompt(8, 600)))).toBe(false);
+    expect(held()).toBe(0);
+    a.kvCachedTokens = a.numTokens;
+    p.cache(a);
+    expect(held()).toBe(0);
+    const shared = new Sequence(prompt(2));
+    expect(p.allocateShared(shared)).toBe(1);
+    expect(held()).toBe(0);
+    const child = new Sequence(prompt(1, 700));
+    expect(p.allocate(child)).toBe(true);
+    p.adoptBeam(child, a);
+    expect(held()).toBe(0);
+    const f = a.fork();
+    expect(held()).toBe(0);
+    for (const s of [a, shared, child, f, big]) p.deallocate(s);
+    expect(held()).toBe(0);
     p.check();
   });
 

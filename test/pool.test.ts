@@ -46,6 +46,13 @@ describe('Sequence', () => {
     expect(() => s.appendToken(2 ** 31)).toThrow(/token must be in \[-2147483648, 2147483647\], got 2147483648/);
     expect(() => (s.kvCachedTokens = 2)).toThrow(/kvCachedTokens must be in \[0, 1\], got 2/);
     expect(() => s.slotIds()).toThrow(/not been placed in a pool/);
+    expect(() => Sequence.fromBuffer([1, 2] as never)).toThrow(/buffer must be an Int32Array, got/);
+  });
+
+  it('options without a cacheSalt mean no salt', () => {
+    expect(new Sequence([1], {}).cacheSalt).toBe('');
+    expect(new Sequence([1], { cacheSalt: '' }).cacheSalt).toBe('');
+    expect(new Sequence([1], { cacheSalt: 't' }).cacheSalt).toBe('t');
   });
 });
 
@@ -367,6 +374,81 @@ describe('bad input leaves the pool unchanged', () => {
     p.allocate(s);
     s.state.table[0] = 5;
     expect(() => p.check()).toThrow(/holders but live sequences hold it/);
+  });
+
+  it('check() notices a live sequence placed outside the pool, and a single id held twice', () => {
+    const p = pool(16, { dpSize: 2 });
+    const a = new Sequence(prompt(1));
+    const b = new Sequence(prompt(1, 200));
+    p.allocate(a);
+    p.allocate(b);
+    p.check();
+    a.state.dpRank = 2;
+    expect(() => p.check()).toThrow(/kvpool: a live sequence is not placed in this pool/);
+    a.state.dpRank = 0;
+    const q = pool();
+    const c = new Sequence(prompt(1));
+    const d = new Sequence(prompt(1, 200));
+    q.allocate(c);
+    q.allocate(d);
+    d.state.single = c.state.single;
+    expect(() => q.check()).toThrow(/rank 0 single-id block \d+ has 1 holders but live sequences hold it 2 times/);
+  });
+
+  it('names what is wrong with every other refused call, and changes nothing', () => {
+    const p = pool();
+    const a = new Sequence(prompt(2));
+    const b = new Sequence(prompt(1, 200));
+    p.allocate(a);
+    const before = { free: p.numFreeBlocks(), table: [...a.blockTable], live: p.liveSequences().size, time: p.time };
+    expect(() => (p.allocate as (x: unknown, n: unknown) => boolean)([a], 3)).toThrow(/numTokens cannot be given with a list of sequences/);
+    expect(() => p.allocate([a, {} as never])).toThrow(/sequences\[1\] must be a Sequence/);
+    expect(() => p.adoptBeam(b, a, null as never)).toThrow(/options must be an object, got null/);
+    expect(() => p.adoptBeam(b, a, 5 as never)).toThrow(/options must be an object, got 5/);
+    expect(() => p.adoptBeam(b, a, { swapLastBlock: 1 as never })).toThrow(/options.swapLastBlock must be a boolean/);
+    expect(() => p.adoptBeam({} as never, a)).toThrow(/child must be a Sequence/);
+    expect(() => p.adoptBeam(b, {} as never)).toThrow(/source must be a Sequence/);
+    expect(() => p.kvManager(1)).toThrow(/dpRank must be in \[0, 0\], got 1/);
+    expect(() => p.deallocateBlocks(1, [])).toThrow(/dpRank must be in \[0, 0\], got 1/);
+    expect(() => p.cache(a, 1.5)).toThrow(/numTokens must be an integer/);
+    expect(() => p.adoptBeam(a, a)).toThrow(/adoptBeam: child and source are the same sequence/);
+    expect(() => p.adoptBeam(a, b)).toThrow(/adoptBeam: the source has not been allocated yet/);
+    expect(() => a.fork(null as never)).toThrow(/options must be an object, got null/);
+    expect(() => p.setTime('5' as never)).toThrow(/t must be a number, got/);
+    expect(() => p.setTime(Infinity)).toThrow(/t must be a finite time >= the current time 0, got Infinity/);
+    expect(() => p.linearStateStats()).toThrow(/linearStateStats: this pool was created without enableLinearState/);
+    expect(() => p.linearStateCacheOp(a, 4)).toThrow(/linearStateCacheOp: this pool was created without enableLinearState/);
+    expect(() => p.releaseLinearStateSlot(a)).toThrow(/releaseLinearStateSlot: this pool was created without enableLinearState/);
+    expect(() => p.deallocateBlocks(0, [a.blockTable[0]!])).toThrow(/blockIds\[0\] = \d+ is not a block allocateBlocks handed out on dp rank 0/);
+    expect({ free: p.numFreeBlocks(), table: [...a.blockTable], live: p.liveSequences().size, time: p.time }).toEqual(before);
+    expect(b.dpRank).toBe(-1);
+    p.cache(b); // an unplaced sequence has nothing to cache
+    expect(b.dpRank).toBe(-1);
+    const other = pool();
+    const c = new Sequence(prompt(1));
+    other.allocate(c);
+    expect(() => p.forkSequence(c, new Sequence())).toThrow(/parent belongs to another pool/);
+    p.check();
+  });
+
+  it('a pool without composite ranks has no composite manager and no sub-manager figures', () => {
+    const p = pool();
+    expect(p.compositeManager(0)).toBeNull();
+    expect(p.subManagerStats(0)).toEqual([]);
+  });
+});
+
+describe('BlockManagerPool.create', () => {
+  it('loads the core and gives a working pool, with plain and with concurrent ranks', async () => {
+    for (const more of [{}, { enableKvcacheStore: true }]) {
+      const p = await BlockManagerPool.create({ numBlocks: 16, blockSize: B, ...more });
+      const s = new Sequence(prompt(2));
+      expect(p.allocate(s)).toBe(true);
+      expect(p.numUsedBlocks()).toEqual([2]);
+      p.check();
+      p.dispose();
+    }
+    await expect(BlockManagerPool.create({ numBlocks: 1, blockSize: B })).rejects.toThrow(/options.numBlocks must be >= 2, got 1/);
   });
 });
 
