@@ -137,7 +137,7 @@ function spec(s: object): VegaLiteSpec {
 }
 
 /** Each distinct warning once, with the (0-based) configurations that gave it. */
-export function groupWarnings(runs: readonly ReplayRun[]): Array<{ message: string; configs: number[] }> {
+export function groupWarnings(runs: ReadonlyArray<{ warnings: readonly string[] }>): Array<{ message: string; configs: number[] }> {
   const by = new Map<string, number[]>();
   runs.forEach((r, i) => r.warnings.forEach((w) => by.set(w, [...(by.get(w) ?? []), i])));
   return [...by].map(([message, configs]) => ({ message, configs }));
