@@ -38,11 +38,13 @@ export function fleetReportCharts(runs: readonly FleetRun[], varied: FleetVaried
     loadImbalance: r.loadImbalance,
     rejected: r.rejected,
   }));
-  const panels = new Set(rows.map((r) => r.panel)).size > 1;
+  const panelOrder = [...new Set(rows.map((r) => r.panel))];
+  const panels = panelOrder.length > 1;
   const routers = [...new Set(rows.map((r) => r.router))];
+  const sizes = new Set(rows.map((r) => r.engines)).size;
   const bars = (field: string, title: string, yAxis: object): VegaLiteSpec => ({
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    width: { step: Math.max(12, Math.min(40, 120 / routers.length)) * routers.length + 10 },
+    width: Math.min(560, Math.max(160, 26 * routers.length * sizes + 30)),
     height: 240,
     data: { values: rows },
     mark: 'bar',
@@ -51,7 +53,7 @@ export function fleetReportCharts(runs: readonly FleetRun[], varied: FleetVaried
       xOffset: { field: 'router', type: 'nominal', sort: routers },
       y: { field, type: 'quantitative', title, ...yAxis },
       color: { field: 'router', type: 'nominal', title: 'router', sort: routers },
-      ...(panels && { column: { field: 'panel', type: 'nominal', title: null, header: { labelLimit: 400 } } }),
+      ...(panels && { column: { field: 'panel', type: 'nominal', title: null, sort: panelOrder, header: { labelLimit: 400 } } }),
     },
   });
   const rejected = runs.some((r) => r.rejected > 0);
