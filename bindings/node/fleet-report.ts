@@ -44,7 +44,7 @@ export function fleetReportCharts(runs: readonly FleetRun[], varied: FleetVaried
   const sizes = new Set(rows.map((r) => r.engines)).size;
   const bars = (field: string, title: string, yAxis: object): VegaLiteSpec => ({
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    width: Math.min(560, Math.max(160, 26 * routers.length * sizes + 30)),
+    width: Math.min(560, Math.max(160, 34 * routers.length * sizes + 30)),
     height: 240,
     data: { values: rows },
     mark: 'bar',
