@@ -80,7 +80,7 @@ export function fleetReportCharts(runs: readonly FleetRun[], varied: FleetVaried
       id: 'load-imbalance',
       title: 'Load imbalance',
       explain: 'K times the busiest engine\'s load over the fleet\'s total load, summed over the steps: 1 when every engine carries the same load, K when one carries all.',
-      spec: bars('loadImbalance', 'load imbalance', { scale: { zero: false }, format: '.3f' }),
+      spec: bars('loadImbalance', 'load imbalance', { format: '.3f' }),
     },
     rejected
       ? { id: 'rejected', title: 'Rejected requests', explain: 'Requests whose prompt needs more blocks than a rank of an engine has.', spec: bars('rejected', 'rejected requests', { format: ',d' }) }
