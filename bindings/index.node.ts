@@ -11,4 +11,6 @@ export { replay } from './node/replay-file.js';
 export { fleet } from './node/fleet-file.js';
 export { sweep, sweepConfigurations, SWEEP_GRID_KEYS, type SweepOptions, type SweepGrid, type SweepGridKey, type SweepProgress } from './node/sweep.js';
 export { writeReport, reportHtml, reportSvg } from './node/report.js';
+export { fleetSweep, fleetSweepConfigurations, FLEET_GRID_KEYS, type FleetSweepOptions, type FleetSweepGrid, type FleetGridKey } from './node/fleet-sweep.js';
+export { writeFleetReport, fleetReportHtml } from './node/fleet-report.js';
 export { ZmqEventPublisher, rankEndpoint, type ZmqPublisherOptions, type ZmqRankPublishersOptions, type ReplayFrames } from './node/zmq-publisher.js';

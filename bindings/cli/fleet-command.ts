@@ -29,7 +29,7 @@ export interface FleetFlags extends ReplayFlags {
   threads: number;
 }
 
-function positiveNumber(name: string) {
+export function positiveNumber(name: string) {
   return (v: string) => {
     const n = Number(v);
     if (v.trim() === '' || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a number > 0, got ${JSON.stringify(v)}`);
@@ -37,7 +37,7 @@ function positiveNumber(name: string) {
   };
 }
 
-function routers(v: string): RouterPolicy[] {
+export function routers(v: string): RouterPolicy[] {
   return v.split(',').map((x) => {
     const r = x.trim();
     if (!(ROUTER_POLICIES as readonly string[]).includes(r)) throw new InvalidArgumentError(`--router must be among ${ROUTER_POLICIES.join(', ')}, got ${JSON.stringify(r)}`);

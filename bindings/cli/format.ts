@@ -104,3 +104,15 @@ export function csvOf(runs: readonly unknown[], cols: readonly string[]): string
 export function formatJsonLines(runs: readonly ReplayRun[]): string {
   return runs.map((r) => JSON.stringify(r) + '\n').join('');
 }
+
+/** "1-6, 9": the numbers as ranges. */
+export function ranges(ns: number[]): string {
+  const out: string[] = [];
+  for (let i = 0; i < ns.length; ) {
+    let j = i;
+    while (j + 1 < ns.length && ns[j + 1] === ns[j]! + 1) j++;
+    out.push(j > i ? `${ns[i]}-${ns[j]}` : String(ns[i]));
+    i = j + 1;
+  }
+  return out.join(', ');
+}

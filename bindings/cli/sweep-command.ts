@@ -3,13 +3,14 @@
 
 import { availableParallelism } from 'node:os';
 import { Command, Option } from 'commander';
-import cliProgress from 'cli-progress';
 import { sweep, SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
 import { groupWarnings, writeReport } from '../node/report.js';
 import type { ReplayOptions, ReplayRun } from '../replay/replay.js';
-import { FORMATS, percent, type OutputFormat } from './format.js';
+import { FORMATS, percent, ranges, type OutputFormat } from './format.js';
 import { glossaryHelp } from './glossary.js';
 import { addReplayOptions, parseIntArg } from './options.js';
+import { addSweepFleetOptions, fleetSweepCommand, isFleetSweep, type SweepFleetFlags } from './sweep-fleet.js';
+import { sweepProgressBar } from './sweep-progress.js';
 import { warn, write, type ReplayFlags } from './replay-command.js';
 
 type GridFlags = { [K in keyof ReplayFlags]: K extends SweepGridKeyFlag ? Array<NonNullable<ReplayFlags[K]>> | undefined : ReplayFlags[K] };
@@ -36,30 +37,19 @@ export function formatSweepTable(runs: readonly ReplayRun[], varied: readonly Sw
   return [line(head), ...rows.map(line)].join('\n');
 }
 
-/** "1-6, 9": the numbers as ranges. */
-function ranges(ns: number[]): string {
-  const out: string[] = [];
-  for (let i = 0; i < ns.length; ) {
-    let j = i;
-    while (j + 1 < ns.length && ns[j + 1] === ns[j]! + 1) j++;
-    out.push(j > i ? `${ns[i]}-${ns[j]}` : String(ns[i]));
-    i = j + 1;
-  }
-  return out.join(', ');
-}
-
 export function sweepCommand(): Command {
   const cmd = new Command('sweep').description(
     'replay every combination of the listed option values, in parallel on worker threads, and compare them (e.g. --num-blocks 4096,16384,65536 --eviction lru,lfu)',
   );
   addReplayOptions(cmd, true);
+  addSweepFleetOptions(cmd);
   cmd
     .option('--workers <n>', `worker threads (default: one per core, here ${availableParallelism()})`, (v: string) => parseIntArg('--workers', 1, v))
     .addOption(new Option('--format <format>', 'output on stdout: a table, or json (an array), jsonl or csv').choices(FORMATS).default('table'))
     .option('--report <file>', 'also write a self-contained report with charts: FILE.html (charts and table) or FILE.svg (the charts alone)')
     .option('--no-progress', 'no progress bar (there is one only when stderr is a terminal)')
     .addHelpText('after', glossaryHelp())
-    .action(async (o: GridFlags & { format: OutputFormat; workers?: number; report?: string; progress: boolean }) => {
+    .action(async (o: GridFlags & SweepFleetFlags & { format: OutputFormat; workers?: number; report?: string; progress: boolean }) => {
       if (o.report !== undefined && !/\.(html?|svg)$/i.test(o.report)) throw new Error(`--report ${JSON.stringify(o.report)}: the file must end in .html or .svg`);
       // Every list flag becomes a grid entry (one value is a grid of one); the rest hold for every run.
       const grid: SweepGrid = {};
@@ -70,19 +60,9 @@ export function sweepCommand(): Command {
         ...(o.limit !== undefined && { limit: o.limit }),
         ...(o.compressRatios !== undefined && { compressRatios: o.compressRatios }),
       };
+      if (isFleetSweep(o)) return fleetSweepCommand(o, grid, base);
       const total = Object.values(grid).reduce((a, v) => a * (v as unknown[]).length, 1);
-      const bar =
-        o.progress && process.stderr.isTTY
-          ? new cliProgress.SingleBar(
-              {
-                format: 'sweep [{bar}] {percentage}% | {runs}/{totalRuns} runs | {value}/{total} requests | {duration_formatted} | ETA {eta_formatted}',
-                stream: process.stderr,
-                etaBuffer: 50,
-              },
-              cliProgress.Presets.shades_classic,
-            )
-          : null;
-      let started = false;
+      const bar = sweepProgressBar(o.progress, total);
       let runs: ReplayRun[];
       try {
         runs = await sweep({
@@ -90,18 +70,10 @@ export function sweepCommand(): Command {
           ...(o.trace !== undefined && { trace: o.trace }),
           grid,
           ...(o.workers !== undefined && { workers: o.workers }),
-          onProgress: bar
-            ? (p) => {
-                if (!started) {
-                  bar.start(p.requestsTotal, 0, { runs: 0, totalRuns: total });
-                  started = true;
-                }
-                bar.update(p.requestsDone, { runs: p.runsDone });
-              }
-            : undefined,
+          onProgress: bar.onProgress,
         });
       } finally {
-        bar?.stop();
+        bar.stop();
       }
       const varied = SWEEP_GRID_KEYS.filter((k) => (grid[k]?.length ?? 0) > 1);
       if (o.format === 'table') {

@@ -6,20 +6,9 @@
 import { writeFileSync } from 'node:fs';
 import type { ReplayRun } from '../replay/replay.js';
 import type { SweepGridKey } from './sweep.js';
+import { esc, reportPage, type ReportChart, type VegaLiteSpec } from './report-page.js';
 
-/** A Vega-Lite specification with its data inline. */
-export type VegaLiteSpec = Record<string, unknown>;
-
-/** One chart: its heading, what it shows, and its Vega-Lite spec (null when the sweep has nothing to chart there). */
-export interface ReportChart {
-  id: string;
-  title: string;
-  explain: string;
-  /** A Vega-Lite spec (kept as a plain object in the typings, so they need no Vega types). */
-  spec: VegaLiteSpec | null;
-  /** Why there is no chart (spec null). */
-  missing?: string;
-}
+export type { ReportChart, VegaLiteSpec };
 
 const LABELS: Record<SweepGridKey, string> = {
   numBlocks: 'blocks per rank',
@@ -148,7 +137,7 @@ function spec(s: object): VegaLiteSpec {
 }
 
 /** Each distinct warning once, with the (0-based) configurations that gave it. */
-export function groupWarnings(runs: readonly ReplayRun[]): Array<{ message: string; configs: number[] }> {
+export function groupWarnings(runs: ReadonlyArray<{ warnings: readonly string[] }>): Array<{ message: string; configs: number[] }> {
   const by = new Map<string, number[]>();
   runs.forEach((r, i) => r.warnings.forEach((w) => by.set(w, [...(by.get(w) ?? []), i])));
   return [...by].map(([message, configs]) => ({ message, configs }));
@@ -165,95 +154,67 @@ export async function renderSvg(spec: VegaLiteSpec): Promise<string> {
   }
 }
 
-const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
-
 /** The HTML page: configuration, charts, results table, all inline (no script, no network; opens from file://). */
 export async function reportHtml(runs: readonly ReplayRun[], varied: readonly SweepGridKey[]): Promise<string> {
   const charts = reportCharts(runs, varied);
   const svgs = await Promise.all(charts.map((c) => (c.spec ? renderSvg(c.spec) : Promise.resolve(''))));
   const first = runs[0]!.config;
-  const fixed = Object.entries(first)
-    .filter(([k, v]) => !varied.includes(k as SweepGridKey) && v !== null && !(k === 'hostBlocks' && v === 0))
-    .map(([k, v]) => `${esc(k === 'trace' ? 'trace' : `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`)} ${esc(Array.isArray(v) ? v.join(',') : String(v))}`)
-    .join(' · ');
   const pct = (x: number) => `${(x * 100).toFixed(4)} %`;
   const n = (x: number) => x.toLocaleString('en-US');
   const anyHost = runs.some((r) => r.mode === 'host-tier');
   const head = [...varied.map((k) => LABELS[k]), 'hit rate', 'matched blocks', 'prompt blocks', 'evicted blocks', ...(anyHost ? ['host hit blocks', 'blocks loaded'] : []), 'rejected', 'truncated', 'seconds'];
-  const body = runs.map((r) => {
-    const cells = [
-      ...varied.map((k) => ({ key: k, text: String(r.config[k]), value: String(r.config[k]) })),
-      { key: 'hitRate', text: pct(r.hitRate), value: String(r.hitRate) },
-      { key: 'matchedBlocks', text: n(r.matchedBlocks), value: String(r.matchedBlocks) },
-      { key: 'promptBlocks', text: n(r.promptBlocks), value: String(r.promptBlocks) },
-      { key: 'evictedBlocks', text: n(r.evictedBlocks), value: String(r.evictedBlocks) },
-      ...(anyHost
-        ? r.mode === 'host-tier'
-          ? [{ key: 'hostHitBlocks', text: n(r.hostTier.hostHitBlocks), value: String(r.hostTier.hostHitBlocks) }, { key: 'blocksLoaded', text: n(r.hostTier.blocksLoaded), value: String(r.hostTier.blocksLoaded) }]
-          : [{ key: 'hostHitBlocks', text: '-', value: '' }, { key: 'blocksLoaded', text: '-', value: '' }]
-        : []),
-      { key: 'rejected', text: n(r.rejected), value: String(r.rejected) },
-      { key: 'truncated', text: n(r.truncated), value: String(r.truncated) },
-      { key: 'seconds', text: r.seconds.toFixed(2), value: String(r.seconds) },
-    ];
-    return `<tr>${cells.map((c) => `<td data-key="${c.key}" data-value="${esc(c.value)}">${esc(c.text)}</td>`).join('')}</tr>`;
+  const rows = runs.map((r) => [
+    ...varied.map((k) => ({ key: k, text: String(r.config[k]), value: String(r.config[k]) })),
+    { key: 'hitRate', text: pct(r.hitRate), value: String(r.hitRate) },
+    { key: 'matchedBlocks', text: n(r.matchedBlocks), value: String(r.matchedBlocks) },
+    { key: 'promptBlocks', text: n(r.promptBlocks), value: String(r.promptBlocks) },
+    { key: 'evictedBlocks', text: n(r.evictedBlocks), value: String(r.evictedBlocks) },
+    ...(anyHost
+      ? r.mode === 'host-tier'
+        ? [{ key: 'hostHitBlocks', text: n(r.hostTier.hostHitBlocks), value: String(r.hostTier.hostHitBlocks) }, { key: 'blocksLoaded', text: n(r.hostTier.blocksLoaded), value: String(r.hostTier.blocksLoaded) }]
+        : [{ key: 'hostHitBlocks', text: '-', value: '' }, { key: 'blocksLoaded', text: '-', value: '' }]
+      : []),
+    { key: 'rejected', text: n(r.rejected), value: String(r.rejected) },
+    { key: 'truncated', text: n(r.truncated), value: String(r.truncated) },
+    { key: 'seconds', text: r.seconds.toFixed(2), value: String(r.seconds) },
+  ]);
+  return reportPage({
+    title: `kvpool sweep: ${first.trace}`,
+    heading: `kvpool sweep: ${first.trace}, ${runs.length} configurations`,
+    fixed: fixedOptions(first, varied),
+    warnings: groupWarnings(runs).map(({ message, configs }) => `${message} (${configs.map((i) => configLabel(runs[i]!, varied)).join('; ')})`),
+    charts,
+    svgs,
+    head,
+    rows,
+    note: 'Hit rate = matched blocks / prompt blocks. Every field is explained by <code>kvpool replay --help</code> and in kvpool\'s docs/replay.md; the same results as data: <code>kvpool sweep --format csv</code> or <code>--format json</code>.',
   });
-  const warnings = groupWarnings(runs).map(({ message, configs }) => `${message} (${configs.map((i) => configLabel(runs[i]!, varied)).join('; ')})`);
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>kvpool sweep: ${esc(first.trace)}</title>
-<style>
-body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1100px; padding: 0 16px; color: #222; }
-h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 32px; }
-.fixed, .explain, .missing { color: #555; }
-table { border-collapse: collapse; margin-top: 8px; }
-th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
-th { background: #f4f4f4; }
-figure { margin: 8px 0; } svg { max-width: 100%; height: auto; }
-.warn { color: #8a4b00; }
-</style>
-</head>
-<body>
-<h1>kvpool sweep: ${esc(first.trace)}, ${runs.length} configurations</h1>
-<p class="fixed">Fixed: ${fixed}.</p>
-${warnings.length > 0 ? `<details class="warn"><summary>${warnings.length} warning${warnings.length > 1 ? 's' : ''}</summary><ul>${warnings.map((w) => `<li>${esc(w)}</li>`).join('')}</ul></details>` : ''}
-${charts
-  .map(
-    (c, i) => `<section id="${c.id}">
-<h2>${esc(c.title)}</h2>
-${c.spec ? `<p class="explain">${esc(c.explain)}</p>\n<figure>${svgs[i]}</figure>` : `<p class="missing">${esc(c.missing ?? '')}</p>`}
-</section>`,
-  )
-  .join('\n')}
-<section id="results">
-<h2>Results</h2>
-<table>
-<thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr></thead>
-<tbody>
-${body.join('\n')}
-</tbody>
-</table>
-<p class="explain">Hit rate = matched blocks / prompt blocks. Every field is explained by <code>kvpool replay --help</code> and in kvpool's docs/replay.md; the same results as data: <code>kvpool sweep --format csv</code> or <code>--format json</code>.</p>
-</section>
-</body>
-</html>
-`;
 }
 
-/** The charts alone, stacked in one SVG. */
-export async function reportSvg(runs: readonly ReplayRun[], varied: readonly SweepGridKey[]): Promise<string> {
-  const charts = reportCharts(runs, varied).filter((c) => c.spec !== null);
+/** "--block-size 16 · trace x" (HTML): the options every run shares, as flags. */
+export function fixedOptions(config: object, varied: readonly string[]): string {
+  return Object.entries(config)
+    .filter(([k, v]) => !varied.includes(k) && v !== null && !(k === 'hostBlocks' && v === 0))
+    .map(([k, v]) => `${esc(k === 'trace' ? 'trace' : `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`)} ${esc(Array.isArray(v) ? v.join(',') : String(v))}`)
+    .join(' · ');
+}
+
+/** Charts stacked in one SVG. */
+export async function stackedSvg(charts: readonly ReportChart[]): Promise<string> {
   const spec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    vconcat: charts.map((c) => {
+    vconcat: charts.filter((c) => c.spec !== null).map((c) => {
       const { $schema: _s, ...inner } = c.spec!;
       return { ...inner, title: c.title };
     }),
     resolve: { scale: { color: 'independent', strokeDash: 'independent' } },
   } as VegaLiteSpec;
   return renderSvg(spec);
+}
+
+/** The charts alone, stacked in one SVG. */
+export async function reportSvg(runs: readonly ReplayRun[], varied: readonly SweepGridKey[]): Promise<string> {
+  return stackedSvg(reportCharts(runs, varied));
 }
 
 /** Writes the report: `.svg` the charts alone, anything else (`.html`) the page. */

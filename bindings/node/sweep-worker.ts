@@ -1,20 +1,22 @@
-// One sweep worker thread: replays the configurations it is sent over the
-// trace it was started with, reporting progress as it goes.
+// One sweep worker thread: replays the configurations it is sent (a replay,
+// or a fleet of engines behind a router) over the trace it was started
+// with, reporting progress as it goes.
 
 import { parentPort, workerData } from 'node:worker_threads';
 import '../wasm-node.js';
+import { fleetSync } from '../fleet/fleet.js';
+import type { FleetOptions } from '../fleet/fleet-options.js';
+import type { FleetRun } from '../fleet/fleet-result.js';
 import { replaySync, type ReplayOptions, type ReplayRun } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
 
-export interface SweepJob {
-  id: number;
-  options: ReplayOptions;
-  traceName: string | undefined;
-}
+export type SweepJob =
+  | { id: number; kind: 'replay'; options: ReplayOptions; traceName: string | undefined }
+  | { id: number; kind: 'fleet'; options: FleetOptions; traceName: string | undefined };
 
 export type SweepReply =
   | { type: 'progress'; id: number; done: number }
-  | { type: 'result'; id: number; result: ReplayRun }
+  | { type: 'result'; id: number; result: ReplayRun | FleetRun }
   | { type: 'error'; id: number; message: string };
 
 const trace = (workerData as { trace: TraceRequest[] | null }).trace;
@@ -24,7 +26,8 @@ port.on('message', (job: SweepJob) => {
   const send = (m: SweepReply) => port.postMessage(m);
   try {
     const options = { ...job.options, ...(trace && { trace }), onProgress: (done: number) => send({ type: 'progress', id: job.id, done }) };
-    send({ type: 'result', id: job.id, result: replaySync(options, undefined, trace ? job.traceName : undefined) });
+    const name = trace ? job.traceName : undefined;
+    send({ type: 'result', id: job.id, result: job.kind === 'fleet' ? fleetSync(options, name) : replaySync(options, undefined, name) });
   } catch (e) {
     send({ type: 'error', id: job.id, message: (e as Error).message });
   }

@@ -3,13 +3,12 @@
 // handed to every worker; results come back in grid order.
 
 import { availableParallelism } from 'node:os';
-import type { Worker } from 'node:worker_threads';
 import { parseReplayOptions, type ParsedReplayOptions, type ReplayOptions, type ReplayRun } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import { readTraceFile } from './trace-file.js';
-import { startWorker } from './worker.js';
-import type { SweepJob, SweepReply } from './sweep-worker.js';
+import { runOnWorkers, type SweepProgress } from './sweep-pool.js';
+import type { SweepJob } from './sweep-worker.js';
 
 /** Options a sweep can vary: each takes a list of values. */
 export const SWEEP_GRID_KEYS = [
@@ -18,13 +17,7 @@ export const SWEEP_GRID_KEYS = [
 export type SweepGridKey = (typeof SWEEP_GRID_KEYS)[number];
 export type SweepGrid = { [K in SweepGridKey]?: ReadonlyArray<NonNullable<ReplayOptions[K]>> };
 
-export interface SweepProgress {
-  /** Requests replayed so far, over every configuration. */
-  requestsDone: number;
-  requestsTotal: number;
-  runsDone: number;
-  runsTotal: number;
-}
+export type { SweepProgress };
 
 export interface SweepOptions extends Omit<ReplayOptions, 'onProgress'> {
   /** The values of each option to combine (every combination is one replay, the first key varying slowest). */
@@ -61,75 +54,19 @@ export async function sweep(options: SweepOptions): Promise<ReplayRun[]> {
       throw new TypeError(`configuration ${i + 1} of ${configs.length} (${describeConfig(c, grid)}): ${(e as Error).message}`);
     }
   });
-  const n = Math.min(workers === undefined ? availableParallelism() : checkInt('options.workers', workers, 1, 256), configs.length);
-  let requests: readonly TraceRequest[] | null = null;
-  let traceName: string | undefined;
-  if (typeof trace === 'string') {
-    const limit = Math.max(...parsed.map((p) => p.limit ?? Infinity));
-    requests = await readTraceFile(trace, limit);
-    traceName = trace;
-  } else if (trace !== undefined) {
-    if (!Array.isArray(trace)) throw new TypeError(`options.trace must be a trace name or an array of requests, got ${describe(trace)}`);
-    requests = trace;
-  }
+  const n = workers === undefined ? availableParallelism() : checkInt('options.workers', workers, 1, 256);
+  const { requests, traceName } = await sweepTrace(trace, parsed.map((p) => p.limit));
   const lengths = parsed.map((p) => Math.min((requests ?? { length: p.requests }).length, p.limit ?? Infinity));
-  const progress: SweepProgress = { requestsDone: 0, requestsTotal: lengths.reduce((a, b) => a + b, 0), runsDone: 0, runsTotal: configs.length };
-  const doneOf = new Array<number>(configs.length).fill(0);
-  const results = new Array<ReplayRun>(configs.length);
-  const pool: Worker[] = [];
-  const order = dispatchOrder(parsed);
-  let next = 0;
-  try {
-    await new Promise<void>((resolve, reject) => {
-      let idle = 0;
-      let failed = false;
-      const give = (w: Worker) => {
-        if (failed) return;
-        if (next >= configs.length) {
-          if (++idle === n) resolve();
-          return;
-        }
-        const id = order[next++]!;
-        const job: SweepJob = { id, options: configs[id]!, traceName };
-        w.postMessage(job);
-      };
-      for (let i = 0; i < n; i++) {
-        const w = startWorker('sweep-worker', { workerData: { trace: requests } });
-        pool.push(w);
-        w.on('message', (m: SweepReply) => {
-          if (m.type === 'progress') {
-            progress.requestsDone += m.done - doneOf[m.id]!;
-            doneOf[m.id] = m.done;
-            onProgress?.({ ...progress });
-          } else if (m.type === 'result') {
-            results[m.id] = m.result;
-            progress.requestsDone += lengths[m.id]! - doneOf[m.id]!;
-            doneOf[m.id] = lengths[m.id]!;
-            progress.runsDone++;
-            onProgress?.({ ...progress });
-            give(w);
-          } else {
-            failed = true;
-            reject(new Error(`configuration ${m.id + 1} (${describeConfig(configs[m.id]!, grid)}): ${m.message}`));
-          }
-        });
-        w.on('error', (e) => {
-          failed = true;
-          reject(e);
-        });
-        w.on('exit', (code) => {
-          if (!failed && code !== 0 && progress.runsDone < configs.length) {
-            failed = true;
-            reject(new Error(`a sweep worker exited with code ${code}`));
-          }
-        });
-        give(w);
-      }
-    });
-  } finally {
-    await Promise.all(pool.map((w) => w.terminate()));
-  }
-  return results;
+  const jobs: SweepJob[] = configs.map((options, id) => ({ id, kind: 'replay', options, traceName }));
+  return runOnWorkers<ReplayRun>({ jobs, lengths, order: dispatchOrder(parsed), workers: n, requests, onProgress, describe: (id) => describeConfig(configs[id]!, grid) });
+}
+
+/** The trace every worker gets: a file or built-in trace read once (up to the longest limit), the caller's requests, or null (the generated workload). */
+export async function sweepTrace(trace: ReplayOptions['trace'], limits: ReadonlyArray<number | undefined>): Promise<{ requests: readonly TraceRequest[] | null; traceName: string | undefined }> {
+  if (typeof trace === 'string') return { requests: await readTraceFile(trace, Math.max(...limits.map((l) => l ?? Infinity))), traceName: trace };
+  if (trace === undefined) return { requests: null, traceName: undefined };
+  if (!Array.isArray(trace)) throw new TypeError(`options.trace must be a trace name or an array of requests, got ${describe(trace)}`);
+  return { requests: trace, traceName: undefined };
 }
 
 /**
@@ -138,7 +75,7 @@ export async function sweep(options: SweepOptions): Promise<ReplayRun[]> {
  * time, lfu ~1.7x and priority ~2x lru's, a host tier adds copies), so no
  * long run is left alone at the end.
  */
-function dispatchOrder(parsed: readonly ParsedReplayOptions[]): number[] {
+export function dispatchOrder(parsed: readonly ParsedReplayOptions[]): number[] {
   const policy = { lru: 1, lfu: 1.7, priority: 2 };
   const cost = (p: ParsedReplayOptions) => policy[p.eviction] * (p.hostBlocks > 0 ? 1.5 : 1) / Math.sqrt(p.blockSize);
   return parsed.map((p, i) => ({ i, c: cost(p) })).sort((a, b) => b.c - a.c || a.i - b.i).map((x) => x.i);

@@ -1,0 +1,127 @@
+// The report of a fleet sweep (`kvpool sweep --router ... --engines ...`):
+// a chart per fleet figure -- hit rate, queueing (mean and p99), load
+// imbalance, rejected requests -- with a bar per router, grouped by fleet
+// size, one panel per value of the other varied options.
+
+import { writeFileSync } from 'node:fs';
+import type { FleetRun } from '../fleet/fleet-result.js';
+import { fixedOptions, groupWarnings, renderSvg, stackedSvg, type ReportChart, type VegaLiteSpec } from './report.js';
+import { esc, reportPage } from './report-page.js';
+import type { FleetGridKey } from './fleet-sweep.js';
+import type { SweepGridKey } from './sweep.js';
+
+export type FleetVaried = ReadonlyArray<SweepGridKey | FleetGridKey>;
+
+const flag = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+const isFleetKey = (k: string) => k === 'engines' || k === 'router';
+
+/** "num-blocks 4096, eviction lfu": a run's values of the varied replay options (the panel it is drawn in). */
+function panelLabel(r: FleetRun, varied: FleetVaried): string {
+  const parts = varied.filter((k) => !isFleetKey(k)).map((k) => `${flag(k)} ${String(r.config[k])}`);
+  return parts.length > 0 ? parts.join(', ') : 'all';
+}
+
+/** "round-robin x 4, num-blocks 4096": a fleet's name in the warnings. */
+function fleetLabel(r: FleetRun, varied: FleetVaried): string {
+  return `${r.config.router} x ${r.config.engines}${varied.some((k) => !isFleetKey(k)) ? `, ${panelLabel(r, varied)}` : ''}`;
+}
+
+/** The charts of a fleet sweep, as Vega-Lite specs with the data inline. */
+export function fleetReportCharts(runs: readonly FleetRun[], varied: FleetVaried): ReportChart[] {
+  const rows = runs.map((r) => ({
+    engines: r.config.engines,
+    router: r.config.router,
+    panel: panelLabel(r, varied),
+    hitRate: r.hitRate,
+    queueMean: r.queueing.meanSteps,
+    queueP99: r.queueing.p99Steps,
+    loadImbalance: r.loadImbalance,
+    rejected: r.rejected,
+  }));
+  const panelOrder = [...new Set(rows.map((r) => r.panel))];
+  const panels = panelOrder.length > 1;
+  const routers = [...new Set(rows.map((r) => r.router))];
+  const sizes = new Set(rows.map((r) => r.engines)).size;
+  const bars = (field: string, title: string, yAxis: object): VegaLiteSpec => ({
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    width: Math.min(560, Math.max(160, 34 * routers.length * sizes + 30)),
+    height: 240,
+    data: { values: rows },
+    mark: 'bar',
+    encoding: {
+      x: { field: 'engines', type: 'ordinal', title: 'engines', axis: { labelAngle: 0 } },
+      xOffset: { field: 'router', type: 'nominal', sort: routers },
+      y: { field, type: 'quantitative', title, ...yAxis },
+      color: { field: 'router', type: 'nominal', title: 'router', sort: routers },
+      ...(panels && { column: { field: 'panel', type: 'nominal', title: null, sort: panelOrder, header: { labelLimit: 400 } } }),
+    },
+  });
+  const rejected = runs.some((r) => r.rejected > 0);
+  return [
+    {
+      id: 'fleet-hit-rate',
+      title: 'Fleet hit rate by router and fleet size',
+      explain: 'Prompt blocks found in the prefix cache of the engine the router chose, as a share of all full prompt blocks, over the whole fleet.',
+      spec: bars('hitRate', 'fleet hit rate', { axis: { format: '.0%' }, format: '.4%' }),
+    },
+    {
+      id: 'queueing-mean',
+      title: 'Mean queueing delay',
+      explain: 'Steps from a request\'s arrival to its admission by its engine, averaged over every request (rejected ones included).',
+      spec: bars('queueMean', 'queueing mean (steps)', { format: ',.2f' }),
+    },
+    {
+      id: 'queueing-p99',
+      title: 'Queueing delay, 99th percentile',
+      explain: 'The delay 99 % of the requests do not exceed, in steps.',
+      spec: bars('queueP99', 'queueing p99 (steps)', { format: ',d' }),
+    },
+    {
+      id: 'load-imbalance',
+      title: 'Load imbalance',
+      explain: 'K times the busiest engine\'s load over the fleet\'s total load, summed over the steps: 1 when every engine carries the same load, K when one carries all.',
+      spec: bars('loadImbalance', 'load imbalance', { format: '.3f' }),
+    },
+    rejected
+      ? { id: 'rejected', title: 'Rejected requests', explain: 'Requests whose prompt needs more blocks than a rank of an engine has.', spec: bars('rejected', 'rejected requests', { format: ',d' }) }
+      : { id: 'rejected', title: 'Rejected requests', explain: '', spec: null, missing: 'No configuration of this sweep rejected a request.' },
+  ];
+}
+
+/** The HTML page: fixed options, the charts, a row per fleet. */
+export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVaried): Promise<string> {
+  const charts = fleetReportCharts(runs, varied);
+  const svgs = await Promise.all(charts.map((c) => (c.spec ? renderSvg(c.spec) : Promise.resolve(''))));
+  const first = runs[0]!.config;
+  const n = (x: number) => x.toLocaleString('en-US');
+  const cell = (key: string, text: string, value: number | string) => ({ key, text, value: String(value) });
+  return reportPage({
+    title: `kvpool sweep: ${first.trace}, fleets`,
+    heading: `kvpool sweep: ${first.trace}, ${runs.length} fleets`,
+    fixed: fixedOptions(first, varied),
+    warnings: groupWarnings(runs).map(({ message, configs }) => `${message} (${configs.map((i) => fleetLabel(runs[i]!, varied)).join('; ')})`),
+    charts,
+    svgs,
+    head: [...varied.map(flag), 'fleet hit rate', 'matched blocks', 'prompt blocks', 'queueing mean', 'queueing p99', 'load imbalance', 'rejected', 'truncated', 'steps'],
+    rows: runs.map((r) => [
+      ...varied.map((k) => cell(k, String(r.config[k]), String(r.config[k]))),
+      cell('hitRate', `${(r.hitRate * 100).toFixed(4)} %`, r.hitRate),
+      cell('matchedBlocks', n(r.matchedBlocks), r.matchedBlocks),
+      cell('promptBlocks', n(r.promptBlocks), r.promptBlocks),
+      cell('queueMean', r.queueing.meanSteps.toFixed(2), r.queueing.meanSteps),
+      cell('queueP99', n(r.queueing.p99Steps), r.queueing.p99Steps),
+      cell('loadImbalance', r.loadImbalance.toFixed(3), r.loadImbalance),
+      cell('rejected', n(r.rejected), r.rejected),
+      cell('truncated', n(r.truncated), r.truncated),
+      cell('steps', n(r.steps), r.steps),
+    ]),
+    note: `Fleet hit rate = matched blocks / prompt blocks over every engine; queueing in steps of ${esc(String(first.stepMs))} ms. Every figure is explained by <code>kvpool fleet --help</code> and in kvpool's docs/fleet.md; the same results as data: <code>kvpool sweep --router ... --format csv</code> or <code>--format json</code>.`,
+  });
+}
+
+/** Writes the report: `.svg` the charts alone, anything else (`.html`) the page. */
+export async function writeFleetReport(file: string, runs: readonly FleetRun[], varied: FleetVaried): Promise<void> {
+  if (runs.length === 0) throw new RangeError('a report needs at least one result');
+  const text = /\.svg$/i.test(file) ? await stackedSvg(fleetReportCharts(runs, varied)) : await fleetReportHtml(runs, varied);
+  writeFileSync(file, text);
+}

@@ -1,0 +1,79 @@
+// `fleetSweep()`: the sweep with a fleet at every grid point -- the replay
+// options' grid times a list of routers and of fleet sizes, each point a
+// `fleet()` run on the sweep's worker threads (one fleet per thread, its
+// engines in that thread), so one report compares policies and fleet sizes.
+
+import { availableParallelism } from 'node:os';
+import { parseFleetOptions, type FleetOptions, type ParsedFleetOptions } from '../fleet/fleet-options.js';
+import type { FleetRun } from '../fleet/fleet-result.js';
+import type { RouterPolicy } from '../fleet/routers.js';
+import { checkInt, checkObject, describe } from '../validate.js';
+import { describeConfig, dispatchOrder, sweepConfigurations, sweepTrace, type SweepGrid, type SweepOptions } from './sweep.js';
+import { runOnWorkers } from './sweep-pool.js';
+import type { SweepJob } from './sweep-worker.js';
+
+/** The fleet axes, varied after (faster than) the replay options: fleet size, then router. */
+export const FLEET_GRID_KEYS = ['engines', 'router'] as const;
+export type FleetGridKey = (typeof FLEET_GRID_KEYS)[number];
+
+export interface FleetSweepGrid extends SweepGrid {
+  /** Fleet sizes (default [4]). */
+  engines?: readonly number[];
+  /** Built-in routing policies (default ['round-robin']). */
+  router?: readonly RouterPolicy[];
+}
+
+export interface FleetSweepOptions extends Omit<SweepOptions, 'grid'>, Omit<FleetOptions, 'onProgress' | 'engines' | 'router' | 'threads'> {
+  grid: FleetSweepGrid;
+}
+
+/** The fleet options of every grid point, in order: the replay grid (first key slowest), then engines, then router. */
+export function fleetSweepConfigurations(base: Omit<FleetSweepOptions, 'grid' | 'workers' | 'onProgress'>, grid: FleetSweepGrid): FleetOptions[] {
+  checkObject('grid', grid);
+  const { engines, router, ...replayGrid } = grid;
+  const list = <T>(key: string, v: readonly T[] | undefined, dflt: T): readonly T[] => {
+    if (v === undefined) return [dflt];
+    if (!Array.isArray(v) || v.length === 0) throw new TypeError(`grid.${key} must be a non-empty array, got ${describe(v)}`);
+    return v;
+  };
+  const es = list('engines', engines, 4);
+  const rs = list<RouterPolicy>('router', router, 'round-robin');
+  return sweepConfigurations(base, replayGrid).flatMap((c) => es.flatMap((e) => rs.map((r) => ({ ...c, engines: e, router: r }))));
+}
+
+/** "numBlocks=4096 engines=8 router=least-loaded": the grid values of one fleet. */
+export function describeFleetConfig(c: FleetOptions, grid: FleetSweepGrid): string {
+  const { engines: _e, router: _r, ...replayGrid } = grid;
+  return [describeConfig(c, replayGrid), `engines=${c.engines} router=${String(c.router)}`].filter((s) => s !== '').join(' ');
+}
+
+/** Runs a fleet at every grid point on worker threads; the results in `fleetSweepConfigurations` order, each exactly `fleet()`'s. */
+export async function fleetSweep(options: FleetSweepOptions): Promise<FleetRun[]> {
+  checkObject('options', options);
+  const { grid, workers, onProgress, trace, ...base } = options;
+  const configs = fleetSweepConfigurations(base, grid);
+  const parsed = configs.map((c, i) => {
+    try {
+      return parseFleetOptions(c);
+    } catch (e) {
+      throw new TypeError(`configuration ${i + 1} of ${configs.length} (${describeFleetConfig(c, grid)}): ${(e as Error).message}`);
+    }
+  });
+  const n = workers === undefined ? availableParallelism() : checkInt('options.workers', workers, 1, 256);
+  const { requests, traceName } = await sweepTrace(trace, parsed.map((p) => p.replay.limit));
+  const lengths = parsed.map((p) => Math.min((requests ?? { length: p.replay.requests }).length, p.replay.limit ?? Infinity));
+  const jobs: SweepJob[] = configs.map((options, id) => ({ id, kind: 'fleet', options, traceName }));
+  return runOnWorkers<FleetRun>({ jobs, lengths, order: fleetOrder(parsed), workers: n, requests, onProgress, describe: (id) => describeFleetConfig(configs[id]!, grid) });
+}
+
+/**
+ * Longest first: precise-prefix asks every engine's pool per request, the
+ * approximate router scores every engine's index, the others are cheap;
+ * within a router, the replay's own estimate (`dispatchOrder`).
+ */
+function fleetOrder(parsed: readonly ParsedFleetOptions[]): number[] {
+  const replayRank = new Array<number>(parsed.length);
+  dispatchOrder(parsed.map((p) => p.replay)).forEach((id, i) => (replayRank[id] = i));
+  const router = (p: ParsedFleetOptions) => (p.router === 'precise-prefix' ? 4 : p.router === 'approximate-prefix' ? 2 : 1) * p.engines;
+  return parsed.map((p, i) => ({ i, c: router(p) })).sort((a, b) => b.c - a.c || replayRank[a.i]! - replayRank[b.i]!).map((x) => x.i);
+}
