@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { CHROMIUM_ARGS, CHROMIUM_PATH, haveChromium } from './support/browser.js';
+import { CHROMIUM_ARGS, CHROMIUM_PATH, haveChromium, removeProfile } from './support/browser.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -97,7 +97,7 @@ describe('ConcurrentBlockManagerImpl in a browser', () => {
       }
       server.close();
       rmSync(dist, { recursive: true, force: true });
-      rmSync(profile, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+      removeProfile(profile);
     }
   });
 });

@@ -29,6 +29,20 @@ export const CHROMIUM_ARGS = [
   '--disable-sync',
 ];
 
+/**
+ * Removes a Chromium profile folder. Chromium's helper processes (crashpad)
+ * can still write to it for a moment after the browser exits, so a folder
+ * that will not empty is left in the temp directory with a warning: cleanup
+ * is not what the tests check.
+ */
+export function removeProfile(profile: string): void {
+  try {
+    rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+  } catch (e) {
+    console.warn(`could not remove the browser profile ${profile}: ${(e as Error).message}`);
+  }
+}
+
 export interface Browser {
   context: BrowserContext;
   close(): Promise<void>;
@@ -48,7 +62,7 @@ export async function launchChromium(): Promise<Browser> {
     context,
     close: async () => {
       await context.close();
-      rmSync(profile, { recursive: true, force: true });
+      removeProfile(profile);
     },
   };
 }
