@@ -6,7 +6,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import cliProgress from 'cli-progress';
 import { fleetSync } from '../fleet/fleet.js';
-import { DEFAULT_STEP_MS, parseFleetOptions, type FleetArrival, type FleetOptions } from '../fleet/fleet-options.js';
+import { DEFAULT_STEP_MS, parseFleetOptions, type FleetOptions, type ParsedFleetOptions } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { ROUTER_POLICIES, type RouterPolicy } from '../fleet/routers.js';
 import { readTraceFile } from '../node/trace-file.js';
@@ -18,15 +18,10 @@ import { FORMATS, type OutputFormat } from './format.js';
 import { addReplayOptions, parseIntArg } from './options.js';
 import { replayOptionsOf, traceSpec, warn, type ReplayFlags } from './replay-command.js';
 
-export interface FleetFlags extends ReplayFlags {
+/** The command's flags: replay's, the fleet's own options, and lists for the two it compares. */
+export interface FleetFlags extends ReplayFlags, Pick<ParsedFleetOptions, 'stepMs' | 'arrival' | 'prefixWeight' | 'loadWeight' | 'affinityBlocks' | 'threads'> {
   engines: number[];
   router: RouterPolicy[];
-  stepMs: number;
-  arrival: FleetArrival;
-  prefixWeight: number;
-  loadWeight: number;
-  affinityBlocks: number;
-  threads: number;
 }
 
 export function positiveNumber(name: string) {
