@@ -383,9 +383,16 @@ describe('bad input leaves the pool unchanged', () => {
     p.allocate(a);
     p.allocate(b);
     p.check();
+    // Each way of being misplaced alone: a rank past the pool's, no rank, another pool's sequence.
     a.state.dpRank = 2;
     expect(() => p.check()).toThrow(/kvpool: a live sequence is not placed in this pool/);
+    a.state.dpRank = -1;
+    expect(() => p.check()).toThrow(/kvpool: a live sequence is not placed in this pool/);
     a.state.dpRank = 0;
+    a.state.owner = pool() as never;
+    expect(() => p.check()).toThrow(/kvpool: a live sequence is not placed in this pool/);
+    a.state.owner = p as never;
+    p.check();
     const q = pool();
     const c = new Sequence(prompt(1));
     const d = new Sequence(prompt(1, 200));
@@ -420,6 +427,13 @@ describe('bad input leaves the pool unchanged', () => {
     expect(() => p.linearStateCacheOp(a, 4)).toThrow(/linearStateCacheOp: this pool was created without enableLinearState/);
     expect(() => p.releaseLinearStateSlot(a)).toThrow(/releaseLinearStateSlot: this pool was created without enableLinearState/);
     expect(() => p.deallocateBlocks(0, [a.blockTable[0]!])).toThrow(/blockIds\[0\] = \d+ is not a block allocateBlocks handed out on dp rank 0/);
+    // Ids outside the rank are refused the same way (no holder count is read past the table).
+    expect(() => p.deallocateBlocks(0, [-1])).toThrow(/^blockIds\[0\] = -1 is not a block allocateBlocks handed out on dp rank 0/);
+    expect(() => p.deallocateBlocks(0, [p.numBlocks])).toThrow(new RegExp(`^blockIds\\[0\\] = ${p.numBlocks} is not a block allocateBlocks handed out`));
+    expect(() => p.deallocateBlocks(0, [0.5])).toThrow(/^blockIds\[0\] must be an int32 integer, got 0.5/);
+    expect(() => p.recordEvents('yes' as never)).toThrow(/^on must be a boolean, got "yes"/);
+    expect(() => p.linearStateCache(0)).toThrow(/^linearStateCache: this pool was created without enableLinearState/);
+    expect(() => p.compositeManager(1)).toThrow(/^dpRank must be in \[0, 0\], got 1/);
     expect({ free: p.numFreeBlocks(), table: [...a.blockTable], live: p.liveSequences().size, time: p.time }).toEqual(before);
     expect(b.dpRank).toBe(-1);
     p.cache(b); // an unplaced sequence has nothing to cache
