@@ -310,6 +310,7 @@ describe('HierarchyBlockManagerPool validation', () => {
     expect(() => p.allocateChunked(s, 8, -1)).toThrow(/maxCopyBlocks must be >= 0, got -1/);
     expect(() => p.allocateChunked(s, 1.5, 1)).toThrow(/numTokens must be an integer, got 1.5/);
     expect(() => p.completeOffload({ dpRank: 0, blocks: [] })).toThrow(/not an offload plan in flight/);
+    expect(() => p.completeOffload({ dpRank: 5, blocks: [] })).toThrow(/^plan is not an offload plan in flight in this pool/);
     expect(() => p.completeOffload(null as never)).toThrow(/plan must be an object, got null/);
     runAndFinish(p, prompt(3, 100, 1));
     const plan = p.takeTransfers()[0]!.offload!;
@@ -448,6 +449,46 @@ describe('the KV-cache store (prefetch_from_storage)', () => {
     const plain = pool();
     expect(() => plain.prefetchFromStorage(new Sequence(a))).toThrow(/created without enableKvcacheStore/);
     expect(() => p.updatePrefetchResult(s, [] as never)).toThrow(/non-empty array of counts/);
+  });
+
+  it('checks every delivered count and names it, changing nothing; a sequence never prefetched has nothing pending', () => {
+    const p = storePool();
+    const s = new Sequence(prompt(3, 100, 1));
+    p.prefetchFromStorage(s);
+    const before = p.hierarchyStats();
+    expect(() => p.updatePrefetchResult(s, [3, 1.5])).toThrow(/^successCounts\[1\] must be an integer, got 1.5/);
+    expect(() => p.updatePrefetchResult(s, [-1, 3])).toThrow(/^successCounts\[0\] must be >= 0, got -1/);
+    expect(p.hierarchyStats()).toEqual(before);
+    expect(p.updatePrefetchResult(s, [3, 1])).toBe(1); // still pending: the refused calls took nothing
+    expect(() => p.updatePrefetchResult(new Sequence(prompt(2)), 1)).toThrow(/^updatePrefetchResult: no prefetch of this sequence is pending$/);
+    p.check();
+  });
+
+  it("a prefetch gives its rank's lock back, whether it plans, finds nothing or is refused", () => {
+    const p = storePool();
+    const m = p.managers[0] as unknown as { lockDepth(): number };
+    const s = new Sequence(prompt(3, 100, 1));
+    expect(p.prefetchFromStorage(s)).not.toBeNull();
+    expect(m.lockDepth()).toBe(0);
+    expect(() => p.prefetchFromStorage(s)).toThrow(/a prefetch of this sequence is pending/);
+    expect(m.lockDepth()).toBe(0);
+    expect(p.prefetchFromStorage(new Sequence(prompt(1)))).toBeNull();
+    expect(m.lockDepth()).toBe(0);
+  });
+});
+
+describe('HierarchyBlockManagerPool.create', () => {
+  it('loads the core and gives a working pool, with plain and with concurrent ranks, and refuses bad options', async () => {
+    for (const more of [{}, { enableKvcacheStore: true }]) {
+      const p = await HierarchyBlockManagerPool.create({ numBlocks: 16, blockSize: B, hostNumBlocks: 8, ...more });
+      expect(p.hostNumBlocks).toBe(8);
+      const s = new Sequence(prompt(2));
+      expect(p.allocate(s)).toBe(true);
+      p.check();
+      p.dispose();
+    }
+    await expect(HierarchyBlockManagerPool.create({ numBlocks: 16, blockSize: B, hostNumBlocks: 1 })).rejects.toThrow(/options.hostNumBlocks must be >= 2, got 1/);
+    expect(() => new HierarchyBlockManagerPool(null as never)).toThrow(/^options must be an object, got null/);
   });
 });
 

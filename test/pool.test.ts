@@ -445,6 +445,20 @@ describe('bad input leaves the pool unchanged', () => {
     p.check();
   });
 
+  it('names the options object and the option it does not know', () => {
+    expect(() => new BlockManagerPool(null as never)).toThrow(/^options must be an object, got null/);
+    expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, hostNumBlocks: 4 } as never)).toThrow(/^options: unknown option "hostNumBlocks"/);
+    expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, enableXtensor: true, numLayers: 1, slotSize: 2, enablePrefixCache: true } as never)).toThrow(
+      /^options.enablePrefixCache cannot be true on xtensor ranks: XTensor blocks have no prefix cache/,
+    );
+  });
+
+  it('XTensor ranks take 2 MiB pages unless told otherwise', () => {
+    const p = new BlockManagerPool({ numBlocks: 8, blockSize: B, enableXtensor: true, numLayers: 1, slotSize: 2 } as never);
+    expect((p.managers[0] as unknown as { pageSize: number }).pageSize).toBe(2 * 1024 * 1024);
+    p.dispose();
+  });
+
   it('a pool without composite ranks has no composite manager and no sub-manager figures', () => {
     const p = pool();
     expect(p.compositeManager(0)).toBeNull();
