@@ -448,6 +448,7 @@ describe('bad input leaves the pool unchanged', () => {
   it('names the options object and the option it does not know', () => {
     expect(() => new BlockManagerPool(null as never)).toThrow(/^options must be an object, got null/);
     expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, hostNumBlocks: 4 } as never)).toThrow(/^options: unknown option "hostNumBlocks"/);
+    expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, seed: 1.5 })).toThrow(/^options.seed must be a safe integer or a bigint, got 1.5/);
     expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, enableXtensor: true, numLayers: 1, slotSize: 2, enablePrefixCache: true } as never)).toThrow(
       /^options.enablePrefixCache cannot be true on xtensor ranks: XTensor blocks have no prefix cache/,
     );
