@@ -42,6 +42,13 @@ export interface ReplayTarget<S extends ReplaySequence> {
    */
   recycle?(seq: S): Int32Array | undefined;
   /**
+   * Optional: how many more tokens `seq` can take, one decode step each,
+   * with every `allocate(seq, seq.numTokens)` on the way returning true and
+   * changing nothing (0 when unknown). The loop appends those tokens and
+   * counts the calls without making them.
+   */
+  decodeRoom?(seq: S): number;
+  /**
    * Optional: the sequence's block ids without making a view (ids at
    * [0, numBlocks); valid until the sequence next changes). The loop reads
    * the table after every allocation that added blocks.
