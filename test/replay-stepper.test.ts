@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockState } from '../bindings/managers/block-state.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
+import { Sequence } from '../bindings/pool/sequence.js';
 import { type ReplayParams, type ReplayResult } from '../bindings/replay/kernel.js';
 import { runReplay } from '../bindings/replay/stepper.js';
 import { PoolReplayTarget } from '../bindings/replay/replay.js';
@@ -101,6 +102,79 @@ describe('ReplayStepper', () => {
       expect(st.total).toBe(2);
     } finally {
       pool.dispose();
+    }
+  });
+
+  it('decodeRoom: the tokens a sequence takes with allocate() changing nothing', () => {
+    const pool = new BlockManagerPool({ numBlocks: 64, blockSize: 16 });
+    const other = new BlockManagerPool({ numBlocks: 64, blockSize: 16 });
+    try {
+      const s = new Sequence(Array.from({ length: 20 }, (_, i) => i));
+      expect(pool.decodeRoom(s)).toBe(0); // not placed yet
+      expect(pool.allocate(s)).toBe(true);
+      expect(s.numBlocks).toBe(2);
+      expect(pool.decodeRoom(s)).toBe(12); // 32 - 20
+      expect(other.decodeRoom(s)).toBe(0); // another pool's sequence
+      const table = [...s.blockTable];
+      const free = pool.numFreeBlocks();
+      for (let i = 0; i < 12; i++) {
+        s.appendToken(100 + i);
+        s.kvCachedTokens = s.numTokens - 1;
+        expect(pool.allocate(s, s.numTokens)).toBe(true);
+        expect(pool.decodeRoom(s)).toBe(11 - i);
+      }
+      expect([...s.blockTable]).toEqual(table);
+      expect(pool.numFreeBlocks()).toEqual(free);
+      s.appendToken(200);
+      expect(pool.allocate(s, s.numTokens)).toBe(true);
+      expect(s.numBlocks).toBe(3);
+      expect(pool.decodeRoom(s)).toBe(15);
+      pool.deallocate(s);
+      expect(pool.decodeRoom(s)).toBe(0);
+      pool.dispose();
+      expect(pool.decodeRoom(new Sequence([1]))).toBe(0);
+    } finally {
+      pool.dispose();
+      other.dispose();
+    }
+  });
+
+  it('gives the same result, tokens and blocks when every decode step is made (no decodeRoom)', () => {
+    const trace = generateWorkload({ requests: 120, seed: 5, concurrentChats: 4 });
+    for (const params of [
+      { blockSize: 16, maxRunning: 6, publishAfterPrefill: true },
+      { blockSize: 64, maxRunning: 3, publishAfterPrefill: false },
+    ]) {
+      const a = new BlockManagerPool({ numBlocks: 200, blockSize: params.blockSize });
+      const b = new BlockManagerPool({ numBlocks: 200, blockSize: params.blockSize });
+      try {
+        const every = new PoolReplayTarget(b);
+        let skipped = 0;
+        const counting = Object.assign(Object.create(new PoolReplayTarget(a)) as PoolReplayTarget, {
+          decodeRoom(seq: Sequence): number {
+            const k = a.decodeRoom(seq);
+            skipped += k;
+            return k;
+          },
+        });
+        Object.defineProperty(every, 'decodeRoom', { value: undefined });
+        const x = new ReplayStepper(counting, trace, params);
+        const y = new ReplayStepper(every, trace, params);
+        while (true) {
+          const sx = x.step();
+          expect(sx).toEqual(y.step());
+          expect(x.running().map((s) => [[...s.tokens], s.kvCachedTokens, [...s.blockTable]])).toEqual(
+            y.running().map((s) => [[...s.tokens], s.kvCachedTokens, [...s.blockTable]]),
+          );
+          if (sx === null) break;
+        }
+        expect(skipped).toBeGreaterThan(0);
+        expect(withoutTimings(x.result())).toEqual(withoutTimings(y.result()));
+        expect([...a.managers[0]!.lruOrder()]).toEqual([...b.managers[0]!.lruOrder()]);
+      } finally {
+        a.dispose();
+        b.dispose();
+      }
     }
   });
 

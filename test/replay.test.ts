@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { plainCore } from '../bindings/core/plain-core.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
-import { nextOutputToken, outputToken, promptTokens, promptTokensJs, type ReplayResult } from '../bindings/replay/kernel.js';
+import { MAX_HASH_ID, nextOutputToken, outputToken, promptTokens, promptTokensJs, type ReplayResult } from '../bindings/replay/kernel.js';
 import { runReplay } from '../bindings/replay/stepper.js';
 import { replaySync, type CompositeReplayRun, type HostTierReplayRun, type LinearStateReplayRun, type ReplayRun } from '../bindings/replay/replay.js';
 import { parseTrace, type TraceRequest } from '../bindings/replay/trace.js';
@@ -102,7 +102,14 @@ describe('replay: tokens (docs/replay-kernel.md)', () => {
       expect(() => fill(req(1.5, [1]), t)).toThrow(/req.inputLength must be an integer, got 1.5/);
       expect(() => fill(req(600, [1, 2]), new Int32Array(599))).toThrow(/out must be an Int32Array of length >= req.inputLength 600, got length 599/);
       expect(() => fill(req(600, [1, 2]), [] as unknown as Int32Array)).toThrow(/t must be an Int32Array .* got an array of length 0/);
+      // A bad hash id is named by its index (only the ids the prompt uses are read).
+      const ids = (v: unknown): TraceRequest => ({ inputLength: 1100, outputLength: 0, hashIds: [4, v, 6, 'unused'] as unknown as Int32Array });
+      expect(() => fill(ids(-1), t)).toThrow(new RangeError(`req.hashIds[1] must be in [0, ${MAX_HASH_ID}], got -1`));
+      expect(() => fill(ids(MAX_HASH_ID + 1), t)).toThrow(new RangeError(`req.hashIds[1] must be in [0, ${MAX_HASH_ID}], got ${MAX_HASH_ID + 1}`));
+      expect(() => fill(ids(2.5), t)).toThrow(new RangeError('req.hashIds[1] must be an integer, got 2.5'));
+      expect(() => fill(ids('5'), t)).toThrow(new TypeError('req.hashIds[1] must be a number, got "5"'));
       expect(t.every((x) => x === -9)).toBe(true);
+      expect(fill(ids(MAX_HASH_ID), t)[600]).toBe(MAX_HASH_ID * 512 + 88);
     }
   });
 

@@ -221,6 +221,23 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     return this.grow(seq, s, numTokens, maxCopyBlocks, false);
   }
 
+  /**
+   * @internal Tokens `sequence` can still grow by, one decode step at a time
+   * (kvCachedTokens one behind), with every allocate() on the way returning
+   * true and changing nothing: the fast path above, for the sequence's
+   * current blocks. 0 when unknown. The replay loop appends such tokens and
+   * counts their allocate calls without making them.
+   */
+  decodeRoom(sequence: Sequence): number {
+    const s = sequence.state;
+    if (this.disposed || s.owner !== this || s.single < 0) return 0;
+    const rank = this.ranks[s.dpRank]!;
+    if (s.linearSlot < 0 && rank.linear !== null) return 0;
+    const cap = s.numBlocks * rank.blockSize;
+    // fits() of a block-table rank holds for every count up to a held capacity it accepts.
+    return rank.kind === 'plain' && cap > s.numTokens && rank.fits(s, cap) ? cap - s.numTokens : 0;
+  }
+
   tryAllocate(sequence: Sequence): boolean {
     const s = this.own(sequence);
     return this.grow(sequence, s, s.numTokens, undefined, true);

@@ -74,6 +74,10 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
     this.complete();
     return ok;
   }
+  /** A decode step that fits plans no copy either (the host tier's fits() waits for pending loads). */
+  decodeRoom(seq: Sequence): number {
+    return this.tiered.decodeRoom(seq);
+  }
   cache(seq: Sequence): void {
     this.tiered.cache(seq);
   }

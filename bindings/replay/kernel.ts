@@ -42,6 +42,13 @@ export interface ReplayTarget<S extends ReplaySequence> {
    */
   recycle?(seq: S): Int32Array | undefined;
   /**
+   * Optional: how many more tokens `seq` can take, one decode step each,
+   * with every `allocate(seq, seq.numTokens)` on the way returning true and
+   * changing nothing (0 when unknown). The loop appends those tokens and
+   * counts the calls without making them.
+   */
+  decodeRoom?(seq: S): number;
+  /**
    * Optional: the sequence's block ids without making a view (ids at
    * [0, numBlocks); valid until the sequence next changes). The loop reads
    * the table after every allocation that added blocks.
@@ -122,7 +129,12 @@ function checkPromptArgs(req: TraceRequest, out: Int32Array | undefined): Int32A
   }
   const need = Math.ceil(L / PROMPT_CHUNK);
   if (ids.length < need) throw new RangeError(`req.hashIds has ${ids.length} ids but inputLength ${L} needs ${need}`);
-  for (let c = 0; c < need; c++) checkInt(`req.hashIds[${c}]`, ids[c], 0, MAX_HASH_ID);
+  for (let c = 0; c < need; c++) {
+    // The name is built only for a bad id: building it for each of the
+    // trace's ~290,000 ids cost a string each.
+    const v = ids[c];
+    if (typeof v !== 'number' || (v | 0) !== v || v < 0 || v > MAX_HASH_ID) checkInt(`req.hashIds[${c}]`, v, 0, MAX_HASH_ID);
+  }
   if (out === undefined) return new Int32Array(L);
   if (!(out instanceof Int32Array) || out.length < L) {
     throw new RangeError(`out must be an Int32Array of length >= req.inputLength ${L}, got ${out instanceof Int32Array ? `length ${out.length}` : describe(out)}`);

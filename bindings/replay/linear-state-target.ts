@@ -30,6 +30,9 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
   allocate(seq: S, numTokens?: number): boolean {
     return this.base.allocate(seq, numTokens);
   }
+  decodeRoom(seq: S): number {
+    return this.base.decodeRoom?.(seq) ?? 0;
+  }
   cache(seq: S): void {
     this.base.cache(seq);
   }

@@ -174,6 +174,9 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
     this.spareTables.push(seq.state.table);
     return seq.state.tokens;
   }
+  decodeRoom(seq: Sequence): number {
+    return this.pool.decodeRoom(seq);
+  }
   blockIds(seq: Sequence): Int32Array {
     return seq.state.table;
   }

@@ -229,7 +229,22 @@ export class ReplayStepper<S extends ReplaySequence> {
     s.kvCachedTokens = L;
     let cut = false;
     let token = outputToken(r, 0);
-    for (let i = 0; i < req.outputLength; i++, token = nextOutputToken(token)) {
+    const outputs = req.outputLength;
+    for (let i = 0; i < outputs; i++, token = nextOutputToken(token)) {
+      if (i > 0) {
+        // Steps that cannot change the pool (the block has room): their
+        // tokens are appended and their allocate calls counted, not made.
+        // Step 0 always runs (it may publish).
+        let k = target.decodeRoom?.(s) ?? 0;
+        if (k > 0) {
+          if (k > outputs - i) k = outputs - i;
+          for (let j = 0; j < k; j++, token = nextOutputToken(token)) s.appendToken(token);
+          s.kvCachedTokens = s.numTokens - 1;
+          this.allocateCalls += k;
+          i += k;
+          if (i === outputs) break;
+        }
+      }
       s.appendToken(token);
       s.kvCachedTokens = s.numTokens - 1;
       let ok = false;
