@@ -478,7 +478,7 @@ describe('BlockManagerPool.create', () => {
       const kv = p.managers;
       p.dispose();
       // Every manager the pool made goes back to the core: its ranks' and its single-id managers.
-      expect([...kv, ...p.singles].map((m) => m.isDisposed)).toEqual([true, true]);
+      expect([...kv, ...p.singles].map((m) => (m as unknown as { isDisposed: boolean }).isDisposed)).toEqual([true, true]);
       p.dispose(); // a second dispose is harmless
     }
     await expect(BlockManagerPool.create({ numBlocks: 1, blockSize: B })).rejects.toThrow(/options.numBlocks must be >= 2, got 1/);
