@@ -19,7 +19,9 @@
 // object per block (an object, a token slice and string keys per block made
 // the garbage collector the largest cost).
 
-import type { KVEvent } from '../managers/kv-events.js';
+import { EV_CLEARED, EV_HASH, EV_HEADER, EV_KIND, EV_NUM_TOKENS, EV_PARENT, EV_PARENT_CHAIN, EV_PARENT_HASH, EV_PARENT_SALT, EV_STORED } from '../core/abi.js';
+import type { CoreInstance } from '../core/core-instance.js';
+import type { KVEvent, KVEventSource, SaltNames } from '../managers/kv-events.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import { chainKeys, rootKey } from './index-chain.js';
 import { KeyHolders } from './index-keys.js';
@@ -111,6 +113,7 @@ export class KVEventIndex {
   private rHi = new Uint32Array(64);
   private runKeys = new Uint32Array(256);
   private queryKeys = new Uint32Array(256);
+  private runTokens = new Int32Array(1024);
   private readonly todo: number[] = [];
   private readonly kids: number[] = [];
   private readonly one = new Uint32Array(4);
@@ -247,6 +250,77 @@ export class KVEventIndex {
     this.rForm = new Uint8Array(cap);
     this.rLo = new Uint32Array(cap);
     this.rHi = new Uint32Array(cap);
+  }
+
+  /**
+   * @internal Applies raw event records of a kvpool pool of `instance` (the
+   * arguments `pool.drainEventRecords` visits with, and the pool's
+   * `saltNames`) exactly as `applyBatch` applies the batch vllm.ts encodes
+   * from them (map form, uint64 hashes): the in-thread fleet's path, with no
+   * msgpack in between. The records are read in place; nothing is copied per
+   * event but a run's tokens.
+   */
+  applyRecords(instance: string, dpRank: number, source: KVEventSource, rt: CoreInstance, ptr: number, len: number, salts: SaltNames | null): void {
+    checkInstance(instance);
+    checkInt('dpRank', dpRank, 0);
+    const end = ptr + len;
+    let size = this.size;
+    for (let p = ptr; p < end; ) {
+      const kind = rt.i32[(p + EV_KIND) >>> 2]!;
+      if (kind !== EV_STORED) {
+        p += EV_HEADER;
+        continue;
+      }
+      const ntok = rt.i32[(p + EV_NUM_TOKENS) >>> 2]!;
+      size ??= ntok;
+      if (ntok !== size) throw new RangeError(`the index's blocks hold ${size} tokens, but a BlockStored event has block_size ${ntok}`);
+      p += EV_HEADER + ntok * 4;
+    }
+    const group = source.group;
+    for (let p = ptr; p < end; ) {
+      const kind = rt.i32[(p + EV_KIND) >>> 2]!;
+      if (kind === EV_CLEARED) {
+        this.clearSource(instance, dpRank, 'GPU');
+        p += EV_HEADER;
+        continue;
+      }
+      // A run as the wire merges it: one BlockStored or BlockRemoved event.
+      const n = rt.ex.ev_wire_run(p, end);
+      if (kind !== EV_STORED) {
+        // A BlockRemoved names its group by index only.
+        if (this.mainGroup(null, group.index)) {
+          const s = this.source(instance, dpRank, source.medium);
+          for (let k = 0; k < n; k++) {
+            const w = (p + k * EV_HEADER + EV_HASH) >>> 2;
+            this.drop(s, HASH_U64, rt.u32[w]!, rt.u32[w + 1]!);
+          }
+        }
+        p += n * EV_HEADER;
+        continue;
+      }
+      const B = rt.i32[(p + EV_NUM_TOKENS) >>> 2]!;
+      const rec = EV_HEADER + B * 4;
+      if (this.mainGroup(group.kind, group.index)) {
+        if (this.rLo.length < n) this.growRun(n);
+        if (this.runTokens.length < n * B) this.runTokens = new Int32Array(2 * n * B);
+        const { u32, i32, u8 } = rt;
+        for (let k = 0; k < n; k++) {
+          const q = p + k * rec;
+          this.rForm[k] = HASH_U64;
+          this.rLo[k] = u32[(q + EV_HASH) >>> 2]!;
+          this.rHi[k] = u32[(q + EV_HASH + 4) >>> 2]!;
+          const t = (q + EV_HEADER) >>> 2;
+          for (let j = 0; j < B; j++) this.runTokens[k * B + j] = i32[t + j]!;
+        }
+        const parentKind = i32[(p + EV_PARENT) >>> 2]!;
+        const chained = parentKind === EV_PARENT_CHAIN;
+        const salt = parentKind === EV_PARENT_SALT ? (salts?.lookup(u8, p + EV_PARENT_HASH) ?? null) : null;
+        const pw = (p + EV_PARENT_HASH) >>> 2;
+        // Storing hashes through the core: its memory may grow, so the views are read again next time round.
+        this.store(this.source(instance, dpRank, source.medium), n, B, chained ? HASH_U64 : NO_PARENT, chained ? u32[pw]! : 0, chained ? u32[pw + 1]! : 0, this.runTokens, 0, null, salt === null ? null : [salt]);
+      }
+      p += n * rec;
+    }
   }
 
   /** Forgets everything `instance` published (it went away). */
