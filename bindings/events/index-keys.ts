@@ -7,8 +7,11 @@
 const NONE = -1;
 
 export class KeyHolders {
-  /** Open addressing over entry numbers (entry + 1; 0 empty). */
-  private tab = new Int32Array(1024);
+  /**
+   * Open addressing over entry numbers: pairs of entry + 1 (0: empty) and the
+   * key's first word (probes compare it without reading the entry).
+   */
+  private tab = new Int32Array(2048);
   private mask = 1023;
   private size = 0;
   private cap = 0;
@@ -34,11 +37,13 @@ export class KeyHolders {
     const b = w[at + 1]!;
     const c = w[at + 2]!;
     const d = w[at + 3]!;
+    const a32 = a | 0;
     for (let i = a & mask; ; i = (i + 1) & mask) {
-      const v = tab[i]!;
+      const v = tab[2 * i]!;
       if (v === 0) return NONE;
+      if (tab[2 * i + 1] !== a32) continue;
       const q = (v - 1) * 4;
-      if (words[q] === a && words[q + 1] === b && words[q + 2] === c && words[q + 3] === d) return v - 1;
+      if (words[q + 1] === b && words[q + 2] === c && words[q + 3] === d) return v - 1;
     }
   }
 
@@ -82,7 +87,7 @@ export class KeyHolders {
   }
 
   private insert(w: Uint32Array, at: number): number {
-    if ((this.size + 1) * 2 > this.tab.length) this.growTable();
+    if ((this.size + 1) * 2 > this.mask + 1) this.growTable();
     let e: number;
     if (this.nFreeEntries > 0) e = this.freeEntries[--this.nFreeEntries]!;
     else {
@@ -98,26 +103,29 @@ export class KeyHolders {
 
   private place(e: number): void {
     const tab = this.tab;
-    let i = this.words[e * 4]! & this.mask;
-    while (tab[i] !== 0) i = (i + 1) & this.mask;
-    tab[i] = e + 1;
+    const a = this.words[e * 4]!;
+    let i = a & this.mask;
+    while (tab[2 * i] !== 0) i = (i + 1) & this.mask;
+    tab[2 * i] = e + 1;
+    tab[2 * i + 1] = a;
   }
 
   private removeEntry(e: number): void {
     const tab = this.tab;
     const mask = this.mask;
     let i = this.words[e * 4]! & mask;
-    while (tab[i] !== e + 1) i = (i + 1) & mask;
+    while (tab[2 * i] !== e + 1) i = (i + 1) & mask;
     // Backward shift: later entries of the probe run move into the hole when their home allows.
-    for (let j = (i + 1) & mask; tab[j] !== 0; j = (j + 1) & mask) {
-      const k = this.words[(tab[j]! - 1) * 4]! & mask;
+    for (let j = (i + 1) & mask; tab[2 * j] !== 0; j = (j + 1) & mask) {
+      const k = tab[2 * j + 1]! & mask;
       const stays = i <= j ? i < k && k <= j : i < k || k <= j;
       if (!stays) {
-        tab[i] = tab[j]!;
+        tab[2 * i] = tab[2 * j]!;
+        tab[2 * i + 1] = tab[2 * j + 1]!;
         i = j;
       }
     }
-    tab[i] = 0;
+    tab[2 * i] = 0;
     this.size--;
     this.freeEntries[this.nFreeEntries++] = e;
   }
@@ -153,7 +161,7 @@ export class KeyHolders {
   private growTable(): void {
     const old = this.tab;
     this.tab = new Int32Array(old.length * 2);
-    this.mask = this.tab.length - 1;
-    for (const v of old) if (v !== 0) this.place(v - 1);
+    this.mask = this.tab.length / 2 - 1;
+    for (let i = 0; i < old.length; i += 2) if (old[i] !== 0) this.place(old[i]! - 1);
   }
 }

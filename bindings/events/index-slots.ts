@@ -39,10 +39,13 @@ function mix(a: number, b: number, c: number): number {
 /**
  * Slot numbers by (source, form, lo, hi), linear probing, backward-shift
  * deletion; the key of an entry is read from the slot's own fields (its hash,
- * or with `byParent` its parent's hash).
+ * or with `byParent` its parent's hash). Each entry keeps its full 32-bit
+ * hash beside the slot number, so that probing and shifting compare and
+ * place entries without reading the slots (a cache miss each).
  */
 class SlotTable {
-  private tab = new Int32Array(1024);
+  /** Pairs: slot + 1 (0: empty), the entry's hash. */
+  private tab = new Int32Array(2048);
   private mask = 1023;
   private size = 0;
 
@@ -51,11 +54,11 @@ class SlotTable {
     private readonly byParent: boolean,
   ) {}
 
-  private homeOf(slot: number): number {
+  private hashOf(slot: number): number {
     const s = this.s;
     return this.byParent
-      ? mix(s.pLo[slot]!, s.pHi[slot]!, s.src[slot]! * 4 + s.pForm[slot]!) & this.mask
-      : mix(s.hLo[slot]!, s.hHi[slot]!, s.src[slot]! * 4 + s.hForm[slot]!) & this.mask;
+      ? mix(s.pLo[slot]!, s.pHi[slot]!, s.src[slot]! * 4 + s.pForm[slot]!)
+      : mix(s.hLo[slot]!, s.hHi[slot]!, s.src[slot]! * 4 + s.hForm[slot]!);
   }
 
   find(src: number, form: number, lo: number, hi: number): number {
@@ -66,37 +69,40 @@ class SlotTable {
     const S = s.src;
     const tab = this.tab;
     const mask = this.mask;
-    for (let i = mix(lo, hi, src * 4 + form) & mask; ; i = (i + 1) & mask) {
-      const v = tab[i]!;
+    const h = mix(lo, hi, src * 4 + form);
+    for (let i = h & mask; ; i = (i + 1) & mask) {
+      const v = tab[2 * i]!;
       if (v === 0) return NONE;
+      if (tab[2 * i + 1] !== h) continue;
       const x = v - 1;
       if (L[x] === lo && H[x] === hi && S[x] === src && F[x] === form) return x;
     }
   }
 
   insert(slot: number): void {
-    if ((this.size + 1) * 2 > this.tab.length) this.grow();
-    this.place(slot);
+    if ((this.size + 1) * 2 > this.mask + 1) this.grow();
+    this.place(slot, this.hashOf(slot));
     this.size++;
   }
 
-  private place(slot: number): void {
+  private place(slot: number, h: number): void {
     const tab = this.tab;
-    let i = this.homeOf(slot);
-    while (tab[i] !== 0) i = (i + 1) & this.mask;
-    tab[i] = slot + 1;
+    let i = h & this.mask;
+    while (tab[2 * i] !== 0) i = (i + 1) & this.mask;
+    tab[2 * i] = slot + 1;
+    tab[2 * i + 1] = h;
   }
 
   private positionOf(slot: number): number {
     const tab = this.tab;
-    let i = this.homeOf(slot);
-    while (tab[i] !== slot + 1) i = (i + 1) & this.mask;
+    let i = this.hashOf(slot) & this.mask;
+    while (tab[2 * i] !== slot + 1) i = (i + 1) & this.mask;
     return i;
   }
 
-  /** `next` takes `slot`'s entry (the same key). */
+  /** `next` takes `slot`'s entry (the same key, so the same hash). */
   replace(slot: number, next: number): void {
-    this.tab[this.positionOf(slot)] = next + 1;
+    this.tab[2 * this.positionOf(slot)] = next + 1;
   }
 
   remove(slot: number): void {
@@ -104,23 +110,24 @@ class SlotTable {
     const mask = this.mask;
     let i = this.positionOf(slot);
     // Backward shift: move later entries of the probe run into the hole when their home allows.
-    for (let j = (i + 1) & mask; tab[j] !== 0; j = (j + 1) & mask) {
-      const k = this.homeOf(tab[j]! - 1);
+    for (let j = (i + 1) & mask; tab[2 * j] !== 0; j = (j + 1) & mask) {
+      const k = tab[2 * j + 1]! & mask;
       const stays = i <= j ? i < k && k <= j : i < k || k <= j;
       if (!stays) {
-        tab[i] = tab[j]!;
+        tab[2 * i] = tab[2 * j]!;
+        tab[2 * i + 1] = tab[2 * j + 1]!;
         i = j;
       }
     }
-    tab[i] = 0;
+    tab[2 * i] = 0;
     this.size--;
   }
 
   private grow(): void {
     const old = this.tab;
     this.tab = new Int32Array(old.length * 2);
-    this.mask = this.tab.length - 1;
-    for (const v of old) if (v !== 0) this.place(v - 1);
+    this.mask = this.tab.length / 2 - 1;
+    for (let i = 0; i < old.length; i += 2) if (old[i] !== 0) this.place(old[i]! - 1, old[i + 1]!);
   }
 }
 
