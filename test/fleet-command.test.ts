@@ -75,6 +75,9 @@ describe('kvpool fleet', () => {
     const zmq = await capture(() => main(['fleet', '--router', 'round-robin,least-loaded', '--zmq', 'tcp://127.0.0.1:1']));
     expect(zmq.code).toBe(1);
     expect(zmq.err).toMatch(/--zmq publishes one fleet/);
+    const wild = await capture(() => main(['fleet', '--requests', '20', '--zmq', 'tcp://*:5557', '--zmq-ranks', 'topic']));
+    expect(wild.code).toBe(1);
+    expect(wild.err).toMatch(/--zmq-ranks topic: every engine connects to tcp:\/\/\*:5557; give the address of the router's bound socket/);
   });
 
   it('rejects bad options before reading a trace', async () => {

@@ -96,7 +96,6 @@ export function fleetCommand(): Command {
       const spec = traceSpec(positional, o.trace);
       const all = fleetOptionsOf(o);
       if (o.zmq !== undefined && all.length > 1) throw new Error('--zmq publishes one fleet: give one --router and one --engines');
-      if (o.zmq !== undefined && o.threads > 0) throw new Error('--zmq runs the engines in the main thread: leave --threads out');
       const parsed = all.map((x) => parseFleetOptions(x)); // before reading a trace: bad options fail at once
       const requests = spec === undefined ? undefined : await readTraceFile(spec, parsed[0]!.replay.limit ?? Infinity);
       const bar = o.progress && process.stderr.isTTY

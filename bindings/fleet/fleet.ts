@@ -6,7 +6,7 @@
 
 import type { CoreInstance } from '../core/core-instance.js';
 import { loadCore } from '../core/plain-core.js';
-import { drainInto, parseWireOptions, VllmWireEncoder } from '../events/vllm.js';
+import { drainInto, parseWireOptions, VllmWireEncoder, type VllmEncodeOptions } from '../events/vllm.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import type { KVEventSource } from '../managers/kv-events.js';
 import { traceArg } from '../replay/replay.js';
@@ -70,11 +70,18 @@ export class Fleet {
   private readonly sink: FleetEventSink | undefined;
   private st: RunState | undefined;
   private encoder: VllmWireEncoder | undefined;
+  private readonly wire: ReturnType<typeof parseWireOptions>;
 
-  constructor(options: FleetOptions = {}, traceName?: string, sink?: FleetEventSink, parsed?: ParsedFleetOptions) {
+  /**
+   * `sink` receives each engine's event batches at the end of every step,
+   * in the form `wire` asks for (default: map, uint64 hashes; a router's
+   * `onEvents` gets the same bytes).
+   */
+  constructor(options: FleetOptions = {}, traceName?: string, sink?: FleetEventSink, parsed?: ParsedFleetOptions, wire: Omit<VllmEncodeOptions, 'ts'> = {}) {
     const p = (this.p = parsed ?? parseFleetOptions(options));
     if (p.threads > 0) throw new RangeError(`options.threads ${p.threads} needs Node's fleet() (worker threads); this runs the engines in this thread`);
     if (sink !== undefined && typeof sink !== 'function') throw new TypeError('sink must be a function');
+    this.wire = parseWireOptions({ ...wire, ts: 0 });
     const given = traceArg(options);
     this.trace = given ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
     const r = p.replay;
@@ -164,7 +171,7 @@ export class Fleet {
     // One encoder for the run: a fresh one per step and engine allocates a megabyte each time.
     // The precise router reads the records in place; batches are encoded only for a sink or another router.
     const direct = router instanceof PrecisePrefixRouter && router.onEvents === PrecisePrefixRouter.prototype.onEvents ? router : null;
-    const enc = (this.encoder ??= new VllmWireEncoder(parseWireOptions({ ts: 0 })));
+    const enc = (this.encoder ??= new VllmWireEncoder(this.wire));
     const ts = (t * this.p.stepMs) / 1000;
     this.engines.forEach((e, i) => {
       const pool = e.pool;
