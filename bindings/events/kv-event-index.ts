@@ -148,6 +148,8 @@ export class KVEventIndex {
       if (size === null) size = n;
       else if (n !== size) throw new RangeError(`the index's blocks hold ${size} tokens, but a stored event has ${n}`);
     }
+    // The size is the first stored event's, whatever group it belongs to.
+    this.size = size;
     for (const e of events) {
       if (e.type === 'cleared') {
         this.clearSource(instance, e.dpRank, e.medium);
