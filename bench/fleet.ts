@@ -1,6 +1,6 @@
 // npm run bench:fleet: a large fleet on the Mooncake conversation trace --
 // 64 engines of 65,536 blocks each (KVPOOL_FLEET_ENGINES, KVPOOL_FLEET_BLOCKS
-// to change) -- for each of three routers, in a fresh process each: the wall
+// to change) -- for each of four routers, in a fresh process each: the wall
 // time of the run, and memory per engine at the end of the run (before the
 // pools are disposed) over what the process held before building them: the
 // Wasm linear memory (every pool's core state; it only grows) and the
@@ -20,7 +20,7 @@ import { phase } from './progress.js';
 const TRACE = process.env['KVPOOL_TRACE'] ?? 'mooncake-conversation';
 const ENGINES = Number(process.env['KVPOOL_FLEET_ENGINES'] ?? 64);
 const BLOCKS = Number(process.env['KVPOOL_FLEET_BLOCKS'] ?? 65536);
-const ROUTERS: RouterPolicy[] = ['round-robin', 'least-loaded', 'approximate-prefix'];
+const ROUTERS: RouterPolicy[] = ['round-robin', 'least-loaded', 'approximate-prefix', 'precise-prefix'];
 const MB = 1024 * 1024;
 
 interface Row {
@@ -63,7 +63,7 @@ if (child >= 0) {
   const [router, engines, threads] = [process.argv[child + 1] as RouterPolicy, Number(process.argv[child + 2]), Number(process.argv[child + 3])];
   process.stdout.write(JSON.stringify(await measure(router, engines, threads)));
 } else {
-  phase(`fleet: ${TRACE}, 1 engine then ${ENGINES} engines of ${BLOCKS} blocks, routers ${ROUTERS.join(', ')}, a process each`, '~1-2 min');
+  phase(`fleet: ${TRACE}, 1 engine then ${ENGINES} engines of ${BLOCKS} blocks, routers ${ROUTERS.join(', ')}, a process each`, '~2-4 min');
   const rows: Row[] = [];
   const runs: Array<readonly [RouterPolicy, number, number]> = [['round-robin', 1, 0], ...ROUTERS.map((r) => [r, ENGINES, 0] as const), ['least-loaded', ENGINES, 2]];
   for (const [router, engines, threads] of runs) {

@@ -29,6 +29,15 @@ describe('kvpool fleet', () => {
     expect(obj.engines.map((e: { requests: number }) => e.requests).reduce((a: number, b: number) => a + b)).toBe(300);
   });
 
+  it('--threads gives the same JSON, the trace named as given', async () => {
+    const args = ['fleet', 'mooncake-conversation', '--limit', '150', '--engines', '3', '--router', 'precise-prefix', '--num-blocks', '8000', '--json'];
+    const here = await capture(() => main(args));
+    const there = await capture(() => main([...args, '--threads', '2']));
+    expect(there.code).toBe(0);
+    expect(JSON.parse(there.out).config.trace).toBe('mooncake-conversation');
+    expect(JSON.parse(there.out)).toEqual(JSON.parse(here.out));
+  });
+
   it('the table shows the fleet figures, the hit rate in percent, and one row per engine', async () => {
     const r = await capture(() => main(['fleet', '--requests', '200', '--engines', '2', '--router', 'approximate-prefix', '--arrival', 'instant']));
     expect(r.code).toBe(0);
@@ -75,6 +84,9 @@ describe('kvpool fleet', () => {
     const zmq = await capture(() => main(['fleet', '--router', 'round-robin,least-loaded', '--zmq', 'tcp://127.0.0.1:1']));
     expect(zmq.code).toBe(1);
     expect(zmq.err).toMatch(/--zmq publishes one fleet/);
+    const wild = await capture(() => main(['fleet', '--requests', '20', '--zmq', 'tcp://*:5557', '--zmq-ranks', 'topic']));
+    expect(wild.code).toBe(1);
+    expect(wild.err).toMatch(/--zmq-ranks topic: every engine connects to tcp:\/\/\*:5557; give the address of the router's bound socket/);
   });
 
   it('rejects bad options before reading a trace', async () => {

@@ -1,6 +1,8 @@
 // `kvpool fleet --zmq`: each engine publishes its own vLLM event stream
 // (port + engine, topic kv@engine-<e>@<model>); a router replaying an
-// engine's stream from 0 reaches exactly that engine's final cache. Needs the
+// engine's stream from 0 reaches exactly that engine's final cache, also with
+// the engines on threads, all connected to one endpoint (--zmq-ranks topic)
+// and in the positional form with bytes hashes. Needs the
 // zeromq package (a dev dependency; required under CI).
 
 import { createServer } from 'node:net';
@@ -19,7 +21,15 @@ interface Dealer {
   close(): void;
 }
 
-let zmq: { Dealer: new (o: { receiveTimeout: number }) => Dealer } | null = null;
+interface Subscriber {
+  bind(endpoint: string): Promise<void>;
+  subscribe(topic: string): void;
+  receive(): Promise<Buffer[]>;
+  close(): void;
+  readonly lastEndpoint: string | null;
+}
+
+let zmq: { Dealer: new (o: { receiveTimeout: number }) => Dealer; Subscriber: new (o: { receiveTimeout: number }) => Subscriber } | null = null;
 try {
   const name = 'zeromq'; // not resolved at compile time: the dependency is optional
   zmq = (await import(name)) as typeof zmq;
@@ -92,4 +102,53 @@ describe.skipIf(zmq === null)('kvpool fleet --zmq', () => {
       for (const d of dealers) d.close();
     }
   }, 30_000);
+
+  it('--threads, --zmq-ranks topic, --events-format positional --event-hashes bytes: every engine connects to one endpoint, the streams still rebuild each cache', async () => {
+    const replayPort = await freePorts();
+    const sub = new zmq!.Subscriber({ receiveTimeout: 200 });
+    await sub.bind('tcp://127.0.0.1:*');
+    sub.subscribe('kv@');
+    const args = ['fleet', '--json', '--no-progress', '--requests', '80', '--engines', '2', '--router', 'precise-prefix', '--num-blocks', '300', '--max-running', '4', '--threads', '2'];
+    let done!: () => void;
+    const over = new Promise<void>((resolve) => (done = resolve));
+    const write = process.stderr.write.bind(process.stderr);
+    const run = capture(() => {
+      const inner = process.stderr.write.bind(process.stderr);
+      process.stderr.write = ((s: string) => {
+        if (s.includes('fleet done')) done();
+        return inner(s);
+      }) as typeof process.stderr.write;
+      return main([...args, '--zmq', sub.lastEndpoint!, '--zmq-ranks', 'topic', '--events-format', 'positional', '--event-hashes', 'bytes',
+        '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-model', 'm', '--zmq-delay', '1', '--zmq-hold', '5']);
+    });
+    const dealers = [0, 1].map(() => new zmq!.Dealer({ receiveTimeout: 5000 }));
+    try {
+      dealers.forEach((d, e) => d.connect(`tcp://127.0.0.1:${replayPort + e}`));
+      await over;
+      const streams = await Promise.all(dealers.map(replayAll));
+      const r = await run;
+      expect(r.code).toBe(0);
+      expect(r.err).toMatch(new RegExp(`engine 1 publishes on ${sub.lastEndpoint!.replace(/\./g, '\\.')} topic kv@engine-1@m`));
+      const lib = fleetSync({ requests: 80, engines: 2, router: 'precise-prefix', numBlocks: 300, maxRunning: 4 });
+      expect(JSON.parse(r.out).matchedBlocks).toBe(lib.matchedBlocks);
+      // Both engines on the router's one endpoint, told apart by topic (the replay servers echo each stream's topic).
+      expect(r.err).toMatch(new RegExp(`engine 0 publishes on ${sub.lastEndpoint!.replace(/\./g, '\\.')} topic kv@engine-0@m`));
+      for (const e of [0, 1]) expect(streams[e]!.every(([topic]) => topic === `kv@engine-${e}@m`)).toBe(true);
+      for (const e of [0, 1]) {
+        expect(streams[e]!.length).toBeGreaterThan(0);
+        const idx = new KVEventIndex();
+        for (const [, b] of streams[e]!) {
+          const batch = readBatch(b);
+          idx.applyBatch('x', batch);
+        }
+        const held = idx.blocks('x');
+        expect(held.length).toBe(lib.engines[e]!.run.cachedBlocksAtEnd);
+        expect(held.every((b) => typeof b.hash === 'string' && b.hash.length === 32)).toBe(true); // 16 bytes, hex
+      }
+    } finally {
+      process.stderr.write = write;
+      for (const d of dealers) d.close();
+      sub.close();
+    }
+  }, 40_000);
 });

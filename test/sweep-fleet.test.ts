@@ -8,6 +8,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { FLEET_ENGINE_GLOSSARY, FLEET_GLOSSARY } from '../bindings/cli/fleet-glossary.js';
+import { RESULT_GLOSSARY } from '../bindings/cli/glossary.js';
 import { main } from '../bindings/cli/main.js';
 import { fleetSync } from '../bindings/fleet/fleet.js';
 import type { FleetRun } from '../bindings/fleet/fleet-result.js';
@@ -115,6 +117,18 @@ describe('kvpool sweep --router --engines', () => {
       for (const b of bars) expect(b[title], `${id} ${JSON.stringify(b)}`).toBe(fmt(row(b['router']!, b['engines']!)[key]!));
     }
     expect(new Set(rows.map((x) => x['hitRate'])).size).toBeGreaterThan(1);
+  });
+
+  it('--help explains the replay fields and, for fleet sweeps, the fleet fields, as kvpool fleet --help words them', async () => {
+    const r = await capture(() => main(['sweep', '--help']));
+    expect(r.code).toBe(0);
+    for (const e of RESULT_GLOSSARY) expect(r.out).toContain(`${e.key} `);
+    const fleetHelp = (await capture(() => main(['fleet', '--help']))).out;
+    const fleetPart = r.out.slice(r.out.indexOf('With --router or --engines'));
+    for (const e of [...FLEET_GLOSSARY, ...FLEET_ENGINE_GLOSSARY]) {
+      const line = fleetHelp.split('\n').find((l) => l.trimStart().startsWith(`${e.key} `))!;
+      expect(fleetPart, e.key).toContain(line);
+    }
   });
 
   it('without --router and --engines it is the plain sweep; a fleet-only flag alone is refused', async () => {

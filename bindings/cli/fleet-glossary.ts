@@ -43,10 +43,15 @@ export const FLEET_CONFIG_GLOSSARY: readonly GlossaryEntry[] = [
   { key: 'config.affinityBlocks', label: 'affinity blocks', meaning: 'session affinity: the block (1-based) whose key is hashed' },
 ];
 
-/** `--help` text of `kvpool fleet`. */
-export function fleetGlossaryHelp(): string {
+/** The fleet's result fields, one line each: `kvpool fleet --help`, and `kvpool sweep --help` for fleet sweeps. */
+export function fleetFieldLines(): string[] {
   const all = [...FLEET_GLOSSARY, ...FLEET_ENGINE_GLOSSARY, { key: 'warnings', label: '', meaning: 'notes on a result that is probably not what was meant (also on stderr)' }];
   const w = Math.max(...all.map((e) => e.key.length));
-  return ['', 'Result fields (JSON keys; the table uses the same words):', ...all.map((e) => `  ${e.key.padEnd(w)}  ${e.meaning}`),
+  return all.map((e) => `  ${e.key.padEnd(w)}  ${e.meaning}`);
+}
+
+/** `--help` text of `kvpool fleet`. */
+export function fleetGlossaryHelp(): string {
+  return ['', 'Result fields (JSON keys; the table uses the same words):', ...fleetFieldLines(),
     '', 'Every output echoes the configuration (`config`: the replay options and the fleet\'s). Details: docs/fleet.md.'].join('\n');
 }

@@ -1,22 +1,31 @@
 // `kvpool fleet --zmq`: every engine publishes its KV events as a vLLM
-// engine does, on its own endpoint (the given port + engine index) with the
-// topic kv@engine-<e>@<model>, so llm-d sees each engine as a pod and Dynamo
-// as a worker. The fleet is stepped one step at a time, yielding while the
-// step's batches are sent (and replay requests served).
+// engine does, on its own endpoint (the given port + engine index, or with
+// --zmq-ranks topic all on one endpoint they connect to) with the topic
+// kv@engine-<e>@<model>, so llm-d sees each engine as a pod and Dynamo as a
+// worker. The fleet is stepped one step at a time, yielding while the step's
+// batches are sent (and replay requests served); with --threads the engines
+// run on worker threads and the batches come back to this thread to be sent.
 
-import type { Command } from 'commander';
-import { kvEventsTopic } from '../events/vllm.js';
-import { Fleet } from '../fleet/fleet.js';
-import type { FleetOptions } from '../fleet/fleet-options.js';
+import { Option, type Command } from 'commander';
+import { loadCore } from '../core/plain-core.js';
+import { kvEventsTopic, type BlockHashFormat, type VllmEventFormat } from '../events/vllm.js';
+import { Fleet, type FleetEventSink } from '../fleet/fleet.js';
+import { parseFleetOptions, type FleetOptions } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { engineInstance } from '../fleet/precise-prefix.js';
+import { fleetOnThreads } from '../node/fleet-threads.js';
 import { rankEndpoint, ZmqEventPublisher } from '../node/zmq-publisher.js';
+import { traceArg } from '../replay/replay.js';
+import { generateWorkload } from '../replay/workload.js';
 import { parseIntArg, seconds } from './options.js';
 
 export interface FleetZmqFlags {
   zmq?: string;
   zmqReplay?: string;
   zmqModel: string;
+  zmqRanks: 'port' | 'topic';
+  eventsFormat: VllmEventFormat;
+  eventHashes: BlockHashFormat;
   zmqBuffer: number;
   zmqDelay: number;
   zmqHold: number;
@@ -25,6 +34,9 @@ export interface FleetZmqFlags {
 export function addFleetZmqOptions(cmd: Command): Command {
   return cmd
     .option('--zmq <endpoint>', 'publish each engine\'s KV events on ZeroMQ as vLLM does: engine e on the endpoint\'s port + e, topic kv@engine-<e>@<model>')
+    .addOption(new Option('--zmq-ranks <how>', 'with --zmq: port (engine e on port + e, as vLLM\'s ranks) or topic (every engine connects to the one endpoint, a router\'s bound socket; the topics tell them apart)').choices(['port', 'topic']).default('port'))
+    .addOption(new Option('--events-format <form>', 'with --zmq: event form, map (vLLM 0.26 on) or positional (earlier vLLM)').choices(['map', 'positional']).default('map'))
+    .addOption(new Option('--event-hashes <form>', 'with --zmq: block hashes as uint64 (vLLM\'s integer form; Dynamo reads only this) or bytes (16)').choices(['uint64', 'bytes']).default('uint64'))
     .option('--zmq-replay <endpoint>', 'with --zmq: serve replays of recent batches (engine e on port + e)')
     .option('--zmq-model <name>', 'with --zmq: the model part of the topics', 'kvpool')
     .option('--zmq-buffer <n>', 'with --zmq-replay: batches kept for replays per engine', (v: string) => parseIntArg('--zmq-buffer', 1, v), 10000)
@@ -36,38 +48,55 @@ const sleep = (s: number) => new Promise<void>((resolve) => setTimeout(resolve, 
 
 /** Runs the fleet with every engine publishing (see the file's header). */
 export async function fleetPublishing(options: FleetOptions, o: FleetZmqFlags, spec: string | undefined, engines: number): Promise<FleetRun> {
+  const byTopic = o.zmqRanks === 'topic';
+  if (byTopic && o.zmq!.includes('*')) {
+    throw new Error(`--zmq-ranks topic: every engine connects to ${o.zmq}; give the address of the router's bound socket, not a wildcard`);
+  }
+  const p = parseFleetOptions(options); // before any socket: bad options fail at once
+  const wire = { format: o.eventsFormat, blockHashes: o.eventHashes };
   const publishers: ZmqEventPublisher[] = [];
   try {
     for (let e = 0; e < engines; e++) {
       publishers.push(
         await ZmqEventPublisher.create({
-          endpoint: rankEndpoint(o.zmq!, e),
+          endpoint: byTopic ? o.zmq! : rankEndpoint(o.zmq!, e),
+          ...(byTopic && { mode: 'connect' as const }),
           topic: kvEventsTopic(engineInstance(e), o.zmqModel),
           ...(o.zmqReplay !== undefined && { replayEndpoint: rankEndpoint(o.zmqReplay, e) }),
           bufferSteps: o.zmqBuffer,
         }),
       );
-      const p = publishers[e]!;
-      process.stderr.write(`kvpool: engine ${e} publishes on ${p.endpoint} topic ${p.topic}${p.replayEndpoint ? `, replays on ${p.replayEndpoint}` : ''}\n`);
+      const pub = publishers[e]!;
+      process.stderr.write(`kvpool: engine ${e} publishes on ${pub.endpoint} topic ${pub.topic}${pub.replayEndpoint ? `, replays on ${pub.replayEndpoint}` : ''}\n`);
     }
     if (o.zmqDelay > 0) await sleep(o.zmqDelay);
-    const fleet = new Fleet(options, spec, (e, batches) => {
+    const sink: FleetEventSink = (e, batches) => {
       for (const b of batches) void publishers[e]!.publish(b);
-    });
+    };
+    const settle = async () => {
+      await Promise.all(publishers.map((x) => x.flushed()));
+    };
     let result: FleetRun;
-    try {
-      while (fleet.step()) await Promise.all(publishers.map((p) => p.flushed()));
-      result = fleet.result();
-    } finally {
-      fleet.dispose();
+    if (p.threads > 0) {
+      await loadCore();
+      const trace = traceArg(options) ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
+      result = await fleetOnThreads(p, trace, spec, { sink, settle, wire });
+    } else {
+      const fleet = new Fleet(options, spec, sink, p, wire);
+      try {
+        while (fleet.step()) await settle();
+        result = fleet.result();
+      } finally {
+        fleet.dispose();
+      }
     }
-    await Promise.all(publishers.map((p) => p.flushed()));
+    await settle();
     if (o.zmqHold > 0) {
       process.stderr.write(`kvpool: fleet done; the publishers stay open ${o.zmqHold} s\n`);
       await sleep(o.zmqHold);
     }
     return result;
   } finally {
-    for (const p of publishers) p.close();
+    for (const x of publishers) x.close();
   }
 }

@@ -9,7 +9,7 @@ import type { ReplayOptions, ReplayRun } from '../replay/replay.js';
 import { FORMATS, percent, ranges, type OutputFormat } from './format.js';
 import { glossaryHelp } from './glossary.js';
 import { addReplayOptions, parseIntArg } from './options.js';
-import { addSweepFleetOptions, fleetSweepCommand, isFleetSweep, type SweepFleetFlags } from './sweep-fleet.js';
+import { addSweepFleetOptions, fleetSweepCommand, isFleetSweep, sweepFleetGlossaryHelp, type SweepFleetFlags } from './sweep-fleet.js';
 import { sweepProgressBar } from './sweep-progress.js';
 import { warn, write, type ReplayFlags } from './replay-command.js';
 
@@ -48,7 +48,7 @@ export function sweepCommand(): Command {
     .addOption(new Option('--format <format>', 'output on stdout: a table, or json (an array), jsonl or csv').choices(FORMATS).default('table'))
     .option('--report <file>', 'also write a self-contained report with charts: FILE.html (charts and table) or FILE.svg (the charts alone)')
     .option('--no-progress', 'no progress bar (there is one only when stderr is a terminal)')
-    .addHelpText('after', glossaryHelp())
+    .addHelpText('after', glossaryHelp() + '\n' + sweepFleetGlossaryHelp())
     .action(async (o: GridFlags & SweepFleetFlags & { format: OutputFormat; workers?: number; report?: string; progress: boolean }) => {
       if (o.report !== undefined && !/\.(html?|svg)$/i.test(o.report)) throw new Error(`--report ${JSON.stringify(o.report)}: the file must end in .html or .svg`);
       // Every list flag becomes a grid entry (one value is a grid of one); the rest hold for every run.

@@ -13,6 +13,7 @@ import type { ReplayOptions } from '../replay/replay.js';
 import { SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
 import { positiveNumber, routers } from './fleet-command.js';
 import { fleetJson, formatFleetCsv } from './fleet-format.js';
+import { fleetFieldLines } from './fleet-glossary.js';
 import { percent, ranges, type OutputFormat } from './format.js';
 import { parseIntArg } from './options.js';
 import { warn } from './replay-command.js';
@@ -40,6 +41,12 @@ export function addSweepFleetOptions(cmd: Command): Command {
     .option('--prefix-weight <n>', 'fleets, prefix routers: weight of the matched share (default 1)', (v: string) => parseIntArg('--prefix-weight', 0, v))
     .option('--load-weight <n>', 'fleets, prefix routers: weight of the load share (default 1)', (v: string) => parseIntArg('--load-weight', 0, v))
     .option('--affinity-blocks <n>', 'fleets, session affinity: hash the key of this block (default 1)', (v: string) => parseIntArg('--affinity-blocks', 1, v));
+}
+
+/** `--help` text of `kvpool sweep` for fleet sweeps: each row is a fleet, with the fleet's fields (those of `kvpool fleet --help`). */
+export function sweepFleetGlossaryHelp(): string {
+  return ['', 'With --router or --engines every grid point is a fleet, and the result fields are the fleet\'s:', ...fleetFieldLines(),
+    'The configuration (`config`) then has the fleet\'s options too. Details: docs/fleet.md, docs/sweep.md.'].join('\n');
 }
 
 /** Whether the flags ask for fleets; the fleet-only flags alone are a mistake, not a plain sweep. */

@@ -13,12 +13,22 @@
 // keyed as soon as its parent is announced again: a query cannot reach it
 // before, and neither can the engine's own match, which stops at the missing
 // parent. So the index holds exactly what each engine caches.
+//
+// Storage (index-slots.ts, index-keys.ts): blocks live in typed arrays, hashes
+// and keys as u32 words, so that following a fleet for an hour allocates no
+// object per block (an object, a token slice and string keys per block made
+// the garbage collector the largest cost).
 
-import { xxh3_128 } from '../hash.js';
-import type { KVEvent } from '../managers/kv-events.js';
+import { EV_CLEARED, EV_HASH, EV_HEADER, EV_KIND, EV_NUM_TOKENS, EV_PARENT, EV_PARENT_CHAIN, EV_PARENT_HASH, EV_PARENT_SALT, EV_STORED } from '../core/abi.js';
+import type { CoreInstance } from '../core/core-instance.js';
+import type { KVEvent, KVEventSource, SaltNames } from '../managers/kv-events.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
+import { chainKeys, rootKey } from './index-chain.js';
+import { KeyHolders } from './index-keys.js';
+import { HashNames } from './index-names.js';
+import { BlockSlots, HASH_NAME, HASH_U64, NO_PARENT, type SlotOwner } from './index-slots.js';
 import { checkEvents } from './vllm.js';
-import { decodeVllmEventBatch, type VllmBlockHash, type VllmEventBatch } from './vllm-decode.js';
+import { decodeVllmEventBatch, type VllmBlockHash, type VllmBlockStored, type VllmEventBatch } from './vllm-decode.js';
 
 /** An engine's block hash as the index keeps it: an integer (uint64) or, from a bytes-form stream, hex. */
 export type IndexedHash = bigint | string;
@@ -64,71 +74,52 @@ export interface IndexSourceInfo {
   waiting: number;
 }
 
-interface Node {
-  /** The index's key, null while the parent is unknown. */
-  key: string | null;
-  parent: IndexedHash | null;
-  tokens: Int32Array;
-  extra: readonly unknown[] | null;
-}
-
-interface Source {
+interface Source extends SlotOwner {
   readonly instance: string;
   readonly dpRank: number;
   readonly medium: string;
   /** Instance and rank together: a block counts for a rank on any of its media. */
-  readonly rankKey: string;
-  readonly blocks: Map<IndexedHash, Node>;
-  /** Unkeyed blocks by the parent they wait for. */
-  readonly waiting: Map<IndexedHash, Set<IndexedHash>>;
-}
-
-/** One stored run, whatever it came from. */
-interface StoredRun {
-  hashes: IndexedHash[];
-  parent: IndexedHash | null;
-  tokens: Int32Array;
-  blockSize: number;
-  loraName: string | null;
-  /** Extra keys of the run's first block. */
-  extra0: readonly unknown[] | null;
+  readonly rank: number;
 }
 
 const MAIN_KINDS = new Set(['full_attention', 'mla_attention', 'sink_full_attention']);
-const utf8 = new TextEncoder();
-const U64 = (1n << 64n) - 1n;
+const NONE = -1;
+const LOW32 = 0xffff_ffffn;
 
-/** A KVEvent's hash as a uint64 (the wire's integer form: the low 64 bits). */
-function objectHash(h: Uint8Array): bigint {
-  return new DataView(h.buffer, h.byteOffset, 16).getBigUint64(0, true);
-}
-
-function wireHash(h: VllmBlockHash): IndexedHash {
-  if (typeof h === 'bigint') return h & U64;
+function hex(h: Uint8Array): string {
   let s = '';
   for (const b of h) s += b.toString(16).padStart(2, '0');
   return s;
 }
 
-function latin1(bytes: Uint8Array): string {
-  let s = '';
-  for (let i = 0; i < bytes.length; i++) s += String.fromCharCode(bytes[i]!);
-  return s;
-}
-
-function plain(v: unknown): unknown {
-  if (v instanceof Uint8Array) return [...v];
-  if (typeof v === 'bigint') return v.toString();
-  if (Array.isArray(v)) return v.map(plain);
-  return v;
+/** A KVEvent's 16-byte hash as the wire's uint64 (its low 64 bits): [lo, hi]. */
+function lowHalves(h: Uint8Array): [number, number] {
+  return [(h[0]! | (h[1]! << 8) | (h[2]! << 16) | (h[3]! << 24)) >>> 0, (h[4]! | (h[5]! << 8) | (h[6]! << 16) | (h[7]! << 24)) >>> 0];
 }
 
 export class KVEventIndex {
   private size: number | null;
   private readonly sources = new Map<string, Source>();
-  /** The sources holding each key (the index's own chain key of a block). */
-  private readonly holders = new Map<string, Source[]>();
-  private buf = new Uint8Array(256);
+  /** Sources by id (removed ones stay as holes: ids are never reused). */
+  private readonly byId: Source[] = [];
+  private readonly rankIds = new Map<string, number>();
+  private readonly rankInstance: string[] = [];
+  private slots: BlockSlots | null = null;
+  private readonly holders = new KeyHolders();
+  private readonly names = new HashNames();
+  // Scratch: the run being stored (hashes), its keys, a query's keys, keying work.
+  private rForm = new Uint8Array(64);
+  private rLo = new Uint32Array(64);
+  private rHi = new Uint32Array(64);
+  private runKeys = new Uint32Array(256);
+  private queryKeys = new Uint32Array(256);
+  private runTokens = new Int32Array(1024);
+  private readonly todo: number[] = [];
+  private readonly kids: number[] = [];
+  private readonly one = new Uint32Array(4);
+  private mark = new Int32Array(16);
+  private runLen = new Int32Array(16);
+  private stamp = 0;
 
   /** Events of KV-cache groups other than full attention (not indexed, as Dynamo drops them). */
   ignoredEvents = 0;
@@ -150,26 +141,31 @@ export class KVEventIndex {
   apply(instance: string, events: readonly KVEvent[]): void {
     checkInstance(instance);
     checkEvents(events);
-    for (const e of events) this.checkObjectBlockSize(e);
-    for (let i = 0; i < events.length; ) {
-      const e = events[i]!;
+    let size = this.size;
+    for (const e of events) {
+      if (e.type !== 'stored') continue;
+      const n = e.tokenIds.length;
+      if (size === null) size = n;
+      else if (n !== size) throw new RangeError(`the index's blocks hold ${size} tokens, but a stored event has ${n}`);
+    }
+    // The size is the first stored event's, whatever group it belongs to.
+    this.size = size;
+    for (const e of events) {
       if (e.type === 'cleared') {
         this.clearSource(instance, e.dpRank, e.medium);
-        i++;
       } else if (e.type === 'removed') {
-        if (this.mainGroup(e.group.kind, e.group.index)) this.remove(this.source(instance, e.dpRank, e.medium), [objectHash(e.hash)]);
-        i++;
+        if (!this.mainGroup(e.group.kind, e.group.index)) continue;
+        const [lo, hi] = lowHalves(e.hash);
+        this.drop(this.source(instance, e.dpRank, e.medium), HASH_U64, lo, hi);
       } else {
-        const run: StoredRun = {
-          hashes: [objectHash(e.hash)],
-          parent: e.parentHash === null ? null : objectHash(e.parentHash),
-          tokens: Int32Array.from(e.tokenIds),
-          blockSize: e.tokenIds.length,
-          loraName: null,
-          extra0: e.salt === null ? null : [e.salt],
-        };
-        if (this.mainGroup(e.group.kind, e.group.index)) this.store(this.source(instance, e.dpRank, e.medium), run);
-        i++;
+        if (!this.mainGroup(e.group.kind, e.group.index)) continue;
+        const [lo, hi] = lowHalves(e.hash);
+        this.rForm[0] = HASH_U64;
+        this.rLo[0] = lo;
+        this.rHi[0] = hi;
+        const [pLo, pHi] = e.parentHash === null ? [0, 0] : lowHalves(e.parentHash);
+        const tokens = e.tokenIds instanceof Int32Array ? e.tokenIds : Int32Array.from(e.tokenIds);
+        this.store(this.source(instance, e.dpRank, e.medium), 1, e.tokenIds.length, e.parentHash === null ? NO_PARENT : HASH_U64, pLo, pHi, tokens, 0, null, e.salt === null ? null : [e.salt]);
       }
     }
   }
@@ -184,9 +180,13 @@ export class KVEventIndex {
     const b = batch instanceof Uint8Array ? decodeVllmEventBatch(batch) : batch;
     checkObject('batch', b);
     const rank = b.dataParallelRank ?? dpRank;
+    let size = this.size;
     for (const e of b.events) {
-      if (e.type === 'BlockStored' && e.blockSize !== (this.size ?? e.blockSize)) {
-        throw new RangeError(`the index's blocks hold ${this.size} tokens, but a BlockStored event has block_size ${e.blockSize}`);
+      if (e.type !== 'BlockStored') continue;
+      if (size === null) size = e.blockSize;
+      if (e.blockSize !== size) throw new RangeError(`the index's blocks hold ${size} tokens, but a BlockStored event has block_size ${e.blockSize}`);
+      if (isMain(e.kvCacheSpecKind, e.groupIdx) && e.tokenIds.length !== e.blockHashes.length * size) {
+        throw new RangeError(`a stored run of ${e.blockHashes.length} blocks of ${size} tokens carries ${e.tokenIds.length} tokens`);
       }
     }
     for (const e of b.events) {
@@ -195,19 +195,133 @@ export class KVEventIndex {
         this.clearSource(instance, rank, 'GPU');
       } else if (e.type === 'BlockRemoved') {
         if (!this.mainGroup(null, e.groupIdx)) continue;
-        this.remove(this.source(instance, rank, e.medium ?? 'GPU'), e.blockHashes.map(wireHash));
+        const s = this.source(instance, rank, e.medium ?? 'GPU');
+        for (const h of e.blockHashes) {
+          if (typeof h === 'bigint') {
+            const v = BigInt.asUintN(64, h);
+            this.drop(s, HASH_U64, Number(v & LOW32), Number(v >> 32n));
+          } else {
+            const id = this.names.known(hex(h));
+            if (id !== NONE) this.drop(s, HASH_NAME, id, 0);
+          }
+        }
       } else {
         if (!this.mainGroup(e.kvCacheSpecKind, e.groupIdx)) continue;
-        const run: StoredRun = {
-          hashes: e.blockHashes.map(wireHash),
-          parent: e.parentBlockHash === null ? null : wireHash(e.parentBlockHash),
-          tokens: Int32Array.from(e.tokenIds),
-          blockSize: e.blockSize,
-          loraName: e.loraName,
-          extra0: e.extraKeys?.[0] ?? null,
-        };
-        this.store(this.source(instance, rank, e.medium ?? 'GPU'), run);
+        this.storeWire(this.source(instance, rank, e.medium ?? 'GPU'), e);
       }
+    }
+  }
+
+  /** A decoded BlockStored: its hashes as numbers (bytes-form ones held by name while stored). */
+  private storeWire(s: Source, e: VllmBlockStored): void {
+    const n = e.blockHashes.length;
+    if (this.rLo.length < n) this.growRun(n);
+    const held: number[] = [];
+    const put = (h: VllmBlockHash, i: number): void => {
+      if (typeof h === 'bigint') {
+        const v = BigInt.asUintN(64, h);
+        this.rForm[i] = HASH_U64;
+        this.rLo[i] = Number(v & LOW32);
+        this.rHi[i] = Number(v >> 32n);
+      } else {
+        const id = this.names.acquire(hex(h));
+        held.push(id);
+        this.rForm[i] = HASH_NAME;
+        this.rLo[i] = id;
+        this.rHi[i] = 0;
+      }
+    };
+    e.blockHashes.forEach(put);
+    let pForm = NO_PARENT;
+    let pLo = 0;
+    let pHi = 0;
+    if (e.parentBlockHash !== null) {
+      // The parent in the slot after the run's (scratch has room: growRun keeps one spare).
+      put(e.parentBlockHash, n);
+      [pForm, pLo, pHi] = [this.rForm[n]!, this.rLo[n]!, this.rHi[n]!];
+    }
+    try {
+      this.store(s, n, e.blockSize, pForm, pLo, pHi, Int32Array.from(e.tokenIds), 0, e.loraName, e.extraKeys?.[0] ?? null);
+    } finally {
+      for (const id of held) this.names.release(id);
+    }
+  }
+
+  private growRun(n: number): void {
+    const cap = 2 * n + 1;
+    this.rForm = new Uint8Array(cap);
+    this.rLo = new Uint32Array(cap);
+    this.rHi = new Uint32Array(cap);
+  }
+
+  /**
+   * @internal Applies raw event records of a kvpool pool of `instance` (the
+   * arguments `pool.drainEventRecords` visits with, and the pool's
+   * `saltNames`) exactly as `applyBatch` applies the batch vllm.ts encodes
+   * from them (map form, uint64 hashes): the in-thread fleet's path, with no
+   * msgpack in between. The records are read in place; nothing is copied per
+   * event but a run's tokens.
+   */
+  applyRecords(instance: string, dpRank: number, source: KVEventSource, rt: CoreInstance, ptr: number, len: number, salts: SaltNames | null): void {
+    checkInstance(instance);
+    checkInt('dpRank', dpRank, 0);
+    const end = ptr + len;
+    let size = this.size;
+    for (let p = ptr; p < end; ) {
+      const kind = rt.i32[(p + EV_KIND) >>> 2]!;
+      if (kind !== EV_STORED) {
+        p += EV_HEADER;
+        continue;
+      }
+      const ntok = rt.i32[(p + EV_NUM_TOKENS) >>> 2]!;
+      size ??= ntok;
+      if (ntok !== size) throw new RangeError(`the index's blocks hold ${size} tokens, but a BlockStored event has block_size ${ntok}`);
+      p += EV_HEADER + ntok * 4;
+    }
+    const group = source.group;
+    for (let p = ptr; p < end; ) {
+      const kind = rt.i32[(p + EV_KIND) >>> 2]!;
+      if (kind === EV_CLEARED) {
+        this.clearSource(instance, dpRank, 'GPU');
+        p += EV_HEADER;
+        continue;
+      }
+      // A run as the wire merges it: one BlockStored or BlockRemoved event.
+      const n = rt.ex.ev_wire_run(p, end);
+      if (kind !== EV_STORED) {
+        // A BlockRemoved names its group by index only.
+        if (this.mainGroup(null, group.index)) {
+          const s = this.source(instance, dpRank, source.medium);
+          for (let k = 0; k < n; k++) {
+            const w = (p + k * EV_HEADER + EV_HASH) >>> 2;
+            this.drop(s, HASH_U64, rt.u32[w]!, rt.u32[w + 1]!);
+          }
+        }
+        p += n * EV_HEADER;
+        continue;
+      }
+      const B = rt.i32[(p + EV_NUM_TOKENS) >>> 2]!;
+      const rec = EV_HEADER + B * 4;
+      if (this.mainGroup(group.kind, group.index)) {
+        if (this.rLo.length < n) this.growRun(n);
+        if (this.runTokens.length < n * B) this.runTokens = new Int32Array(2 * n * B);
+        const { u32, i32, u8 } = rt;
+        for (let k = 0; k < n; k++) {
+          const q = p + k * rec;
+          this.rForm[k] = HASH_U64;
+          this.rLo[k] = u32[(q + EV_HASH) >>> 2]!;
+          this.rHi[k] = u32[(q + EV_HASH + 4) >>> 2]!;
+          const t = (q + EV_HEADER) >>> 2;
+          for (let j = 0; j < B; j++) this.runTokens[k * B + j] = i32[t + j]!;
+        }
+        const parentKind = i32[(p + EV_PARENT) >>> 2]!;
+        const chained = parentKind === EV_PARENT_CHAIN;
+        const salt = parentKind === EV_PARENT_SALT ? (salts?.lookup(u8, p + EV_PARENT_HASH) ?? null) : null;
+        const pw = (p + EV_PARENT_HASH) >>> 2;
+        // Storing hashes through the core: its memory may grow, so the views are read again next time round.
+        this.store(this.source(instance, dpRank, source.medium), n, B, chained ? HASH_U64 : NO_PARENT, chained ? u32[pw]! : 0, chained ? u32[pw + 1]! : 0, this.runTokens, 0, null, salt === null ? null : [salt]);
+      }
+      p += n * rec;
     }
   }
 
@@ -221,15 +335,8 @@ export class KVEventIndex {
     }
   }
 
-  private checkObjectBlockSize(e: KVEvent): void {
-    if (e.type !== 'stored') return;
-    const n = e.tokenIds.length;
-    if (this.size === null) this.size = n;
-    else if (n !== this.size) throw new RangeError(`the index's blocks hold ${this.size} tokens, but a stored event has ${n}`);
-  }
-
   private mainGroup(kind: string | null, index: number | null): boolean {
-    const main = kind === null ? index === null || index === 0 : MAIN_KINDS.has(kind);
+    const main = isMain(kind, index);
     if (!main) this.ignoredEvents++;
     return main;
   }
@@ -238,82 +345,121 @@ export class KVEventIndex {
     const k = `${instance}\u0000${dpRank}\u0000${medium}`;
     let s = this.sources.get(k);
     if (s === undefined) {
-      s = { instance, dpRank, medium, rankKey: `${instance}\u0000${dpRank}`, blocks: new Map(), waiting: new Map() };
+      const rk = `${instance}\u0000${dpRank}`;
+      let rank = this.rankIds.get(rk);
+      if (rank === undefined) {
+        rank = this.rankInstance.length;
+        this.rankIds.set(rk, rank);
+        this.rankInstance.push(instance);
+      }
+      s = { id: this.byId.length, instance, dpRank, medium, rank, head: NONE, tail: NONE, count: 0, waiting: 0 };
+      this.byId.push(s);
       this.sources.set(k, s);
     }
     return s;
   }
 
-  private store(s: Source, run: StoredRun): void {
-    const B = run.blockSize;
+  private slotsOf(B: number): BlockSlots {
     if (this.size === null) this.size = B;
-    const n = run.hashes.length;
-    if (run.tokens.length !== n * B) {
-      throw new RangeError(`a stored run of ${n} blocks of ${B} tokens carries ${run.tokens.length} tokens`);
+    return (this.slots ??= new BlockSlots(this.size));
+  }
+
+  /**
+   * Stores a run of `n` blocks of `B` tokens (hashes in the run scratch, each
+   * the parent of the next; tokens at `tokens[at..]`) on parent (pForm, pLo,
+   * pHi). A block keyed on a parent known now gets its key from one chain
+   * computed for the whole run.
+   */
+  private store(s: Source, n: number, B: number, pForm: number, pLo: number, pHi: number, tokens: Int32Array, at: number, lora: string | null, extra0: readonly unknown[] | null): void {
+    const slots = this.slotsOf(B);
+    if (this.runKeys.length < 4 * n) this.runKeys = new Uint32Array(8 * n);
+    const keys = this.runKeys;
+    let prevSlot = NONE;
+    let prevChained = false;
+    if (pForm === NO_PARENT) {
+      chainKeys(tokens, at, n, B, rootKey(lora, extra0), 0, keys);
+      prevChained = true;
+    } else {
+      prevSlot = slots.find(s.id, pForm, pLo, pHi);
+      if (prevSlot !== NONE && slots.keyed[prevSlot] === 1) {
+        chainKeys(tokens, at, n, B, slots.key, prevSlot * 4, keys);
+        prevChained = true;
+      }
     }
-    let parent = run.parent;
+    const names = this.names;
     for (let i = 0; i < n; i++) {
-      const h = run.hashes[i]!;
-      this.drop(s, h);
-      const node: Node = { key: null, parent, tokens: run.tokens.slice(i * B, (i + 1) * B), extra: i === 0 && run.parent === null ? run.extra0 : null };
-      s.blocks.set(h, node);
-      if (parent === null) this.keyNode(s, h, node, rootKey(run.loraName, run.extra0));
-      else {
-        const p = s.blocks.get(parent);
-        if (p !== undefined && p.key !== null) this.keyNode(s, h, node, p.key);
-        else {
-          let set = s.waiting.get(parent);
-          if (set === undefined) s.waiting.set(parent, (set = new Set()));
-          set.add(h);
-        }
+      const form = this.rForm[i]!;
+      const lo = this.rLo[i]!;
+      const hi = this.rHi[i]!;
+      this.drop(s, form, lo, hi);
+      const x = slots.add(s, form, lo, hi, pForm, pLo, pHi, tokens, at + i * B, i === 0 && pForm === NO_PARENT ? extra0 : null);
+      if (form === HASH_NAME) names.ref(lo);
+      if (pForm === HASH_NAME) names.ref(pLo);
+      let chained = false;
+      if (pForm === NO_PARENT) {
+        this.keyNode(s, x, keys, 0);
+        chained = true;
+      } else {
+        const p = slots.find(s.id, pForm, pLo, pHi);
+        if (p !== NONE && p !== x && slots.keyed[p] === 1) {
+          // The run's chain holds this key when the parent is the block keyed from it just before.
+          chained = prevChained && p === prevSlot;
+          if (chained) this.keyNode(s, x, keys, i * 4);
+          else {
+            chainKeys(slots.tokens, x * B, 1, B, slots.key, p * 4, this.one);
+            this.keyNode(s, x, this.one, 0);
+          }
+        } else slots.wait(s, x);
       }
-      parent = h;
+      prevSlot = x;
+      prevChained = chained;
+      pForm = form;
+      pLo = lo;
+      pHi = hi;
     }
   }
 
-  /** Keys `node` (hash `h`) on its parent's key, then every block that waited for it. */
-  private keyNode(s: Source, h: IndexedHash, node: Node, parentKey: string | null): void {
-    const todo: Array<[IndexedHash, Node, string | null]> = [[h, node, parentKey]];
-    for (let item = todo.pop(); item !== undefined; item = todo.pop()) {
-      const [hash, n, pk] = item;
-      const key = this.keyOf(pk, n.tokens, 0, n.tokens.length);
-      n.key = key;
-      let list = this.holders.get(key);
-      if (list === undefined) this.holders.set(key, (list = []));
-      if (!list.includes(s)) list.push(s);
-      const kids = s.waiting.get(hash);
-      if (kids === undefined) continue;
-      s.waiting.delete(hash);
-      for (const c of kids) {
-        const child = s.blocks.get(c);
-        if (child !== undefined && child.key === null && child.parent === hash) todo.push([c, child, key]);
-      }
+  /** Keys block `x` with the key at `key[at..]`, then every block that waited for it (on its parent's key). */
+  private keyNode(s: Source, x: number, key: Uint32Array, at: number): void {
+    const slots = this.slots!;
+    const B = slots.B;
+    const todo = this.todo; // (child, parent) pairs
+    const kids = this.kids;
+    const k = slots.key;
+    for (let i = 0; i < 4; i++) k[x * 4 + i] = key[at + i]!;
+    for (;;) {
+      slots.keyed[x] = 1;
+      this.holders.hold(k, x * 4, s.id);
+      slots.takeWaiting(s, slots.hForm[x]!, slots.hLo[x]!, slots.hHi[x]!, kids);
+      for (const c of kids) todo.push(c, x);
+      kids.length = 0;
+      const p = todo.pop();
+      if (p === undefined) break;
+      x = todo.pop()!;
+      chainKeys(slots.tokens, x * B, 1, B, k, p * 4, this.one);
+      for (let i = 0; i < 4; i++) k[x * 4 + i] = this.one[i]!;
     }
   }
 
-  private remove(s: Source, hashes: readonly IndexedHash[]): void {
-    for (const h of hashes) this.drop(s, h);
+  /** Forgets block (form, lo, hi) of `s` (keyed or waiting); blocks keyed on it keep their keys. */
+  private drop(s: Source, form: number, lo: number, hi: number): void {
+    const slots = this.slots;
+    if (slots === null) return;
+    const x = slots.find(s.id, form, lo, hi);
+    if (x === NONE) return;
+    this.forget(s, x);
   }
 
-  /** Forgets block `h` of `s` (keyed or waiting); blocks keyed on it keep their keys. */
-  private drop(s: Source, h: IndexedHash): void {
-    const node = s.blocks.get(h);
-    if (node === undefined) return;
-    s.blocks.delete(h);
-    if (node.key !== null) this.unhold(s, node.key);
-    else if (node.parent !== null) {
-      const set = s.waiting.get(node.parent);
-      set?.delete(h);
-      if (set?.size === 0) s.waiting.delete(node.parent);
-    }
-  }
-
-  private unhold(s: Source, key: string): void {
-    const list = this.holders.get(key);
-    if (list === undefined) return;
-    const i = list.indexOf(s);
-    if (i >= 0) list.splice(i, 1);
-    if (list.length === 0) this.holders.delete(key);
+  private forget(s: Source, x: number): void {
+    const slots = this.slots!;
+    if (slots.keyed[x] === 1) this.holders.unhold(slots.key, x * 4, s.id);
+    const form = slots.hForm[x]!;
+    const lo = slots.hLo[x]!;
+    const pForm = slots.pForm[x]!;
+    const pLo = slots.pLo[x]!;
+    slots.remove(s, x);
+    if (form === HASH_NAME) this.names.release(lo);
+    if (pForm === HASH_NAME) this.names.release(pLo);
   }
 
   private clearSource(instance: string, dpRank: number, medium: string): void {
@@ -322,21 +468,7 @@ export class KVEventIndex {
   }
 
   private clearBlocks(s: Source): void {
-    for (const node of s.blocks.values()) if (node.key !== null) this.unhold(s, node.key);
-    s.blocks.clear();
-    s.waiting.clear();
-  }
-
-  /** The key of a block: its parent's key (or none) chained with its tokens (int32 little endian). */
-  private keyOf(parent: string | null, tokens: ArrayLike<number>, at: number, B: number): string {
-    const head = parent === null ? 0 : 16;
-    const need = head + B * 4;
-    if (this.buf.length < need) this.buf = new Uint8Array(need * 2);
-    const buf = this.buf;
-    for (let i = 0; i < head; i++) buf[i] = parent!.charCodeAt(i);
-    const dv = new DataView(buf.buffer);
-    for (let i = 0; i < B; i++) dv.setInt32(head + i * 4, tokens[at + i]!, true);
-    return latin1(xxh3_128(buf.subarray(0, need)));
+    while (s.head !== NONE) this.forget(s, s.head);
   }
 
   // ---- queries ----
@@ -346,18 +478,23 @@ export class KVEventIndex {
    * `tokens`, how many leading blocks it holds; longest first.
    */
   match(tokens: ArrayLike<number>, query: PrefixQuery = {}): PrefixMatch[] {
-    const keys = this.queryKeys(tokens, query);
+    const n = this.keysOf(tokens, query);
     const media = parseMedia(query);
     const out: PrefixMatch[] = [];
-    if (keys.length === 0) return out;
-    let alive = (this.holders.get(keys[0]!) ?? []).filter((s) => media === null || media.has(s.medium));
-    const count = new Map<Source, number>(alive.map((s) => [s, 1]));
-    for (let i = 1; i < keys.length && alive.length > 0; i++) {
-      const here = this.holders.get(keys[i]!);
-      alive = here === undefined ? [] : alive.filter((s) => here.includes(s));
-      for (const s of alive) count.set(s, i + 1);
+    if (n === 0) return out;
+    const keys = this.queryKeys;
+    this.growMarks(this.byId.length);
+    // Sources alive after key i: those holding keys 0..i (each on a medium of the query).
+    const first = this.holdersOf(keys, 0, media);
+    let alive = first;
+    for (let i = 0; alive.length > 0; ) {
+      for (const s of alive) this.runLen[s.id] = i + 1;
+      if (++i >= n) break;
+      const stamp = ++this.stamp;
+      for (const s of this.holdersOf(keys, i * 4, media)) this.mark[s.id] = stamp;
+      alive = alive.filter((s) => this.mark[s.id] === stamp);
     }
-    for (const [s, blocks] of count) out.push({ instance: s.instance, dpRank: s.dpRank, medium: s.medium, blocks });
+    for (const s of first) out.push({ instance: s.instance, dpRank: s.dpRank, medium: s.medium, blocks: this.runLen[s.id]! });
     return out.sort((a, b) => b.blocks - a.blocks || cmp(a.instance, b.instance) || a.dpRank - b.dpRank || cmp(a.medium, b.medium));
   }
 
@@ -368,26 +505,56 @@ export class KVEventIndex {
    * no block of it are absent.
    */
   longestPrefix(tokens: ArrayLike<number>, query: PrefixQuery = {}): Map<string, number> {
-    const keys = this.queryKeys(tokens, query);
+    const n = this.keysOf(tokens, query);
     const media = parseMedia(query);
     const best = new Map<string, number>();
-    if (keys.length === 0) return best;
-    const ranksOf = (key: string): Map<string, string> => {
-      const m = new Map<string, string>();
-      for (const s of this.holders.get(key) ?? []) if (media === null || media.has(s.medium)) m.set(s.rankKey, s.instance);
-      return m;
-    };
-    let alive = ranksOf(keys[0]!);
-    for (let i = 0; alive.size > 0; ) {
-      for (const instance of alive.values()) best.set(instance, Math.max(best.get(instance) ?? 0, i + 1));
-      if (++i >= keys.length) break;
-      const here = ranksOf(keys[i]!);
-      for (const k of [...alive.keys()]) if (!here.has(k)) alive.delete(k);
+    if (n === 0) return best;
+    const keys = this.queryKeys;
+    this.growMarks(this.rankInstance.length);
+    let alive: number[] = [];
+    for (let i = 0; i < n; i++) {
+      // The ranks holding key i on a medium of the query (each once).
+      const stamp = ++this.stamp;
+      const here: number[] = [];
+      for (const s of this.holdersOf(keys, i * 4, media)) {
+        if (this.mark[s.rank] === stamp) continue;
+        this.mark[s.rank] = stamp;
+        here.push(s.rank);
+      }
+      alive = i === 0 ? here : alive.filter((r) => this.mark[r] === stamp);
+      if (alive.length === 0) break;
+      for (const r of alive) {
+        const instance = this.rankInstance[r]!;
+        best.set(instance, Math.max(best.get(instance) ?? 0, i + 1));
+      }
     }
     return best;
   }
 
-  private queryKeys(tokens: ArrayLike<number>, query: PrefixQuery): string[] {
+  /** The sources holding the key at `keys[at..]` whose medium the query counts. */
+  private holdersOf(keys: Uint32Array, at: number, media: Set<string> | null): Source[] {
+    const out: Source[] = [];
+    const e = this.holders.find(keys, at);
+    if (e === NONE) return out;
+    for (let h = this.holders.firstHolder(e); h !== NONE; h = this.holders.nextHolder(h)) {
+      const s = this.byId[this.holders.holderSource(h)]!;
+      if (media === null || media.has(s.medium)) out.push(s);
+    }
+    return out;
+  }
+
+  private growMarks(n: number): void {
+    if (this.mark.length >= n) return;
+    const mark = new Int32Array(2 * n);
+    mark.set(this.mark);
+    this.mark = mark;
+    const len = new Int32Array(2 * n);
+    len.set(this.runLen);
+    this.runLen = len;
+  }
+
+  /** Checks a query and writes the keys of its full blocks to `queryKeys`; returns how many. */
+  private keysOf(tokens: ArrayLike<number>, query: PrefixQuery): number {
     if (tokens === null || typeof tokens !== 'object' || typeof (tokens as ArrayLike<number>).length !== 'number') {
       throw new TypeError(`tokens must be an Int32Array or an array of int32 token ids, got ${describe(tokens)}`);
     }
@@ -397,31 +564,25 @@ export class KVEventIndex {
     const lora = query.loraName ?? null;
     if (salt !== null && typeof salt !== 'string') throw new TypeError(`query.salt must be a string or null, got ${describe(salt)}`);
     if (lora !== null && typeof lora !== 'string') throw new TypeError(`query.loraName must be a string or null, got ${describe(lora)}`);
-    for (let i = 0; i < tokens.length; i++) {
-      const t = tokens[i];
-      if (typeof t !== 'number' || (t | 0) !== t) throw new RangeError(`tokens[${i}] must be an int32 token id, got ${describe(t)}`);
+    if (!(tokens instanceof Int32Array)) {
+      for (let i = 0; i < tokens.length; i++) {
+        const t = tokens[i];
+        if (typeof t !== 'number' || (t | 0) !== t) throw new RangeError(`tokens[${i}] must be an int32 token id, got ${describe(t)}`);
+      }
     }
     const B = this.size;
-    if (B === null) return [];
+    if (B === null) return 0;
     const n = Math.floor(tokens.length / B);
-    const keys: string[] = [];
-    let parent = rootKey(lora, salt === null || salt === '' ? null : [salt]);
-    for (let b = 0; b < n; b++) {
-      parent = this.keyOf(parent, tokens, b * B, B);
-      keys.push(parent);
-    }
-    return keys;
+    if (this.queryKeys.length < 4 * n) this.queryKeys = new Uint32Array(8 * n);
+    chainKeys(tokens, 0, n, B, rootKey(lora, salt === null || salt === '' ? null : [salt]), 0, this.queryKeys);
+    return n;
   }
 
   // ---- what it holds ----
 
   /** Every source and how many blocks it holds (`waiting`: of them, blocks whose parent is not announced, so not reachable yet). */
   sourcesInfo(): IndexSourceInfo[] {
-    return [...this.sources.values()].map((s) => {
-      let waiting = 0;
-      for (const set of s.waiting.values()) waiting += set.size;
-      return { instance: s.instance, dpRank: s.dpRank, medium: s.medium, blocks: s.blocks.size, waiting };
-    });
+    return [...this.sources.values()].map((s) => ({ instance: s.instance, dpRank: s.dpRank, medium: s.medium, blocks: s.count, waiting: s.waiting }));
   }
 
   /** The blocks one source holds, as announced (order: as stored). */
@@ -429,15 +590,29 @@ export class KVEventIndex {
     checkInstance(instance);
     checkInt('dpRank', dpRank, 0);
     const s = this.sources.get(`${instance}\u0000${dpRank}\u0000${medium}`);
-    if (s === undefined) return [];
-    return [...s.blocks].map(([hash, n]) => ({ hash, parentHash: n.parent, tokenIds: n.tokens.slice(), extraKeys: n.extra, keyed: n.key !== null }));
+    const slots = this.slots;
+    if (s === undefined || slots === null) return [];
+    const out: IndexedBlock[] = [];
+    const B = slots.B;
+    for (let x = s.head; x !== NONE; x = slots.after(x)) {
+      out.push({
+        hash: this.hashOf(slots.hForm[x]!, slots.hLo[x]!, slots.hHi[x]!),
+        parentHash: slots.pForm[x] === NO_PARENT ? null : this.hashOf(slots.pForm[x]!, slots.pLo[x]!, slots.pHi[x]!),
+        tokenIds: slots.tokens.slice(x * B, (x + 1) * B),
+        extraKeys: slots.extras.get(x) ?? null,
+        keyed: slots.keyed[x] === 1,
+      });
+    }
+    return out;
+  }
+
+  private hashOf(form: number, lo: number, hi: number): IndexedHash {
+    return form === HASH_NAME ? this.names.name(lo) : (BigInt(hi) << 32n) | BigInt(lo);
   }
 }
 
-/** The parent key of a sequence's first block: none, or its LoRA and extra keys (a salt). */
-function rootKey(lora: string | null, extra: readonly unknown[] | null): string | null {
-  if (lora === null && (extra === null || extra.length === 0)) return null;
-  return latin1(xxh3_128(utf8.encode(JSON.stringify([lora, extra === null ? [] : plain(extra)]))));
+function isMain(kind: string | null, index: number | null): boolean {
+  return kind === null ? index === null || index === 0 : MAIN_KINDS.has(kind);
 }
 
 function parseMedia(q: PrefixQuery): Set<string> | null {

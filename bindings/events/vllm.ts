@@ -472,11 +472,21 @@ export function drainVllmEventBatches(pool: BlockManagerPool, options: VllmEncod
   return out;
 }
 
-/** @internal Drains `pool` into `enc`, one batch per rank with events; `done(rank, start)` after each. */
-export function drainInto(pool: BlockManagerPool, enc: VllmWireEncoder, ts: number, done: (dpRank: number, start: number) => void): void {
+/**
+ * @internal Drains `pool` into `enc`, one batch per rank with events; `done(rank, start)` after each.
+ * `also` sees each stretch of raw records first (a reader of the same events that needs no bytes).
+ */
+export function drainInto(
+  pool: BlockManagerPool,
+  enc: VllmWireEncoder,
+  ts: number,
+  done: (dpRank: number, start: number) => void,
+  also?: (dpRank: number, source: KVEventSource, rt: CoreInstance, ptr: number, len: number) => void,
+): void {
   let rank = -1;
   try {
     pool.drainEventRecords((r, source, rt, ptr, len) => {
+      also?.(r, source, rt, ptr, len);
       if (r !== rank) {
         if (rank >= 0) done(rank, enc.endBatch(rank));
         rank = r;

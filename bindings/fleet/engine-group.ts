@@ -5,7 +5,7 @@
 // rules are the in-thread fleet's (docs/fleet.md); a test checks that both
 // give identical results.
 
-import { drainInto, parseWireOptions, VllmWireEncoder } from '../events/vllm.js';
+import { drainInto, parseWireOptions, VllmWireEncoder, type VllmEncodeOptions } from '../events/vllm.js';
 import type { ParsedReplayOptions } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { FleetEngine } from './engine.js';
@@ -28,16 +28,18 @@ export interface GroupStepReply {
 
 export class EngineGroup {
   private readonly engines: FleetEngine[] = [];
-  private readonly encoder = new VllmWireEncoder(parseWireOptions({ ts: 0 }));
+  private readonly encoder: VllmWireEncoder;
 
-  /** `indices`: the global indices of this group's engines, ascending. */
+  /** `indices`: the global indices of this group's engines, ascending; `wire`: the form of the event batches. */
   constructor(
     replay: ParsedReplayOptions,
     readonly indices: readonly number[],
     private readonly events: boolean,
     private readonly trace: readonly TraceRequest[],
     private readonly stepMs: number,
+    wire: Omit<VllmEncodeOptions, 'ts'> = {},
   ) {
+    this.encoder = new VllmWireEncoder(parseWireOptions({ ...wire, ts: 0 }));
     try {
       for (let i = 0; i < indices.length; i++) this.engines.push(new FleetEngine(replay, events));
     } catch (e) {

@@ -4,9 +4,11 @@
 // the replay kernel's rules; the engines' KV events of the step go to the
 // router; the load is sampled.
 
+import type { CoreInstance } from '../core/core-instance.js';
 import { loadCore } from '../core/plain-core.js';
-import { drainInto, parseWireOptions, VllmWireEncoder } from '../events/vllm.js';
+import { drainInto, parseWireOptions, VllmWireEncoder, type VllmEncodeOptions } from '../events/vllm.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
+import type { KVEventSource } from '../managers/kv-events.js';
 import { traceArg } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { generateWorkload } from '../replay/workload.js';
@@ -15,6 +17,7 @@ import { fleetConfig, parseFleetOptions, type FleetConfig, type FleetOptions, ty
 import { assembleRun, engineFigures, type FleetRun } from './fleet-result.js';
 import type { FleetView, Router } from './router.js';
 import { LazyRequest } from './route-request.js';
+import { PrecisePrefixRouter } from './precise-prefix.js';
 import { createRouter } from './routers.js';
 
 /** Called at the end of every step with each engine's KV events of the step, as vLLM batches (the CLI publishes them). */
@@ -67,11 +70,18 @@ export class Fleet {
   private readonly sink: FleetEventSink | undefined;
   private st: RunState | undefined;
   private encoder: VllmWireEncoder | undefined;
+  private readonly wire: ReturnType<typeof parseWireOptions>;
 
-  constructor(options: FleetOptions = {}, traceName?: string, sink?: FleetEventSink, parsed?: ParsedFleetOptions) {
+  /**
+   * `sink` receives each engine's event batches at the end of every step,
+   * in the form `wire` asks for (default: map, uint64 hashes; a router's
+   * `onEvents` gets the same bytes).
+   */
+  constructor(options: FleetOptions = {}, traceName?: string, sink?: FleetEventSink, parsed?: ParsedFleetOptions, wire: Omit<VllmEncodeOptions, 'ts'> = {}) {
     const p = (this.p = parsed ?? parseFleetOptions(options));
     if (p.threads > 0) throw new RangeError(`options.threads ${p.threads} needs Node's fleet() (worker threads); this runs the engines in this thread`);
     if (sink !== undefined && typeof sink !== 'function') throw new TypeError('sink must be a function');
+    this.wire = parseWireOptions({ ...wire, ts: 0 });
     const given = traceArg(options);
     this.trace = given ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
     const r = p.replay;
@@ -159,14 +169,22 @@ export class Fleet {
     const { router, sink } = this;
     if (router.onEvents === undefined && sink === undefined) return;
     // One encoder for the run: a fresh one per step and engine allocates a megabyte each time.
-    const enc = (this.encoder ??= new VllmWireEncoder(parseWireOptions({ ts: 0 })));
+    // The precise router reads the records in place; batches are encoded only for a sink or another router.
+    const direct = router instanceof PrecisePrefixRouter && router.onEvents === PrecisePrefixRouter.prototype.onEvents ? router : null;
+    const enc = (this.encoder ??= new VllmWireEncoder(this.wire));
     const ts = (t * this.p.stepMs) / 1000;
     this.engines.forEach((e, i) => {
+      const pool = e.pool;
+      const records = direct === null ? undefined : (rank: number, source: KVEventSource, rt: CoreInstance, ptr: number, len: number) => direct.onEventRecords(i, rank, source, rt, ptr, len, pool.saltNames);
+      if (records !== undefined && sink === undefined) {
+        pool.drainEventRecords(records);
+        return;
+      }
       const batches: Uint8Array[] = [];
       enc.reset();
-      drainInto(e.pool, enc, ts, (_rank, start) => batches.push(enc.bytes().slice(start)));
+      drainInto(pool, enc, ts, (_rank, start) => batches.push(enc.bytes().slice(start)), records);
       if (batches.length === 0) return;
-      router.onEvents?.(i, batches);
+      if (direct === null) router.onEvents?.(i, batches);
       sink?.(i, batches, t);
     });
   }

@@ -7,7 +7,8 @@
 // results are identical (a test checks 0, 1 and 2 threads).
 
 import type { Worker } from 'node:worker_threads';
-import { arrivalSteps, routerOf } from '../fleet/fleet.js';
+import { parseWireOptions, type VllmEncodeOptions } from '../events/vllm.js';
+import { arrivalSteps, routerOf, type FleetEventSink } from '../fleet/fleet.js';
 import { fleetConfig, type ParsedFleetOptions } from '../fleet/fleet-options.js';
 import { assembleRun, type FleetEngineFigures, type FleetRun } from '../fleet/fleet-result.js';
 import type { EngineGroup, GroupLoads, GroupStepReply } from '../fleet/engine-group.js';
@@ -52,19 +53,35 @@ class GroupThread {
   }
 }
 
-/** Runs the fleet of `p` over `trace` with its engines on `p.threads` worker threads. */
-export async function fleetOnThreads(p: ParsedFleetOptions, trace: readonly TraceRequest[], traceName: string | undefined): Promise<FleetRun> {
+/** Where a fleet on threads sends its engines' event batches, step by step (`kvpool fleet --zmq --threads`). */
+export interface FleetPublish {
+  sink: FleetEventSink;
+  /** Awaited after each step's batches went to the sink (the publishers sending them). */
+  settle?: () => Promise<void>;
+  /** The batches' form (default: map, uint64 hashes). */
+  wire?: Omit<VllmEncodeOptions, 'ts'>;
+}
+
+/** Runs the fleet of `p` over `trace` with its engines on `p.threads` worker threads; `publish`: a sink for the event batches. */
+export async function fleetOnThreads(p: ParsedFleetOptions, trace: readonly TraceRequest[], traceName: string | undefined, publish?: FleetPublish): Promise<FleetRun> {
+  if (publish !== undefined) {
+    if (typeof publish.sink !== 'function') throw new TypeError('publish.sink must be a function');
+    parseWireOptions({ ...publish.wire, ts: 0 });
+  }
   const router = routerOf(p);
   const config = fleetConfig(p, router.name, traceName);
   const K = p.engines;
   const g = Math.min(p.threads, K);
-  const events = typeof router.onEvents === 'function';
+  const events = typeof router.onEvents === 'function' || publish !== undefined;
   const threads: GroupThread[] = [];
   try {
     for (let i = 0; i < g; i++) {
       const first = Math.floor((i * K) / g);
       const count = Math.floor(((i + 1) * K) / g) - first;
-      const data: FleetWorkerData = { replay: p.replay, indices: Array.from({ length: count }, (_, j) => first + j), events, trace: trace as TraceRequest[], stepMs: p.stepMs };
+      const data: FleetWorkerData = {
+        replay: p.replay, indices: Array.from({ length: count }, (_, j) => first + j), events, trace: trace as TraceRequest[], stepMs: p.stepMs,
+        ...(publish?.wire !== undefined && { wire: publish.wire }),
+      };
       threads.push(new GroupThread(startWorker('fleet-worker', { workerData: data }), first, count));
     }
     const n = Math.min(trace.length, p.replay.limit ?? Infinity);
@@ -81,8 +98,14 @@ export async function fleetOnThreads(p: ParsedFleetOptions, trace: readonly Trac
     let next = 0;
     let t = n > 0 ? arrival[0]! : 0;
     let lastStep = 0;
-    const deliver = (all: Array<Array<[number, Uint8Array[]]>>) => {
-      for (const list of all) for (const [e, batches] of list) router.onEvents?.(e, batches);
+    const deliver = async (all: Array<Array<[number, Uint8Array[]]>>, t: number) => {
+      for (const list of all) {
+        for (const [e, batches] of list) {
+          router.onEvents?.(e, batches);
+          publish?.sink(e, batches, t);
+        }
+      }
+      await publish?.settle?.();
     };
     while (n > 0) {
       lastStep = t;
@@ -110,7 +133,7 @@ export async function fleetOnThreads(p: ParsedFleetOptions, trace: readonly Trac
         }
       }
       sumMax += max;
-      deliver(replies.map((x) => x.events));
+      await deliver(replies.map((x) => x.events), t);
       if (next >= n && max === 0) break;
       // A router that takes no events needs the engines only when requests
       // arrive: the groups run ahead to the next arrival (or, after the last,
@@ -139,7 +162,7 @@ export async function fleetOnThreads(p: ParsedFleetOptions, trace: readonly Trac
       t = max === 0 ? Math.max(t + 1, arrival[next]!) : t + 1;
     }
     const ends = await Promise.all(threads.map((x) => x.call<{ events: Array<[number, Uint8Array[]]>; figures: FleetEngineFigures[] }>({ type: 'finish', lastStep, config })));
-    deliver(ends.map((x) => x.events));
+    await deliver(ends.map((x) => x.events), lastStep);
     onProgress?.(n, n);
     return assembleRun(config, n, ends.flatMap((x) => x.figures), delays, lastStep, sumMax, sumLoad);
   } finally {

@@ -4,6 +4,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import '../wasm-node.js';
 import { EngineGroup } from '../fleet/engine-group.js';
+import type { VllmEncodeOptions } from '../events/vllm.js';
 import type { FleetConfig } from '../fleet/fleet-options.js';
 import type { ParsedReplayOptions } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
@@ -14,6 +15,8 @@ export interface FleetWorkerData {
   events: boolean;
   trace: TraceRequest[];
   stepMs: number;
+  /** The form of the event batches (default: map, uint64 hashes). */
+  wire?: Omit<VllmEncodeOptions, 'ts'>;
 }
 
 export type FleetWorkerCall =
@@ -26,7 +29,7 @@ const d = workerData as FleetWorkerData;
 const port = parentPort!;
 let group: EngineGroup;
 try {
-  group = new EngineGroup(d.replay, d.indices, d.events, d.trace, d.stepMs);
+  group = new EngineGroup(d.replay, d.indices, d.events, d.trace, d.stepMs, d.wire);
 } catch (e) {
   port.postMessage({ error: (e as Error).message });
   throw e;

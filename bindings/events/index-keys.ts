@@ -1,0 +1,167 @@
+// The index's chain keys and who holds each: a table of 128-bit keys (4 u32
+// words, XXH3-128 output, so their first word is already a good table hash)
+// to the set of sources holding a block of that key, in typed arrays. A query
+// walks its keys through here; a store or an eviction adds or takes one
+// source. No object per key, and no string made of one.
+
+const NONE = -1;
+
+export class KeyHolders {
+  /**
+   * Open addressing over entry numbers: pairs of entry + 1 (0: empty) and the
+   * key's first word (probes compare it without reading the entry).
+   */
+  private tab = new Int32Array(2048);
+  private mask = 1023;
+  private size = 0;
+  private cap = 0;
+  private high = 0;
+  private words = new Uint32Array(0);
+  /** First holder record of an entry. */
+  private first = new Int32Array(0);
+  private freeEntries = new Int32Array(0);
+  private nFreeEntries = 0;
+  // Holder records: a source id and the next record of the same key.
+  private hCap = 0;
+  private hHigh = 0;
+  private hSrc = new Int32Array(0);
+  private hNext = new Int32Array(0);
+  private freeHolders: number[] = [];
+
+  /** The entry of the key at `w[at..at+4)`, or -1. */
+  find(w: Uint32Array, at: number): number {
+    const tab = this.tab;
+    const mask = this.mask;
+    const words = this.words;
+    const a = w[at]!;
+    const b = w[at + 1]!;
+    const c = w[at + 2]!;
+    const d = w[at + 3]!;
+    const a32 = a | 0;
+    for (let i = a & mask; ; i = (i + 1) & mask) {
+      const v = tab[2 * i]!;
+      if (v === 0) return NONE;
+      if (tab[2 * i + 1] !== a32) continue;
+      const q = (v - 1) * 4;
+      if (words[q + 1] === b && words[q + 2] === c && words[q + 3] === d) return v - 1;
+    }
+  }
+
+  /** The first holder record of entry `e` (-1: none). */
+  firstHolder(e: number): number {
+    return this.first[e]!;
+  }
+
+  holderSource(h: number): number {
+    return this.hSrc[h]!;
+  }
+
+  nextHolder(h: number): number {
+    return this.hNext[h]!;
+  }
+
+  /** Source `src` holds the key at `w[at..]` (once, however many of its blocks have it). */
+  hold(w: Uint32Array, at: number, src: number): void {
+    let e = this.find(w, at);
+    if (e === NONE) e = this.insert(w, at);
+    for (let h = this.first[e]!; h !== NONE; h = this.hNext[h]!) if (this.hSrc[h] === src) return;
+    const h = this.newHolder();
+    this.hSrc[h] = src;
+    this.hNext[h] = this.first[e]!;
+    this.first[e] = h;
+  }
+
+  /** Source `src` no longer holds the key; a key nobody holds is forgotten. */
+  unhold(w: Uint32Array, at: number, src: number): void {
+    const e = this.find(w, at);
+    if (e === NONE) return;
+    let prev = NONE;
+    for (let h = this.first[e]!; h !== NONE; prev = h, h = this.hNext[h]!) {
+      if (this.hSrc[h] !== src) continue;
+      if (prev === NONE) this.first[e] = this.hNext[h]!;
+      else this.hNext[prev] = this.hNext[h]!;
+      this.freeHolders.push(h);
+      break;
+    }
+    if (this.first[e] === NONE) this.removeEntry(e);
+  }
+
+  private insert(w: Uint32Array, at: number): number {
+    if ((this.size + 1) * 2 > this.mask + 1) this.growTable();
+    let e: number;
+    if (this.nFreeEntries > 0) e = this.freeEntries[--this.nFreeEntries]!;
+    else {
+      if (this.high === this.cap) this.growEntries();
+      e = this.high++;
+    }
+    this.words.set(w.subarray(at, at + 4), e * 4);
+    this.first[e] = NONE;
+    this.place(e);
+    this.size++;
+    return e;
+  }
+
+  private place(e: number): void {
+    const tab = this.tab;
+    const a = this.words[e * 4]!;
+    let i = a & this.mask;
+    while (tab[2 * i] !== 0) i = (i + 1) & this.mask;
+    tab[2 * i] = e + 1;
+    tab[2 * i + 1] = a;
+  }
+
+  private removeEntry(e: number): void {
+    const tab = this.tab;
+    const mask = this.mask;
+    let i = this.words[e * 4]! & mask;
+    while (tab[2 * i] !== e + 1) i = (i + 1) & mask;
+    // Backward shift: later entries of the probe run move into the hole when their home allows.
+    for (let j = (i + 1) & mask; tab[2 * j] !== 0; j = (j + 1) & mask) {
+      const k = tab[2 * j + 1]! & mask;
+      const stays = i <= j ? i < k && k <= j : i < k || k <= j;
+      if (!stays) {
+        tab[2 * i] = tab[2 * j]!;
+        tab[2 * i + 1] = tab[2 * j + 1]!;
+        i = j;
+      }
+    }
+    tab[2 * i] = 0;
+    this.size--;
+    this.freeEntries[this.nFreeEntries++] = e;
+  }
+
+  private newHolder(): number {
+    const h = this.freeHolders.pop();
+    if (h !== undefined) return h;
+    if (this.hHigh === this.hCap) {
+      this.hCap = Math.max(1024, this.hCap * 2);
+      const src = new Int32Array(this.hCap);
+      src.set(this.hSrc);
+      const next = new Int32Array(this.hCap);
+      next.set(this.hNext);
+      this.hSrc = src;
+      this.hNext = next;
+    }
+    return this.hHigh++;
+  }
+
+  private growEntries(): void {
+    this.cap = Math.max(1024, this.cap * 2);
+    const words = new Uint32Array(this.cap * 4);
+    words.set(this.words);
+    const first = new Int32Array(this.cap);
+    first.set(this.first);
+    const free = new Int32Array(this.cap);
+    free.set(this.freeEntries);
+    this.words = words;
+    this.first = first;
+    this.freeEntries = free;
+  }
+
+  private growTable(): void {
+    const old = this.tab;
+    this.tab = new Int32Array(old.length * 2);
+    this.mask = this.tab.length / 2 - 1;
+    for (let i = 0; i < old.length; i += 2) if (old[i] !== 0) this.place(old[i]! - 1);
+  }
+}
