@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { KVEventIndex } from '../bindings/events/kv-event-index.js';
 import { fleetSync } from '../bindings/fleet/fleet.js';
-import { capture } from './support/capture.js';
+import { captureUntil } from './support/capture.js';
 import { external } from './support/externals.js';
 import { readBatch } from './support/vllm-wire.js';
 
@@ -69,17 +69,10 @@ describe.skipIf(zmq === null)('kvpool fleet --zmq', () => {
   it('publishes each engine on its own port and topic; replaying a stream rebuilds that engine\'s cache', async () => {
     const [port, replayPort] = [await freePorts(), await freePorts()];
     const args = ['fleet', '--json', '--no-progress', '--requests', '80', '--engines', '2', '--router', 'precise-prefix', '--num-blocks', '300', '--max-running', '4'];
-    let done!: () => void;
-    const over = new Promise<void>((resolve) => (done = resolve));
-    const write = process.stderr.write.bind(process.stderr);
-    const run = capture(() => {
-      const inner = process.stderr.write.bind(process.stderr);
-      process.stderr.write = ((s: string) => {
-        if (s.includes('fleet done')) done();
-        return inner(s);
-      }) as typeof process.stderr.write;
-      return main([...args, '--zmq', `tcp://127.0.0.1:${port}`, '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-model', 'm', '--zmq-hold', '5']);
-    });
+    // Resolves `over` when the command says it is done and holds its sockets open.
+    const { run, seen: over, restore } = captureUntil('fleet done', () =>
+      main([...args, '--zmq', `tcp://127.0.0.1:${port}`, '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-model', 'm', '--zmq-hold', '5']),
+    );
     const dealers = [0, 1].map(() => new zmq!.Dealer({ receiveTimeout: 5000 }));
     try {
       dealers.forEach((d, e) => d.connect(`tcp://127.0.0.1:${replayPort + e}`));
@@ -98,7 +91,7 @@ describe.skipIf(zmq === null)('kvpool fleet --zmq', () => {
         expect(idx.blocks('x').length).toBe(lib.engines[e]!.run.cachedBlocksAtEnd);
       }
     } finally {
-      process.stderr.write = write;
+      restore();
       for (const d of dealers) d.close();
     }
   }, 30_000);
@@ -109,18 +102,10 @@ describe.skipIf(zmq === null)('kvpool fleet --zmq', () => {
     await sub.bind('tcp://127.0.0.1:*');
     sub.subscribe('kv@');
     const args = ['fleet', '--json', '--no-progress', '--requests', '80', '--engines', '2', '--router', 'precise-prefix', '--num-blocks', '300', '--max-running', '4', '--threads', '2'];
-    let done!: () => void;
-    const over = new Promise<void>((resolve) => (done = resolve));
-    const write = process.stderr.write.bind(process.stderr);
-    const run = capture(() => {
-      const inner = process.stderr.write.bind(process.stderr);
-      process.stderr.write = ((s: string) => {
-        if (s.includes('fleet done')) done();
-        return inner(s);
-      }) as typeof process.stderr.write;
-      return main([...args, '--zmq', sub.lastEndpoint!, '--zmq-ranks', 'topic', '--events-format', 'positional', '--event-hashes', 'bytes',
-        '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-model', 'm', '--zmq-delay', '1', '--zmq-hold', '5']);
-    });
+    const { run, seen: over, restore } = captureUntil('fleet done', () =>
+      main([...args, '--zmq', sub.lastEndpoint!, '--zmq-ranks', 'topic', '--events-format', 'positional', '--event-hashes', 'bytes',
+        '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-model', 'm', '--zmq-delay', '1', '--zmq-hold', '5']),
+    );
     const dealers = [0, 1].map(() => new zmq!.Dealer({ receiveTimeout: 5000 }));
     try {
       dealers.forEach((d, e) => d.connect(`tcp://127.0.0.1:${replayPort + e}`));
@@ -146,7 +131,7 @@ describe.skipIf(zmq === null)('kvpool fleet --zmq', () => {
         expect(held.every((b) => typeof b.hash === 'string' && b.hash.length === 32)).toBe(true); // 16 bytes, hex
       }
     } finally {
-      process.stderr.write = write;
+      restore();
       for (const d of dealers) d.close();
       sub.close();
     }

@@ -14,7 +14,7 @@ import { rankEndpoint, ZmqEventPublisher } from '../bindings/node/zmq-publisher.
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { replaySync } from '../bindings/replay/replay.js';
-import { capture } from './support/capture.js';
+import { captureUntil } from './support/capture.js';
 import { external } from './support/externals.js';
 import { readBatch } from './support/vllm-wire.js';
 
@@ -241,18 +241,10 @@ describe.skipIf(zmq === null)('ZeroMQ publisher', () => {
   it('kvpool replay --zmq publishes every step; a router that replays from 0 reaches the final cache', async () => {
     const [port, replayPort] = [await freePort(), await freePort()];
     const args = ['replay', '--json', '--no-progress', '--requests', '60', '--num-blocks', '300', '--max-running', '4'];
-    // Watches stderr for the line saying the replay is over and the sockets stay open.
-    let done!: () => void;
-    const over = new Promise<void>((resolve) => (done = resolve));
-    const write = process.stderr.write.bind(process.stderr);
-    const run = capture(() => {
-      const inner = process.stderr.write.bind(process.stderr);
-      process.stderr.write = ((s: string) => {
-        if (s.includes('replay done')) done();
-        return inner(s);
-      }) as typeof process.stderr.write;
-      return main([...args, '--zmq', `tcp://127.0.0.1:${port}`, '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-instance', 'kvpool', '--zmq-model', 'm', '--zmq-hold', '5']);
-    });
+    // Resolves `over` when the command says it is done and holds its sockets open.
+    const { run, seen: over, restore } = captureUntil('replay done', () =>
+      main([...args, '--zmq', `tcp://127.0.0.1:${port}`, '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-instance', 'kvpool', '--zmq-model', 'm', '--zmq-hold', '5']),
+    );
     const dealer = new zmq!.Dealer({ receiveTimeout: 5000 });
     try {
       dealer.connect(`tcp://127.0.0.1:${replayPort}`);
@@ -270,7 +262,7 @@ describe.skipIf(zmq === null)('ZeroMQ publisher', () => {
       expect(idx.blocks('kvpool').length).toBe(result.cachedBlocksAtEnd);
       expect(idx.sourcesInfo()[0]!.waiting).toBe(0);
     } finally {
-      process.stderr.write = write;
+      restore();
       dealer.close();
     }
   });
