@@ -4,6 +4,8 @@
 // walks its keys through here; a store or an eviction adds or takes one
 // source. No object per key, and no string made of one.
 
+import { removePair } from './pair-table.js';
+
 const NONE = -1;
 
 export class KeyHolders {
@@ -115,17 +117,7 @@ export class KeyHolders {
     const mask = this.mask;
     let i = this.words[e * 4]! & mask;
     while (tab[2 * i] !== e + 1) i = (i + 1) & mask;
-    // Backward shift: later entries of the probe run move into the hole when their home allows.
-    for (let j = (i + 1) & mask; tab[2 * j] !== 0; j = (j + 1) & mask) {
-      const k = tab[2 * j + 1]! & mask;
-      const stays = i <= j ? i < k && k <= j : i < k || k <= j;
-      if (!stays) {
-        tab[2 * i] = tab[2 * j]!;
-        tab[2 * i + 1] = tab[2 * j + 1]!;
-        i = j;
-      }
-    }
-    tab[2 * i] = 0;
+    removePair(tab, mask, i);
     this.size--;
     this.freeEntries[this.nFreeEntries++] = e;
   }

@@ -9,6 +9,8 @@
 // An engine hash is three numbers: a form (HASH_U64: the wire's uint64 as two
 // u32 halves; HASH_NAME: an interned name, `lo` its id) and two u32 halves.
 
+import { removePair } from './pair-table.js';
+
 export const HASH_U64 = 0;
 export const HASH_NAME = 1;
 /** The parent form of a sequence's first block. */
@@ -106,20 +108,7 @@ class SlotTable {
   }
 
   remove(slot: number): void {
-    const tab = this.tab;
-    const mask = this.mask;
-    let i = this.positionOf(slot);
-    // Backward shift: move later entries of the probe run into the hole when their home allows.
-    for (let j = (i + 1) & mask; tab[2 * j] !== 0; j = (j + 1) & mask) {
-      const k = tab[2 * j + 1]! & mask;
-      const stays = i <= j ? i < k && k <= j : i < k || k <= j;
-      if (!stays) {
-        tab[2 * i] = tab[2 * j]!;
-        tab[2 * i + 1] = tab[2 * j + 1]!;
-        i = j;
-      }
-    }
-    tab[2 * i] = 0;
+    removePair(this.tab, this.mask, this.positionOf(slot));
     this.size--;
   }
 
