@@ -396,6 +396,30 @@ describe('bad input leaves the manager unchanged', () => {
   });
 });
 
+describe('the async constructors', () => {
+  it('BlockManagerImpl.create and SingleBlockManager.create give working managers and refuse bad options by name', async () => {
+    const m = await BlockManagerImpl.create({ numBlocks: 8, blockSize: B });
+    expect([...m.allocate(2)!]).toEqual([1, 2]);
+    m.check();
+    m.dispose();
+    await expect(BlockManagerImpl.create({ numBlocks: 1, blockSize: B })).rejects.toThrow(/^options.numBlocks must be >= 2, got 1/);
+    const s = await SingleBlockManager.create({ numBlocks: 4 });
+    expect([...s.allocate(1)!]).toEqual([1]);
+    s.dispose();
+    await expect(SingleBlockManager.create({ numBlocks: 1 })).rejects.toThrow(/numBlocks must be >= 2, got 1/);
+  });
+});
+
+describe('cache() with ids it cannot take', () => {
+  it('names the padding block, and changes nothing', () => {
+    const m = mgr(8);
+    const ids = [...m.allocate(2)!];
+    expect(() => m.cache(chain(2), [ids[0]!, 0])).toThrow(/^ids\[1\] = 0 is the padding block, which is never handed out/);
+    expect(m.numBlocksInPrefixCache()).toBe(0);
+    m.check();
+  });
+});
+
 describe('SingleBlockManager', () => {
   it('hands out single ids 1, 2, ... and reuses them LIFO; id 0 reserved', () => {
     const s = new SingleBlockManager({ numBlocks: 4 });
