@@ -403,6 +403,10 @@ describe('the async constructors', () => {
     m.check();
     m.dispose();
     await expect(BlockManagerImpl.create({ numBlocks: 1, blockSize: B })).rejects.toThrow(/^options.numBlocks must be >= 2, got 1/);
+    // An eviction order needs a cache to order.
+    expect(() => new BlockManagerImpl({ numBlocks: 8, blockSize: B, enablePrefixCache: false, evictionPolicy: 'lfu' })).toThrow(
+      /^options.evictionPolicy cannot be 'lfu' without a prefix cache/,
+    );
     const s = await SingleBlockManager.create({ numBlocks: 4 });
     expect([...s.allocate(1)!]).toEqual([1]);
     s.dispose();
