@@ -2,6 +2,7 @@
 // the manager's rules of docs/replay-kernel.md).
 
 import { describe, expect, it } from 'vitest';
+import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { SingleBlockManager } from '../bindings/managers/single-block-manager.js';
 import { blockTokens } from './support/block-tokens.js';
@@ -414,12 +415,41 @@ describe('the async constructors', () => {
   });
 });
 
-describe('cache() with ids it cannot take', () => {
-  it('names the padding block, and changes nothing', () => {
+describe('cache() and allocateShared() with arguments they cannot take', () => {
+  it('name the argument, and change nothing', () => {
     const m = mgr(8);
     const ids = [...m.allocate(2)!];
     expect(() => m.cache(chain(2), [ids[0]!, 0])).toThrow(/^ids\[1\] = 0 is the padding block, which is never handed out/);
+    expect(() => m.cache([1.5], ids)).toThrow(/^tokens\[0\] must be an int32 integer/);
+    expect(() => m.cache(chain(2), [0.5])).toThrow(/^ids\[0\] must be an int32 integer/);
+    expect(() => m.cache(chain(2), ids, 0, [{ priority: 200 }])).toThrow(/^retention\[0\].priority must be in \[0, 100\]/);
+    expect(() => m.allocateShared(chain(2), [0.5])).toThrow(/^existingShared\[0\] must be an int32 integer/);
+    expect(() => m.allocateShared(chain(2), [0])).toThrow(/^existingShared\[0\] = 0 is the padding block/);
     expect(m.numBlocksInPrefixCache()).toBe(0);
+    m.check();
+  });
+});
+
+describe('long chains', () => {
+  it('allocateShared finds every block of a cached chain longer than its first result buffer', () => {
+    const n = 300; // the first buffer holds 64 hits; it grows for longer chains
+    const m = mgr(n + 2);
+    const t = chain(n);
+    const ids = m.allocate(n)!;
+    expect(m.cache(t, ids)).toBe(n);
+    m.deallocate(ids);
+    expect([...m.allocateShared(t)]).toEqual([...ids]);
+    m.check();
+  });
+
+  it('retention given under LRU stages nothing, and leaves the core (and so every hash) as it was', () => {
+    const before = [...hashBlocks(chain(3), B)];
+    const m = mgr(200);
+    const t = chain(190, 7000);
+    const ids = m.allocate(190)!;
+    expect(m.cache(t, ids, 0, [{ priority: 90 }])).toBe(190);
+    expect([...hashBlocks(chain(3), B)]).toEqual(before);
+    expect([...m.blockHash(ids[0]!)!]).toEqual([...hashBlocks(t.slice(0, B), B)]);
     m.check();
   });
 });
