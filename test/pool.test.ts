@@ -450,6 +450,8 @@ describe('bad input leaves the pool unchanged', () => {
     expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, hostNumBlocks: 4 } as never)).toThrow(/^options: unknown option "hostNumBlocks"/);
     expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, seed: 1.5 })).toThrow(/^options.seed must be a safe integer or a bigint, got 1.5/);
     expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, enablePrefixCache: 1 as never })).toThrow(/^options.enablePrefixCache must be a boolean, got 1/);
+    expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, enableLinearState: 1 as never })).toThrow(/^options.enableLinearState must be a boolean, got 1/);
+    expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, enableDisaggPd: 1 as never })).toThrow(/^options.enableDisaggPd must be a boolean, got 1/);
     expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, evictionPolicy: 'fifo' as never })).toThrow(/^options.evictionPolicy must be one of 'lru'/);
     expect(() => new BlockManagerPool({ numBlocks: 8, blockSize: B, managerTypes: ['full'], enablePrefixCache: true })).toThrow(
       /^options.enablePrefixCache cannot be true on composite ranks: a composite rank does no prefix caching \(as in the reference\)/,
