@@ -425,6 +425,9 @@ describe('cache() and allocateShared() with arguments they cannot take', () => {
     expect(() => m.cache(chain(2), ids, 0, [{ priority: 200 }])).toThrow(/^retention\[0\].priority must be in \[0, 100\]/);
     expect(() => m.allocateShared(chain(2), [0.5])).toThrow(/^existingShared\[0\] must be an int32 integer/);
     expect(() => m.allocateShared(chain(2), [0])).toThrow(/^existingShared\[0\] = 0 is the padding block/);
+    expect(() => m.cache(chain(2), [ids[0]!, 8])).toThrow(/^ids\[1\] = 8 is out of range: this manager's ids are 1\.\.7$/);
+    expect(() => m.cache(chain(2), [-1])).toThrow(/^ids\[0\] = -1 is out of range: this manager's ids are 1\.\.7$/);
+    expect(() => m.cacheByHashes([0.5], new Uint8Array(16))).toThrow(/^ids\[0\] must be an int32 integer/);
     expect(m.numBlocksInPrefixCache()).toBe(0);
     m.check();
   });
