@@ -469,6 +469,15 @@ describe('SingleBlockManager', () => {
     s.check();
   });
 
+  it('still checks what it is given to share or cache, naming the argument', () => {
+    const s = new SingleBlockManager({ numBlocks: 4 });
+    expect(() => s.allocateShared([0.5], [])).toThrow(/^tokens\[0\] must be an int32 integer/);
+    expect(() => s.allocateShared([1], [0.5])).toThrow(/^existingShared\[0\] must be an int32 integer/);
+    expect(() => s.cache([0.5], [])).toThrow(/^tokens\[0\] must be an int32 integer/);
+    expect(() => s.cache([1], [0.5])).toThrow(/^ids\[0\] must be an int32 integer/);
+    expect(() => s.cache([1], [], 0.5)).toThrow(/^existingSharedCount must be an integer/);
+  });
+
   it('has no prefix cache', () => {
     const s = new SingleBlockManager({ numBlocks: 4 });
     const ids = s.allocate(2)!;

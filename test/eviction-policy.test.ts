@@ -218,6 +218,8 @@ describe('priority eviction with retention', () => {
     expect(() => s.setRetention('x' as never)).toThrow(new TypeError('ranges must be an array of ranges, got "x"'));
     expect(() => s.setRetention([{ priority: 1, duration: -1 }])).toThrow(new RangeError('ranges[0].duration must be >= 0, got -1'));
     expect(() => s.setRetention([{ priority: 1, duration: '5' as never }])).toThrow(new TypeError('ranges[0].duration must be a number, got "5"'));
+    expect(() => s.setRetention([{ start: 0.5, priority: 1 }])).toThrow(/^ranges\[0\].start must be an integer/);
+    expect(() => s.setRetention([{ start: 4, end: 2, priority: 1 }])).toThrow(/^ranges\[0\].end must be >= 5, got 2/);
     expect(() => s.setRetention([{ start: 4, end: 4, priority: 1 }])).toThrow(RangeError);
     expect(() => s.setRetention([{ priority: 1, until: 3 } as never])).toThrow(TypeError);
     expect(s.state.retention).toEqual([{ start: 0, end: Infinity, priority: 20, duration: Infinity }]);
