@@ -18,6 +18,23 @@ function finish(p: BlockManagerPool, s: Sequence) {
 }
 
 describe('Sequence', () => {
+  it('an empty cacheSalt set on the sequence means no salt: it shares blocks with unsalted sequences', () => {
+    const p = pool();
+    const a = new Sequence(prompt(3));
+    expect(p.allocate(a)).toBe(true);
+    finish(p, a);
+    const b = new Sequence(prompt(3));
+    b.cacheSalt = '';
+    expect(b.cacheSalt).toBe('');
+    expect(p.allocate(b)).toBe(true);
+    expect(b.kvCachedTokens).toBe(2 * B); // the hits, up to the last block the prompt recomputes
+    const c = new Sequence(prompt(3));
+    c.cacheSalt = 'x';
+    expect(p.allocate(c)).toBe(true);
+    expect(c.kvCachedTokens).toBe(0);
+    p.check();
+  });
+
   it('holds tokens, grows, and exposes its table as views', () => {
     const s = new Sequence([1, 2, 3]);
     expect(s.numTokens).toBe(3);
