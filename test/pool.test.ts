@@ -18,6 +18,13 @@ function finish(p: BlockManagerPool, s: Sequence) {
 }
 
 describe('Sequence', () => {
+  it('fromBuffer of an empty buffer still grows as tokens are appended', () => {
+    const s = Sequence.fromBuffer(new Int32Array(0));
+    expect(s.numTokens).toBe(0);
+    for (let i = 0; i < 20; i++) s.appendToken(i + 1);
+    expect([...s.tokens]).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+  });
+
   it('an empty cacheSalt set on the sequence means no salt: it shares blocks with unsalted sequences', () => {
     const p = pool();
     const a = new Sequence(prompt(3));
