@@ -18,6 +18,15 @@ function finish(p: BlockManagerPool, s: Sequence) {
 }
 
 describe('Sequence', () => {
+  it('refuses a computed-token count that is not a count of its tokens, keeping the old one', () => {
+    const s = new Sequence([1, 2, 3]);
+    s.kvCachedTokens = 2;
+    expect(() => (s.kvCachedTokens = 1.5)).toThrow(/^kvCachedTokens must be an integer, got 1.5/);
+    expect(() => (s.kvCachedTokens = -1)).toThrow(/^kvCachedTokens must be in \[0, 3\], got -1/);
+    expect(() => (s.kvCachedTokens = 4)).toThrow(/^kvCachedTokens must be in \[0, 3\], got 4/);
+    expect(s.kvCachedTokens).toBe(2);
+  });
+
   it('fromBuffer of an empty buffer still grows as tokens are appended', () => {
     const s = Sequence.fromBuffer(new Int32Array(0));
     expect(s.numTokens).toBe(0);
