@@ -4,18 +4,13 @@
 // walks its keys through here; a store or an eviction adds or takes one
 // source. No object per key, and no string made of one.
 
-import { removePair } from './pair-table.js';
+import { PairTable } from '../pair-table.js';
 
 const NONE = -1;
 
 export class KeyHolders {
-  /**
-   * Open addressing over entry numbers: pairs of entry + 1 (0: empty) and the
-   * key's first word (probes compare it without reading the entry).
-   */
-  private tab = new Int32Array(2048);
-  private mask = 1023;
-  private size = 0;
+  /** Entry numbers by the key's first word (probes compare it without reading the entry). */
+  private readonly table = new PairTable();
   private cap = 0;
   private high = 0;
   private words = new Uint32Array(0);
@@ -32,8 +27,7 @@ export class KeyHolders {
 
   /** The entry of the key at `w[at..at+4)`, or -1. */
   find(w: Uint32Array, at: number): number {
-    const tab = this.tab;
-    const mask = this.mask;
+    const { tab, mask } = this.table;
     const words = this.words;
     const a = w[at]!;
     const b = w[at + 1]!;
@@ -89,7 +83,6 @@ export class KeyHolders {
   }
 
   private insert(w: Uint32Array, at: number): number {
-    if ((this.size + 1) * 2 > this.mask + 1) this.growTable();
     let e: number;
     if (this.nFreeEntries > 0) e = this.freeEntries[--this.nFreeEntries]!;
     else {
@@ -98,27 +91,12 @@ export class KeyHolders {
     }
     this.words.set(w.subarray(at, at + 4), e * 4);
     this.first[e] = NONE;
-    this.place(e);
-    this.size++;
+    this.table.insert(e, w[at]! | 0);
     return e;
   }
 
-  private place(e: number): void {
-    const tab = this.tab;
-    const a = this.words[e * 4]!;
-    let i = a & this.mask;
-    while (tab[2 * i] !== 0) i = (i + 1) & this.mask;
-    tab[2 * i] = e + 1;
-    tab[2 * i + 1] = a;
-  }
-
   private removeEntry(e: number): void {
-    const tab = this.tab;
-    const mask = this.mask;
-    let i = this.words[e * 4]! & mask;
-    while (tab[2 * i] !== e + 1) i = (i + 1) & mask;
-    removePair(tab, mask, i);
-    this.size--;
+    this.table.remove(e, this.words[e * 4]! | 0);
     this.freeEntries[this.nFreeEntries++] = e;
   }
 
@@ -148,12 +126,5 @@ export class KeyHolders {
     this.words = words;
     this.first = first;
     this.freeEntries = free;
-  }
-
-  private growTable(): void {
-    const old = this.tab;
-    this.tab = new Int32Array(old.length * 2);
-    this.mask = this.tab.length / 2 - 1;
-    for (let i = 0; i < old.length; i += 2) if (old[i] !== 0) this.place(old[i]! - 1);
   }
 }

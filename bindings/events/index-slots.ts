@@ -9,7 +9,7 @@
 // An engine hash is three numbers: a form (HASH_U64: the wire's uint64 as two
 // u32 halves; HASH_NAME: an interned name, `lo` its id) and two u32 halves.
 
-import { removePair } from './pair-table.js';
+import { PairTable } from '../pair-table.js';
 
 export const HASH_U64 = 0;
 export const HASH_NAME = 1;
@@ -39,17 +39,11 @@ function mix(a: number, b: number, c: number): number {
 }
 
 /**
- * Slot numbers by (source, form, lo, hi), linear probing, backward-shift
- * deletion; the key of an entry is read from the slot's own fields (its hash,
- * or with `byParent` its parent's hash). Each entry keeps its full 32-bit
- * hash beside the slot number, so that probing and shifting compare and
- * place entries without reading the slots (a cache miss each).
+ * Slot numbers by (source, form, lo, hi); the key of an entry is read from
+ * the slot's own fields (its hash, or with `byParent` its parent's hash).
  */
 class SlotTable {
-  /** Pairs: slot + 1 (0: empty), the entry's hash. */
-  private tab = new Int32Array(2048);
-  private mask = 1023;
-  private size = 0;
+  private readonly table = new PairTable();
 
   constructor(
     private readonly s: BlockSlots,
@@ -69,8 +63,7 @@ class SlotTable {
     const H = this.byParent ? s.pHi : s.hHi;
     const F = this.byParent ? s.pForm : s.hForm;
     const S = s.src;
-    const tab = this.tab;
-    const mask = this.mask;
+    const { tab, mask } = this.table;
     const h = mix(lo, hi, src * 4 + form);
     for (let i = h & mask; ; i = (i + 1) & mask) {
       const v = tab[2 * i]!;
@@ -82,41 +75,16 @@ class SlotTable {
   }
 
   insert(slot: number): void {
-    if ((this.size + 1) * 2 > this.mask + 1) this.grow();
-    this.place(slot, this.hashOf(slot));
-    this.size++;
-  }
-
-  private place(slot: number, h: number): void {
-    const tab = this.tab;
-    let i = h & this.mask;
-    while (tab[2 * i] !== 0) i = (i + 1) & this.mask;
-    tab[2 * i] = slot + 1;
-    tab[2 * i + 1] = h;
-  }
-
-  private positionOf(slot: number): number {
-    const tab = this.tab;
-    let i = this.hashOf(slot) & this.mask;
-    while (tab[2 * i] !== slot + 1) i = (i + 1) & this.mask;
-    return i;
+    this.table.insert(slot, this.hashOf(slot));
   }
 
   /** `next` takes `slot`'s entry (the same key, so the same hash). */
   replace(slot: number, next: number): void {
-    this.tab[2 * this.positionOf(slot)] = next + 1;
+    this.table.replace(slot, this.hashOf(slot), next);
   }
 
   remove(slot: number): void {
-    removePair(this.tab, this.mask, this.positionOf(slot));
-    this.size--;
-  }
-
-  private grow(): void {
-    const old = this.tab;
-    this.tab = new Int32Array(old.length * 2);
-    this.mask = this.tab.length / 2 - 1;
-    for (let i = 0; i < old.length; i += 2) if (old[i] !== 0) this.place(old[i]! - 1, old[i + 1]!);
+    this.table.remove(slot, this.hashOf(slot));
   }
 }
 

@@ -4,6 +4,8 @@
 // is also written to the store; a prefill asks it for the blocks the host
 // lacks, and it delivers the leading ones it holds.
 
+import { PairTable } from '../pair-table.js';
+
 /** What the store did over a replay. */
 export interface KvStoreResult {
   /** Blocks the store holds at most. */
@@ -20,7 +22,7 @@ export interface KvStoreResult {
   blocksAtEnd: number;
 }
 
-/** No node (an empty slot, the end of the recency list). */
+/** No node (the end of the recency list, a hash not held). */
 const NONE = -1;
 
 /**
@@ -28,20 +30,15 @@ const NONE = -1;
  * replay writes millions: a Map of string keys spent most of a store replay
  * in its own upkeep and the garbage collector). Nodes hold a hash (four
  * 32-bit words) and their neighbours in a recency list, least recent first;
- * an open-addressed table (linear probing, at most half full, deletions
- * shifting later entries back so no tombstones pile up) finds a hash's node.
- * A chain hash is uniformly random, so its first word picks the home slot;
- * each slot keeps that word beside the node, so a probe, a miss and the
- * shift after a deletion read the table alone (the store is megabytes: each
- * other array touched is a cache miss).
+ * a PairTable finds a hash's node. A chain hash is uniformly random, so its
+ * first word is the table's hash: a probe and a miss read the table alone.
  */
 export class ReplayKvStore {
   private readonly words: Uint32Array;
   private readonly prev: Int32Array;
   private readonly next: Int32Array;
-  /** Pairs (node, first word of its hash), node NONE when empty. */
-  private readonly slots: Int32Array;
-  private readonly mask: number;
+  /** Nodes by the first word of their hash (sized once: never more than half full). */
+  private readonly table: PairTable;
   private head = NONE; // least recent
   private tail = NONE; // most recent
   private size = 0;
@@ -61,8 +58,7 @@ export class ReplayKvStore {
     this.next = new Int32Array(capacity);
     let n = 2;
     while (n < capacity * 2) n *= 2;
-    this.slots = new Int32Array(n * 2).fill(NONE);
-    this.mask = n - 1;
+    this.table = new PairTable(n);
   }
 
   /** Writes the blocks whose 16-byte hashes `hashes` holds, in order. */
@@ -87,7 +83,7 @@ export class ReplayKvStore {
     if (this.size >= this.capacity) {
       fresh = this.head;
       this.unlink(fresh);
-      this.removeSlot(fresh);
+      this.table.remove(fresh, this.words[fresh * 4]! | 0);
       this.evicted++;
     } else this.size++;
     const w = this.words;
@@ -96,11 +92,7 @@ export class ReplayKvStore {
     w[fresh * 4 + 2] = this.k2;
     w[fresh * 4 + 3] = this.k3;
     this.linkTail(fresh);
-    const slots = this.slots;
-    let i = this.k0 & this.mask;
-    while (slots[i * 2] !== NONE) i = (i + 1) & this.mask;
-    slots[i * 2] = fresh;
-    slots[i * 2 + 1] = this.k0 | 0;
+    this.table.insert(fresh, this.k0 | 0);
   }
 
   /**
@@ -127,35 +119,16 @@ export class ReplayKvStore {
     const k1 = (this.k1 = (h[at + 4]! | (h[at + 5]! << 8) | (h[at + 6]! << 16) | (h[at + 7]! << 24)) >>> 0);
     const k2 = (this.k2 = (h[at + 8]! | (h[at + 9]! << 8) | (h[at + 10]! << 16) | (h[at + 11]! << 24)) >>> 0);
     const k3 = (this.k3 = (h[at + 12]! | (h[at + 13]! << 8) | (h[at + 14]! << 16) | (h[at + 15]! << 24)) >>> 0);
-    const { words: w, slots } = this;
+    const w = this.words;
+    const { tab, mask } = this.table;
     const first = k0 | 0;
-    for (let i = k0 & this.mask; ; i = (i + 1) & this.mask) {
-      const node = slots[i * 2]!;
-      if (node === NONE) return NONE;
-      if (slots[i * 2 + 1] !== first) continue;
-      const b = node * 4;
-      if (w[b + 1] === k1 && w[b + 2] === k2 && w[b + 3] === k3) return node;
+    for (let i = k0 & mask; ; i = (i + 1) & mask) {
+      const v = tab[i * 2]!;
+      if (v === 0) return NONE;
+      if (tab[i * 2 + 1] !== first) continue;
+      const b = (v - 1) * 4;
+      if (w[b + 1] === k1 && w[b + 2] === k2 && w[b + 3] === k3) return v - 1;
     }
-  }
-
-  /** Takes `node`'s slot out of the table, moving later entries of its probe run back. */
-  private removeSlot(node: number): void {
-    const { slots, mask } = this;
-    let i = this.words[node * 4]! & mask;
-    while (slots[i * 2] !== node) i = (i + 1) & mask;
-    let j = i;
-    for (;;) {
-      j = (j + 1) & mask;
-      const m = slots[j * 2]!;
-      if (m === NONE) break;
-      const home = slots[j * 2 + 1]! & mask;
-      // The entry at j may move to the hole at i unless its home lies cyclically in (i, j].
-      if (i <= j ? home > i && home <= j : home > i || home <= j) continue;
-      slots[i * 2] = m;
-      slots[i * 2 + 1] = slots[j * 2 + 1]!;
-      i = j;
-    }
-    slots[i * 2] = NONE;
   }
 
   private unlink(node: number): void {
