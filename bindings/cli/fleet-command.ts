@@ -10,10 +10,7 @@ import { DEFAULT_STEP_MS, parseFleetOptions, type FleetOptions, type ParsedFleet
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { ROUTER_POLICIES, type RouterPolicy } from '../fleet/routers.js';
 import { readTraceFile } from '../node/trace-file.js';
-import { loadCore } from '../core/plain-core.js';
-import { fleet as fleetWithThreads } from '../node/fleet-file.js';
-import { fleetOnThreads } from '../node/fleet-threads.js';
-import type { TraceRequest } from '../replay/trace.js';
+import { fleetOnThreadsOf } from '../node/fleet-threads.js';
 import { fleetGlossaryHelp } from './fleet-glossary.js';
 import { fleetJson, formatFleet, formatFleetComparison, formatFleetCsv } from './fleet-format.js';
 import { addFleetZmqOptions, fleetPublishing, type FleetZmqFlags } from './fleet-publish.js';
@@ -73,13 +70,6 @@ export function fleetOptionsOf(f: FleetFlags): FleetOptions[] {
   );
 }
 
-/** The fleet on worker threads, the trace (read already) named as the command was given it. */
-async function onThreads(run: FleetOptions, spec: string | undefined): Promise<FleetRun> {
-  if (spec === undefined) return fleetWithThreads(run);
-  await loadCore();
-  return fleetOnThreads(parseFleetOptions(run), run.trace as TraceRequest[], spec);
-}
-
 function write(runs: readonly FleetRun[], format: OutputFormat, title: string): void {
   let text: string;
   if (format === 'json') text = JSON.stringify(runs.length === 1 ? fleetJson(runs[0]!) : runs.map(fleetJson)) + '\n';
@@ -125,7 +115,7 @@ export function fleetCommand(): Command {
             : undefined;
           const run = { ...options, ...(requests && { trace: requests }), ...(onProgress && { onProgress }) };
           results.push(
-            o.zmq !== undefined ? await fleetPublishing(run, o, spec, options.engines!) : o.threads > 0 ? await onThreads(run, spec) : fleetSync(run, spec),
+            o.zmq !== undefined ? await fleetPublishing(run, o, spec, options.engines!) : o.threads > 0 ? await fleetOnThreadsOf(run, parseFleetOptions(run), spec) : fleetSync(run, spec),
           );
         }
       } finally {

@@ -7,16 +7,13 @@
 // run on worker threads and the batches come back to this thread to be sent.
 
 import { Option, type Command } from 'commander';
-import { loadCore } from '../core/plain-core.js';
 import { kvEventsTopic, type BlockHashFormat, type VllmEventFormat } from '../events/vllm.js';
 import { Fleet, type FleetEventSink } from '../fleet/fleet.js';
 import { parseFleetOptions, type FleetOptions } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { engineInstance } from '../fleet/precise-prefix.js';
-import { fleetOnThreads } from '../node/fleet-threads.js';
+import { fleetOnThreadsOf } from '../node/fleet-threads.js';
 import { rankEndpoint, ZmqEventPublisher } from '../node/zmq-publisher.js';
-import { traceArg } from '../replay/replay.js';
-import { generateWorkload } from '../replay/workload.js';
 import { parseIntArg, seconds } from './options.js';
 
 export interface FleetZmqFlags {
@@ -77,11 +74,8 @@ export async function fleetPublishing(options: FleetOptions, o: FleetZmqFlags, s
       await Promise.all(publishers.map((x) => x.flushed()));
     };
     let result: FleetRun;
-    if (p.threads > 0) {
-      await loadCore();
-      const trace = traceArg(options) ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
-      result = await fleetOnThreads(p, trace, spec, { sink, settle, wire });
-    } else {
+    if (p.threads > 0) result = await fleetOnThreadsOf(options, p, spec, { sink, settle, wire });
+    else {
       const fleet = new Fleet(options, spec, sink, p, wire);
       try {
         while (fleet.step()) await settle();

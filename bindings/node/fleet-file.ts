@@ -5,10 +5,8 @@ import { fleet as fleetRequests, fleetSync } from '../fleet/fleet.js';
 import { parseFleetOptions, type FleetOptions } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { readTraceFile } from './trace-file.js';
-import { fleetOnThreads } from './fleet-threads.js';
+import { fleetOnThreadsOf } from './fleet-threads.js';
 import { traceArg } from '../replay/replay.js';
-import { generateWorkload } from '../replay/workload.js';
-import { loadCore } from '../core/plain-core.js';
 
 /**
  * Replays a trace through a fleet of engines behind a router (see the
@@ -21,9 +19,6 @@ export async function fleet(options: FleetOptions = {}): Promise<FleetRun> {
   if (typeof spec !== 'string' && p.threads === 0) return fleetRequests(options);
   const requests = typeof spec === 'string' ? await readTraceFile(spec, p.replay.limit ?? Infinity) : traceArg(options);
   const name = typeof spec === 'string' ? spec : requests === undefined ? undefined : 'requests';
-  if (p.threads > 0) {
-    await loadCore();
-    return fleetOnThreads(p, requests ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed }), name);
-  }
+  if (p.threads > 0) return fleetOnThreadsOf({ ...options, trace: requests }, p, name);
   return fleetSync({ ...options, trace: requests }, name);
 }

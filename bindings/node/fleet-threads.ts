@@ -7,14 +7,17 @@
 // results are identical (a test checks 0, 1 and 2 threads).
 
 import type { Worker } from 'node:worker_threads';
+import { loadCore } from '../core/plain-core.js';
 import { parseWireOptions, type VllmEncodeOptions } from '../events/vllm.js';
 import { arrivalSteps, routerOf, type FleetEventSink } from '../fleet/fleet.js';
-import { fleetConfig, type ParsedFleetOptions } from '../fleet/fleet-options.js';
+import { fleetConfig, type FleetOptions, type ParsedFleetOptions } from '../fleet/fleet-options.js';
 import { assembleRun, type FleetEngineFigures, type FleetRun } from '../fleet/fleet-result.js';
 import type { EngineGroup, GroupLoads, GroupStepReply } from '../fleet/engine-group.js';
 import { LazyRequest } from '../fleet/route-request.js';
 import type { FleetView } from '../fleet/router.js';
+import { traceArg } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
+import { generateWorkload } from '../replay/workload.js';
 import type { FleetWorkerCall, FleetWorkerData } from './fleet-worker.js';
 import { startWorker } from './worker.js';
 
@@ -60,6 +63,17 @@ export interface FleetPublish {
   settle?: () => Promise<void>;
   /** The batches' form (default: map, uint64 hashes). */
   wire?: Omit<VllmEncodeOptions, 'ts'>;
+}
+
+/**
+ * The fleet of `options` (parsed: `p`) on worker threads, over its trace
+ * (requests) or else the built-in workload, once the core is loaded;
+ * `traceName` is what the result's config calls the trace.
+ */
+export async function fleetOnThreadsOf(options: FleetOptions, p: ParsedFleetOptions, traceName: string | undefined, publish?: FleetPublish): Promise<FleetRun> {
+  await loadCore();
+  const trace = traceArg(options) ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
+  return fleetOnThreads(p, trace, traceName, publish);
 }
 
 /** Runs the fleet of `p` over `trace` with its engines on `p.threads` worker threads; `publish`: a sink for the event batches. */
