@@ -211,31 +211,34 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
 
   /** Grows `seq` to `numTokens` on its rank (a decode step that fits returns at once). */
   protected allocateOne(seq: Sequence, s: SequenceState, numTokens: number, maxCopyBlocks?: number): boolean {
-    if (s.single >= 0) {
-      const rank = this.ranks[s.dpRank]!;
-      if ((s.linearSlot >= 0 || rank.linear === null) && rank.fits(s, numTokens)) return true;
-    }
+    if (this.fitsAsIs(s, numTokens)) return true;
     // The host tier's precheck matches the prompt: an unplaced sequence's salt must be keyed first.
     if (s.dpRank < 0) this.keySalt(s);
     this.ranks[this.rankFor(s)]!.precheck(s, numTokens, maxCopyBlocks);
     return this.grow(seq, s, numTokens, maxCopyBlocks, false);
   }
 
+  /** Whether growing placed `s` to `numTokens` needs nothing: its blocks (and its live linear-state slot) hold them already. */
+  private fitsAsIs(s: SequenceState, numTokens: number): boolean {
+    if (s.single < 0) return false;
+    const rank = this.ranks[s.dpRank]!;
+    return (s.linearSlot >= 0 || rank.linear === null) && rank.fits(s, numTokens);
+  }
+
   /**
    * @internal Tokens `sequence` can still grow by, one decode step at a time
    * (kvCachedTokens one behind), with every allocate() on the way returning
-   * true and changing nothing: the fast path above, for the sequence's
-   * current blocks. 0 when unknown. The replay loop appends such tokens and
+   * true and changing nothing: fitsAsIs for the sequence's current blocks.
+   * 0 when unknown. The replay loop appends such tokens and
    * counts their allocate calls without making them.
    */
   decodeRoom(sequence: Sequence): number {
     const s = sequence.state;
     if (this.disposed || s.owner !== this || s.single < 0) return 0;
     const rank = this.ranks[s.dpRank]!;
-    if (s.linearSlot < 0 && rank.linear !== null) return 0;
     const cap = s.numBlocks * rank.blockSize;
     // fits() of a block-table rank holds for every count up to a held capacity it accepts.
-    return rank.kind === 'plain' && cap > s.numTokens && rank.fits(s, cap) ? cap - s.numTokens : 0;
+    return rank.kind === 'plain' && cap > s.numTokens && this.fitsAsIs(s, cap) ? cap - s.numTokens : 0;
   }
 
   tryAllocate(sequence: Sequence): boolean {
