@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { KVEventIndex } from '../bindings/events/kv-event-index.js';
 import { fleetSync } from '../bindings/fleet/fleet.js';
-import { captureUntil } from './support/capture.js';
+import { captureUntil, type Captured } from './support/capture.js';
 import { external } from './support/externals.js';
 import { readBatch } from './support/vllm-wire.js';
 
@@ -65,34 +65,40 @@ async function replayAll(dealer: Dealer): Promise<Array<[string, Uint8Array]>> {
   }
 }
 
+/**
+ * Runs a two-engine `kvpool fleet --zmq ... --zmq-hold` command and, once it
+ * says it is done, replays both engines' streams from their replay
+ * endpoints (replayPort + e): the command's output and the two streams.
+ */
+async function runAndReplay(args: string[], replayPort: number): Promise<{ r: Captured; streams: Array<Array<[string, Uint8Array]>> }> {
+  const { run, seen: over, restore } = captureUntil('fleet done', () => main(args));
+  const dealers = [0, 1].map(() => new zmq!.Dealer({ receiveTimeout: 5000 }));
+  try {
+    dealers.forEach((d, e) => d.connect(`tcp://127.0.0.1:${replayPort + e}`));
+    await over;
+    const streams = await Promise.all(dealers.map(replayAll));
+    return { r: await run, streams };
+  } finally {
+    restore();
+    for (const d of dealers) d.close();
+  }
+}
+
 describe.skipIf(zmq === null)('kvpool fleet --zmq', () => {
   it('publishes each engine on its own port and topic; replaying a stream rebuilds that engine\'s cache', async () => {
     const [port, replayPort] = [await freePorts(), await freePorts()];
     const args = ['fleet', '--json', '--no-progress', '--requests', '80', '--engines', '2', '--router', 'precise-prefix', '--num-blocks', '300', '--max-running', '4'];
-    // Resolves `over` when the command says it is done and holds its sockets open.
-    const { run, seen: over, restore } = captureUntil('fleet done', () =>
-      main([...args, '--zmq', `tcp://127.0.0.1:${port}`, '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-model', 'm', '--zmq-hold', '5']),
-    );
-    const dealers = [0, 1].map(() => new zmq!.Dealer({ receiveTimeout: 5000 }));
-    try {
-      dealers.forEach((d, e) => d.connect(`tcp://127.0.0.1:${replayPort + e}`));
-      await over;
-      const streams = await Promise.all(dealers.map(replayAll));
-      const r = await run;
-      expect(r.code).toBe(0);
-      expect(r.err).toMatch(new RegExp(`engine 1 publishes on tcp://127\\.0\\.0\\.1:${port + 1} topic kv@engine-1@m, replays on tcp://127\\.0\\.0\\.1:${replayPort + 1}`));
-      const lib = fleetSync({ requests: 80, engines: 2, router: 'precise-prefix', numBlocks: 300, maxRunning: 4 });
-      expect(JSON.parse(r.out).matchedBlocks).toBe(lib.matchedBlocks);
-      for (const e of [0, 1]) {
-        expect(streams[e]!.length).toBeGreaterThan(0);
-        expect(streams[e]!.every(([topic]) => topic === `kv@engine-${e}@m`)).toBe(true);
-        const idx = new KVEventIndex();
-        for (const [, b] of streams[e]!) idx.applyBatch('x', readBatch(b));
-        expect(idx.blocks('x').length).toBe(lib.engines[e]!.run.cachedBlocksAtEnd);
-      }
-    } finally {
-      restore();
-      for (const d of dealers) d.close();
+    const { r, streams } = await runAndReplay([...args, '--zmq', `tcp://127.0.0.1:${port}`, '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-model', 'm', '--zmq-hold', '5'], replayPort);
+    expect(r.code).toBe(0);
+    expect(r.err).toMatch(new RegExp(`engine 1 publishes on tcp://127\\.0\\.0\\.1:${port + 1} topic kv@engine-1@m, replays on tcp://127\\.0\\.0\\.1:${replayPort + 1}`));
+    const lib = fleetSync({ requests: 80, engines: 2, router: 'precise-prefix', numBlocks: 300, maxRunning: 4 });
+    expect(JSON.parse(r.out).matchedBlocks).toBe(lib.matchedBlocks);
+    for (const e of [0, 1]) {
+      expect(streams[e]!.length).toBeGreaterThan(0);
+      expect(streams[e]!.every(([topic]) => topic === `kv@engine-${e}@m`)).toBe(true);
+      const idx = new KVEventIndex();
+      for (const [, b] of streams[e]!) idx.applyBatch('x', readBatch(b));
+      expect(idx.blocks('x').length).toBe(lib.engines[e]!.run.cachedBlocksAtEnd);
     }
   }, 30_000);
 
@@ -102,16 +108,9 @@ describe.skipIf(zmq === null)('kvpool fleet --zmq', () => {
     await sub.bind('tcp://127.0.0.1:*');
     sub.subscribe('kv@');
     const args = ['fleet', '--json', '--no-progress', '--requests', '80', '--engines', '2', '--router', 'precise-prefix', '--num-blocks', '300', '--max-running', '4', '--threads', '2'];
-    const { run, seen: over, restore } = captureUntil('fleet done', () =>
-      main([...args, '--zmq', sub.lastEndpoint!, '--zmq-ranks', 'topic', '--events-format', 'positional', '--event-hashes', 'bytes',
-        '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-model', 'm', '--zmq-delay', '1', '--zmq-hold', '5']),
-    );
-    const dealers = [0, 1].map(() => new zmq!.Dealer({ receiveTimeout: 5000 }));
     try {
-      dealers.forEach((d, e) => d.connect(`tcp://127.0.0.1:${replayPort + e}`));
-      await over;
-      const streams = await Promise.all(dealers.map(replayAll));
-      const r = await run;
+      const { r, streams } = await runAndReplay([...args, '--zmq', sub.lastEndpoint!, '--zmq-ranks', 'topic', '--events-format', 'positional', '--event-hashes', 'bytes',
+        '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-model', 'm', '--zmq-delay', '1', '--zmq-hold', '5'], replayPort);
       expect(r.code).toBe(0);
       expect(r.err).toMatch(new RegExp(`engine 1 publishes on ${sub.lastEndpoint!.replace(/\./g, '\\.')} topic kv@engine-1@m`));
       const lib = fleetSync({ requests: 80, engines: 2, router: 'precise-prefix', numBlocks: 300, maxRunning: 4 });
@@ -131,8 +130,6 @@ describe.skipIf(zmq === null)('kvpool fleet --zmq', () => {
         expect(held.every((b) => typeof b.hash === 'string' && b.hash.length === 32)).toBe(true); // 16 bytes, hex
       }
     } finally {
-      restore();
-      for (const d of dealers) d.close();
       sub.close();
     }
   }, 40_000);
