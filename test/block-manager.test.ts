@@ -2,6 +2,7 @@
 // the manager's rules of docs/replay-kernel.md).
 
 import { describe, expect, it } from 'vitest';
+import { plainCore } from '../bindings/core/plain-core.js';
 import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { SingleBlockManager } from '../bindings/managers/single-block-manager.js';
@@ -397,6 +398,31 @@ describe('bad input leaves the manager unchanged', () => {
   });
 });
 
+// check() is what every differential test leans on; here it must see state
+// broken behind its back (through the core's memory, as no public call can).
+describe('check() on a corrupted manager', () => {
+  it('names what is inconsistent and the id, then passes again once repaired', () => {
+    const m = mgr(8);
+    const rt = plainCore();
+    const ptr = (m as unknown as { ptr: number }).ptr;
+    const refs = rt.ex.mgr_refs_ptr(ptr) >>> 2;
+    const broken = (at: number, value: number, message: RegExp) => {
+      const was = rt.i32[at]!;
+      rt.i32[at] = value;
+      expect(() => m.check()).toThrow(message);
+      rt.i32[at] = was;
+      m.check();
+    };
+    broken(refs + 3, 1, /^kvpool: manager state is inconsistent: a free id still has references or is cached \(id 3\)$/);
+    broken(refs + 0, 2, /^kvpool: manager state is inconsistent: padding block 0 is not reserved \(id 0\)$/);
+    broken(ptr >>> 2, 0, /^kvpool: manager state is inconsistent: the header is not a live manager \(destroyed, or not a header at all\)$/);
+    const ids = m.allocate(2)!;
+    broken(refs + ids[1]!, 0, /^kvpool: manager state is inconsistent: an id is neither free nor referenced \(lost\) \(id 2\)$/);
+    m.deallocate(ids);
+    expect(m.numFreeBlocks()).toBe(7);
+  });
+});
+
 describe('the async constructors', () => {
   it('BlockManagerImpl.create and SingleBlockManager.create give working managers and refuse bad options by name', async () => {
     const m = await BlockManagerImpl.create({ numBlocks: 8, blockSize: B });
@@ -428,6 +454,7 @@ describe('cache() and allocateShared() with arguments they cannot take', () => {
     expect(() => m.cache(chain(2), [ids[0]!, 8])).toThrow(/^ids\[1\] = 8 is out of range: this manager's ids are 1\.\.7$/);
     expect(() => m.cache(chain(2), [-1])).toThrow(/^ids\[0\] = -1 is out of range: this manager's ids are 1\.\.7$/);
     expect(() => m.cacheByHashes([0.5], new Uint8Array(16))).toThrow(/^ids\[0\] must be an int32 integer/);
+    expect(() => m.retain([0.5])).toThrow(/^ids\[0\] must be an int32 integer/);
     expect(m.numBlocksInPrefixCache()).toBe(0);
     m.check();
   });
@@ -492,9 +519,20 @@ describe('SingleBlockManager', () => {
 
   it('rejects bad options and ids', () => {
     expect(() => new SingleBlockManager({ numBlocks: 1 })).toThrow(/numBlocks must be >= 2/);
+    expect(() => new SingleBlockManager(null as never)).toThrow(/^options must be an object/);
+    expect(() => new SingleBlockManager({ numBlocks: 4, blockSize: 2 } as never)).toThrow(/^options: unknown option "blockSize"/);
     const s = new SingleBlockManager({ numBlocks: 4 });
     expect(() => s.deallocate([1])).toThrow(/has no holder left \(it is free\)/);
     expect(() => s.allocateShared([0.5])).toThrow(/tokens\[0\]/);
+  });
+
+  it('keeps no prefix-cache arrays: about 9 bytes of core memory per id, not the ~65 of a cache', () => {
+    const rt = plainCore();
+    const before = rt.memory.buffer.byteLength;
+    const n = 1 << 20;
+    const s = new SingleBlockManager({ numBlocks: n });
+    expect(rt.memory.buffer.byteLength - before).toBeLessThan(16 * n);
+    s.dispose();
   });
 
   it('lives beside many managers in one core without recompiling', async () => {

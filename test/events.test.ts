@@ -8,6 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { hashBlocks } from '../bindings/hash.js';
+import { plainCore } from '../bindings/core/plain-core.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import type { KVEvent } from '../bindings/managers/kv-events.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
@@ -330,6 +331,68 @@ function follow(ops: Op[], numBlocks: number, blockSize: number, dpSize: number)
     pool.dispose();
   }
 }
+
+describe('recording on a manager', () => {
+  it('keeps its snapshot option until stopped: the same options or none go on, other options are refused by name', () => {
+    const m = new BlockManagerImpl({ numBlocks: 8, blockSize: B });
+    m.recordEvents(true, { snapshots: true });
+    m.recordEvents(true); // no options: as it is
+    m.recordEvents(true, { snapshots: true }); // the same options
+    expect(() => m.recordEvents(true, { snapshots: false })).toThrow(/^kvpool: events are recorded with snapshots already; stop recording to change that/);
+    expect(m.snapshotEvents()).toEqual([]); // still with snapshots
+    m.recordEvents(false);
+    m.recordEvents(true, { snapshots: false });
+    expect(() => m.recordEvents(true, { snapshots: true })).toThrow(/^kvpool: events are recorded without snapshots already/);
+    m.dispose();
+  });
+
+  // A call that records many removals can grow the core's memory for its
+  // event log, which detaches the views every later read goes through. Each
+  // call below makes the log outgrow every region freed so far (the stored
+  // records of n blocks of one token fill a log of 2^k bytes almost to the
+  // brim; the removals double it), so memory grows inside that very call.
+  it('allocate, evict and resetPrefixCache that grow memory leave the views current for what is read next', () => {
+    const rt = plainCore();
+    const fill = 10_082; // 52-byte stored records: 524,264 bytes, just under 512 KiB
+    // Each op returns how many blocks it leaves cached.
+    const ops: Array<[string, (m: BlockManagerImpl, ids: Int32Array) => number]> = [
+      ['allocate', (m, ids) => {
+        const got = m.allocate(ids.length)!; // evicts every cached block on the way
+        expect(new Set(got).size).toBe(ids.length);
+        expect(got.every((id) => id >= 1 && id <= ids.length)).toBe(true);
+        m.deallocate(got);
+        return 0;
+      }],
+      ['evict', (m, ids) => (expect(m.evict(ids.length)).toBe(ids.length), 0)],
+      ['allocate past numBlocks', (m, ids) => (expect(m.allocate(ids.length + 1)).toBeNull(), 0)],
+      ['resetPrefixCache', (m, ids) => {
+        m.retain([ids[0]!]); // one block stays cached: removals, not one "cleared" record
+        expect(m.resetPrefixCache()).toBe(ids.length - 1);
+        m.deallocate([ids[0]!]);
+        return 1;
+      }],
+    ];
+    const kept: BlockManagerImpl[] = []; // alive to the end, so no freed log fits the next one
+    ops.forEach(([name, op], j) => {
+      const n = fill << j;
+      const m = new BlockManagerImpl({ numBlocks: n + 1, blockSize: 1 });
+      kept.push(m);
+      m.recordEvents(true);
+      const ids = m.allocate(n)!;
+      m.cache(Array.from({ length: n }, (_, i) => i), ids);
+      m.deallocate(ids);
+      m.stats(); // its output area exists before the call under test
+      const before = rt.memory.buffer;
+      const left = op(m, ids);
+      expect(rt.memory.buffer, `${name} grew memory`).not.toBe(before);
+      const s = m.stats();
+      expect([s.numBlocksInPrefixCache, s.numFreeBlocks], name).toEqual([left, n - left]);
+      const ev = m.drainEvents();
+      expect(ev.filter((e) => e.type === 'removed').length, name).toBe(n - left);
+    });
+    for (const m of kept) m.dispose();
+  });
+});
 
 describe('event stream property', () => {
   it('core and model events agree; only announced blocks are removed; a snapshot is what was announced', () => {
