@@ -340,9 +340,16 @@ describe('recording on a manager', () => {
     m.recordEvents(true, { snapshots: true }); // the same options
     expect(() => m.recordEvents(true, { snapshots: false })).toThrow(/^kvpool: events are recorded with snapshots already; stop recording to change that/);
     expect(m.snapshotEvents()).toEqual([]); // still with snapshots
+    const ids = m.allocate(2)!;
+    m.cache(T.slice(0, 2 * B), ids);
     m.recordEvents(false);
+    // Stopped, a snapshot still announces what was announced and is cached.
+    expect(m.snapshotEvents().map((e) => (e as { blockId: number }).blockId)).toEqual([...ids]);
+    m.deallocate(ids);
     m.recordEvents(true, { snapshots: false });
     expect(() => m.recordEvents(true, { snapshots: true })).toThrow(/^kvpool: events are recorded without snapshots already/);
+    expect(() => m.drainEvents(0.5)).toThrow(/^dpRank must be an integer/);
+    expect(() => m.snapshotEvents(-1)).toThrow(/^dpRank must be/);
     m.dispose();
   });
 
