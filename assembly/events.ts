@@ -145,11 +145,13 @@ export function rewindEvents(m: Manager, len: i32): void {
 /**
  * Appends a stored record for every announced (TOLD) cache entry, each
  * block's cached ancestors before it, as a consumer that starts from nothing
- * needs them. Returns the bytes appended, or -1 when memory ran out.
+ * needs them. Returns the bytes appended, or -1 when memory ran out (the
+ * records pending before the call are then as they were, and not lost).
  */
 export function snapshotEvents(m: Manager): i32 {
   if (m.evSnapshots == 0 || m.numCached == 0) return 0;
   const start = m.eventsLen;
+  const lostBefore = m.eventsLost;
   const path = alloc(<usize>m.numBlocks << 2);
   if (path == 0) return -1;
   for (let id = 1; id < m.numBlocks; id++) {
@@ -179,5 +181,11 @@ export function snapshotEvents(m: Manager): i32 {
   }
   for (let id = 1; id < m.numBlocks; id++) setFlags(m, id, flagsOf(m, id) & ~AUDIT_MARK);
   release(path);
-  return m.eventsLost != 0 ? -1 : m.eventsLen - start;
+  if (m.eventsLost != lostBefore) {
+    // Only the snapshot's own records did not fit; the pending ones are intact.
+    m.eventsLen = start;
+    m.eventsLost = lostBefore;
+    return -1;
+  }
+  return m.eventsLen - start;
 }

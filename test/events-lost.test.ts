@@ -1,7 +1,9 @@
-// KV-cache events that memory cannot hold: recording drops them, says so at
-// the next drain (or snapshot), and the cache itself goes on unaffected.
+// KV-cache events that memory cannot hold: recording drops them and says so
+// at the next drain (or snapshot), the cache itself unaffected; a snapshot
+// that does not fit is refused and leaves the pending events as they were.
 // The test takes every region the core can still hand out (up to 4 GiB of
-// linear memory, reserved but hardly touched: fresh pages are never zeroed).
+// linear memory, reserved but hardly touched: fresh pages are never zeroed,
+// which is also why it fills memory once).
 
 import { expect, it } from 'vitest';
 import { plainCore } from '../bindings/core/plain-core.js';
@@ -9,35 +11,54 @@ import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 
 const B = 16;
-const prompt = (n: number) => Int32Array.from({ length: n }, (_, i) => 7 * i + 1);
+const prompt = (n: number, base: number) => Int32Array.from({ length: n }, (_, i) => 7 * i + base);
+const idsOf = (events: unknown[]) => events.map((e) => (e as { blockId: number }).blockId);
 
-it('events a full memory cannot hold are lost and said so; the cache goes on without them', () => {
+it('with memory full, records are lost and said so once, and a snapshot is refused without touching what is pending', () => {
   const rt = plainCore();
-  const m = new BlockManagerImpl({ numBlocks: 4096, blockSize: B });
-  m.recordEvents(true, { snapshots: true });
-  const tokens = prompt(2000 * B);
-  hashBlocks(tokens, B); // the staging area holds these tokens before memory is filled
-  const ids = m.allocate(2000)!;
+  // `lossy` will record what memory cannot hold; `pending` has records waiting.
+  const lossy = new BlockManagerImpl({ numBlocks: 4096, blockSize: B });
+  lossy.recordEvents(true, { snapshots: true });
+  const lossyTokens = prompt(2000 * B, 1);
+  hashBlocks(lossyTokens, B); // the staging area holds these tokens before memory is filled
+  const lossyIds = lossy.allocate(2000)!;
+  const pending = new BlockManagerImpl({ numBlocks: 4096, blockSize: B });
+  pending.recordEvents(true, { snapshots: true });
+  const pendingIds = pending.allocate(500)!;
+  pending.cache(prompt(500 * B, 3), pendingIds); // 500 stored records (56,000 bytes of a 64 KiB log)
+
+  // Every region there is, but a 32 KiB hole: room for a snapshot's work
+  // list (16 KiB), not for its records.
+  const hole = rt.alloc(32 << 10);
   const filler: number[] = [];
-  for (const size of [256 << 20, 16 << 20, 1 << 20, 64 << 10]) {
+  for (const size of [256 << 20, 16 << 20, 1 << 20, 64 << 10, 4 << 10]) {
     for (let p = rt.alloc(size); p !== 0; p = rt.alloc(size)) filler.push(p);
   }
+  rt.release(hole);
   try {
+    expect(() => pending.snapshotEvents()).toThrow(/^kvpool: no Wasm memory left for a snapshot of the events$/);
     // 2,000 stored records of 112 bytes need a log of 256 KiB: there is none.
-    expect(m.cache(tokens, ids)).toBe(2000);
-    expect(m.numBlocksInPrefixCache()).toBe(2000);
-    expect(() => m.snapshotEvents()).toThrow(/^kvpool: KV-cache events were lost: drain them before taking a snapshot$/);
-    expect(() => m.drainEvents()).toThrow(/^kvpool: KV-cache events were lost: Wasm memory ran out, or more than 1 GiB of records waited to be drained$/);
-    m.deallocate(ids);
-    m.check();
+    expect(lossy.cache(lossyTokens, lossyIds)).toBe(2000);
+    expect(lossy.numBlocksInPrefixCache()).toBe(2000);
   } finally {
     for (const p of filler) rt.release(p);
   }
+
+  expect(() => lossy.snapshotEvents()).toThrow(/^kvpool: KV-cache events were lost: drain them before taking a snapshot$/);
+  expect(() => lossy.drainEvents()).toThrow(/^kvpool: KV-cache events were lost: Wasm memory ran out, or more than 1 GiB of records waited to be drained$/);
   // Said once: recording goes on from an empty log, and a snapshot tells a
-  // consumer what the lost records would have (every block counts as announced).
-  expect(m.drainEvents()).toEqual([]);
-  expect(m.snapshotEvents().map((e) => (e as { blockId: number }).blockId).sort((a, b) => a - b)).toEqual([...ids].sort((a, b) => a - b));
-  expect(m.evict(1)).toBe(1);
-  expect(m.drainEvents().map((e) => e.type)).toEqual(['removed']);
-  m.dispose();
+  // consumer what the lost records would have (the blocks count as announced).
+  expect(lossy.drainEvents()).toEqual([]);
+  expect(idsOf(lossy.snapshotEvents()).sort((a, b) => a - b)).toEqual([...lossyIds].sort((a, b) => a - b));
+  lossy.deallocate(lossyIds);
+  expect(lossy.evict(1)).toBe(1);
+  expect(lossy.drainEvents().map((e) => e.type)).toEqual(['removed']);
+  lossy.check();
+
+  // The refused snapshot lost nothing that was pending.
+  expect(idsOf(pending.drainEvents())).toEqual([...pendingIds]);
+  expect(pending.snapshotEvents().length).toBe(500);
+  pending.check();
+  lossy.dispose();
+  pending.dispose();
 });

@@ -347,6 +347,7 @@ describe('recording on a manager', () => {
     expect(m.snapshotEvents().map((e) => (e as { blockId: number }).blockId)).toEqual([...ids]);
     m.deallocate(ids);
     m.recordEvents(true, { snapshots: false });
+    expect(() => m.snapshotEvents()).toThrow(/^kvpool: snapshots need recording with them/);
     expect(() => m.recordEvents(true, { snapshots: true })).toThrow(/^kvpool: events are recorded without snapshots already/);
     expect(() => m.drainEvents(0.5)).toThrow(/^dpRank must be an integer/);
     expect(() => m.snapshotEvents(-1)).toThrow(/^dpRank must be/);
