@@ -455,6 +455,8 @@ describe('cache() and allocateShared() with arguments they cannot take', () => {
     expect(() => m.cache(chain(2), [-1])).toThrow(/^ids\[0\] = -1 is out of range: this manager's ids are 1\.\.7$/);
     expect(() => m.cacheByHashes([0.5], new Uint8Array(16))).toThrow(/^ids\[0\] must be an int32 integer/);
     expect(() => m.retain([0.5])).toThrow(/^ids\[0\] must be an int32 integer/);
+    expect(() => m.blockHash(8)).toThrow(/^id must be in \[0, 7\], got 8/);
+    expect(() => m.refCount(-1)).toThrow(/^id must be in \[0, 7\], got -1/);
     expect(m.numBlocksInPrefixCache()).toBe(0);
     m.check();
   });

@@ -376,6 +376,9 @@ describe('composite ranks of BlockManagerPool', () => {
       expect([...s.slotIds(11, 13, 1)]).toEqual([15, 16]);
       expect([...s.slotIds(0, 2, 2)]).toEqual([16, 17]);
       expect(() => s.slotIds(0, 17, 1)).toThrow(/end = 17 is beyond the 4 blocks of 4 tokens of composite table 1/);
+      expect(s.slotIds(0, 16, 1).length).toBe(16); // up to the last held token
+      expect(() => s.slotIds(-1, 2, 1)).toThrow(/^start must be >= 0, got -1/);
+      expect(() => s.slotIds(3, 2, 1)).toThrow(/^end must be >= 3, got 2/);
       expect(() => s.slotIds(0, 1, 3)).toThrow(/table must be in \[0, 2\], got 3/);
       expect(() => new Sequence([1]).slotIds(0, 1, 0)).toThrow(/holds no composite block tables/);
     } finally {

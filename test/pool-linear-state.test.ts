@@ -295,6 +295,20 @@ describe('pool with linear state: prefix hashes and cache ops', () => {
     p.check();
   });
 
+  it('markLinearStateInitialized: a sequence whose state is already in its slot restores nothing', () => {
+    const p = pool();
+    const t = prompt(4);
+    warm(p, t);
+    checkpoint(p, t, [1, 2]);
+    const s = new Sequence(t);
+    expect(p.allocate(s)).toBe(true);
+    expect(s.linearStateInitialized).toBe(false);
+    s.markLinearStateInitialized();
+    expect(s.linearStateInitialized).toBe(true);
+    expect(p.linearStateCacheOp(s, s.numTokens).restoreHash).toBeNull(); // without the mark, block 2's checkpoint
+    p.check();
+  });
+
   it('a rejected cache-op call changes nothing', () => {
     const p = pool();
     const s = new Sequence(prompt(2, 1));

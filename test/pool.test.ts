@@ -78,7 +78,7 @@ describe('Sequence', () => {
     const s = new Sequence([1]);
     expect(() => s.appendToken(2 ** 31)).toThrow(/token must be in \[-2147483648, 2147483647\], got 2147483648/);
     expect(() => (s.kvCachedTokens = 2)).toThrow(/kvCachedTokens must be in \[0, 1\], got 2/);
-    expect(() => s.slotIds()).toThrow(/not been placed in a pool/);
+    expect(() => s.slotIds()).toThrow(/^slotIds: the sequence has not been placed in a pool/);
     expect(() => Sequence.fromBuffer([1, 2] as never)).toThrow(/buffer must be an Int32Array, got/);
   });
 
@@ -86,6 +86,8 @@ describe('Sequence', () => {
     expect(new Sequence([1], {}).cacheSalt).toBe('');
     expect(new Sequence([1], { cacheSalt: '' }).cacheSalt).toBe('');
     expect(new Sequence([1], { cacheSalt: 't' }).cacheSalt).toBe('t');
+    expect(() => new Sequence([1], 5 as never)).toThrow(/^options must be an object, got 5/);
+    expect(() => new Sequence([1], null as never)).toThrow(/^options must be an object, got null/);
   });
 });
 
@@ -107,7 +109,57 @@ describe('BlockManagerPool allocate', () => {
     const s = new Sequence(prompt(2, 100, 1));
     p.allocate(s);
     expect([...s.slotIds(3, 6)]).toEqual([1 * B + 3, 2 * B + 0, 2 * B + 1]);
-    expect(() => s.slotIds(0, 13)).toThrow(/beyond the 3 blocks/);
+    expect(() => s.slotIds(0, 13)).toThrow(/^end = 13 is beyond the 3 blocks of 4 tokens the sequence holds$/);
+    expect([...s.slotIds(10, 12)]).toEqual([3 * B + 2, 3 * B + 3]); // up to the last slot it holds
+    expect(() => s.slotIds(-1, 2)).toThrow(/^start must be >= 0, got -1/);
+    expect(() => s.slotIds(3, 2)).toThrow(/^end must be >= 3, got 2/);
+  });
+
+  it('blockAt gives the id of a logical block, and refuses a position it does not hold', () => {
+    const p = pool();
+    const s = new Sequence(prompt(2, 100, 1));
+    p.allocate(s);
+    expect([0, 1, 2].map((i) => s.blockAt(i))).toEqual([...s.blockTable]);
+    for (const bad of [-1, 3, 1.5, NaN]) expect(() => s.blockAt(bad)).toThrow(new RangeError(`i must be an integer in [0, 3), got ${bad}`));
+  });
+
+  it('a sequence made with an empty cacheSalt shares blocks with unsalted ones', () => {
+    const p = pool();
+    const a = new Sequence(prompt(3));
+    expect(p.allocate(a)).toBe(true);
+    finish(p, a);
+    const b = new Sequence(prompt(3), { cacheSalt: '' });
+    expect(p.allocate(b)).toBe(true);
+    expect(b.sharedBlocks).toBe(2);
+    p.check();
+  });
+
+  it('fork needs a placed sequence and an options object; the child swaps its last block only when asked', () => {
+    const p = pool();
+    expect(() => new Sequence([1]).fork()).toThrow(/^fork: the sequence has not been placed in a pool yet \(allocate it first\)$/);
+    const s = new Sequence(prompt(1, 100, 2));
+    expect(p.allocate(s)).toBe(true);
+    expect(() => s.fork(null as never)).toThrow(new TypeError('options must be an object, got null'));
+    expect(() => s.fork({ swapLastBlock: 1 as never })).toThrow(new TypeError('options.swapLastBlock must be a boolean, got 1'));
+    const plain = s.fork();
+    expect(plain.needsSwap).toBe(false);
+    const swapping = s.fork({ swapLastBlock: true });
+    expect(swapping.needsSwap).toBe(true);
+    for (const c of [plain, swapping, s]) p.deallocate(c);
+    p.check();
+  });
+
+  it('prefixHash and prefixHashes name themselves and their count when refused', () => {
+    const p = pool();
+    const s = new Sequence(prompt(2, 100, 1));
+    expect(() => s.prefixHashes()).toThrow(/^prefixHashes: the sequence has not been placed in a pool yet/);
+    expect(() => s.prefixHash(B)).toThrow(/^prefixHash: the sequence has not been placed in a pool yet/);
+    p.allocate(s);
+    expect(() => s.prefixHashes(10)).toThrow(/^numTokens must be in \[0, 9\], got 10/);
+    expect(() => s.prefixHash(0)).toThrow(/^numTokens must be in \[4, 9\], got 0/);
+    expect(() => s.prefixHash(6)).toThrow(/^numTokens must be a multiple of the block size 4, got 6/);
+    expect(s.prefixHash(8)).toEqual(s.prefixHashes().slice(16, 32));
+    expect(() => s.slotIds(0, 1, 0)).toThrow(/^slotIds: the sequence holds no composite block tables/);
   });
 
   it('decode steps add a block only when the last one is full', () => {
