@@ -462,6 +462,28 @@ describe('cache() and allocateShared() with arguments they cannot take', () => {
   });
 });
 
+describe('lruOrder', () => {
+  it('is the order eviction takes, block by block, for a cache of hundreds of blocks', () => {
+    const m = mgr(400);
+    for (const [n, base] of [[120, 1000], [150, 5000], [30, 9000]] as const) {
+      const ids = m.allocate(n)!;
+      m.cache(chain(n, base), ids);
+      m.deallocate(n === 150 ? [...ids].reverse() : ids);
+    }
+    m.allocateShared(chain(40, 1000)).forEach((id) => m.deallocate([id])); // touched again: now the newest
+    const order = [...m.lruOrder()];
+    expect(order.length).toBe(300);
+    const evicted: number[] = [];
+    for (let k = 0; k < 300; k++) {
+      const before = m.blockStates();
+      expect(m.evict(1)).toBe(1);
+      const after = m.blockStates();
+      evicted.push(after.findIndex((st, id) => st !== before[id]));
+    }
+    expect(evicted).toEqual(order);
+  });
+});
+
 describe('long chains', () => {
   it('allocateShared finds every block of a cached chain longer than its first result buffer', () => {
     const n = 300; // the first buffer holds 64 hits; it grows for longer chains

@@ -132,6 +132,20 @@ describe('use after dispose', () => {
     b.dispose();
   });
 
+  it('disposing a manager again does not destroy the neighbour that reuses its memory', () => {
+    const a = new BlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    const ptr = (a as unknown as { ptr: number }).ptr;
+    a.dispose();
+    const b = new BlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    expect((b as unknown as { ptr: number }).ptr).toBe(ptr); // the same header: what the test is about
+    const ids = b.allocate(3)!;
+    a.dispose();
+    b.check();
+    expect(b.numUsedBlocks()).toBe(3);
+    b.deallocate(ids);
+    b.dispose();
+  });
+
   it("a disposed BlockManagerImpl's counters do not report the neighbour's numbers", () => {
     const a = new BlockManagerImpl({ numBlocks: 8, blockSize: 2 });
     a.dispose();
