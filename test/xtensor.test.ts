@@ -220,6 +220,8 @@ describe('BlockManagerPool with enableXtensor', () => {
   it('validates the XTensor options', () => {
     expect(() => new BlockManagerPool({ ...opts, numLayers: undefined })).toThrow(/options.numLayers must be a number, got undefined/);
     expect(() => new BlockManagerPool({ ...opts, enableXtensor: 1 as never })).toThrow(/^options.enableXtensor must be a boolean, got 1/);
+    expect(() => new BlockManagerPool({ ...opts, slotSize: 0 })).toThrow(/^options.slotSize must be >= 1, got 0/);
+    new BlockManagerPool({ numBlocks: 8, blockSize: 4, enableXtensor: false }).dispose(); // said off, nothing else given: a plain pool
     expect(() => new BlockManagerPool({ ...opts, slotSize: 1, blockSize: 3 })).toThrow(/must be even/);
     expect(() => new BlockManagerPool({ ...opts, enablePrefixCache: true })).toThrow(/enablePrefixCache cannot be true on xtensor ranks: XTensor blocks have no prefix cache/);
     expect(() => new BlockManagerPool({ ...opts, pageSize: 3 })).toThrow(/options.blockBytes = 4 is larger than options.pageSize = 3/);
