@@ -162,6 +162,14 @@ describe('what slides out of the window', () => {
       m.dispose();
     }
   });
+
+  it('SlidingWindowBlockManager.create gives a working manager and refuses bad options by name', async () => {
+    const m = await SlidingWindowBlockManager.create({ numBlocks: 8, blockSize: 4, slidingWindowSize: 8 });
+    expect(m.slidingWindowSize).toBe(8);
+    expect([...m.allocate(2)!]).toEqual([1, 2]);
+    m.dispose();
+    await expect(SlidingWindowBlockManager.create({ numBlocks: 8, blockSize: 4, slidingWindowSize: 0 })).rejects.toThrow(/^options.slidingWindowSize must be >= 1, got 0/);
+  });
 });
 
 describe('all-or-nothing growth', () => {

@@ -144,6 +144,19 @@ describe('KV-cache events', () => {
     const [f0] = p.drainEvents() as Array<Extract<KVEvent, { type: 'stored' }>>;
     expect([f0!.salt, f0!.parentHash, hex(f0!.hash)]).toEqual([null, null, keyOf(0)]);
     expect(hex(f0!.hash)).not.toBe(hex(e0!.hash));
+    // A second salt: each block 0 is named with its own.
+    const t = new Sequence(T.slice(0, 5), { cacheSalt: 'tenant-b' });
+    expect(p.allocate(t)).toBe(true);
+    t.kvCachedTokens = 5;
+    p.deallocate(t);
+    const a = new Sequence(T.slice(0, 5), { cacheSalt: 'tenant-a' });
+    expect(p.allocate(a)).toBe(true); // a hit on tenant-a's block 0: nothing stored
+    const b2 = new Sequence(T.slice(4, 9), { cacheSalt: 'tenant-a' });
+    expect(p.allocate(b2)).toBe(true);
+    b2.kvCachedTokens = 5;
+    p.deallocate(b2);
+    p.deallocate(a);
+    expect((p.drainEvents() as Array<Extract<KVEvent, { type: 'stored' }>>).map((e) => e.salt)).toEqual(['tenant-b', 'tenant-a']);
     p.dispose();
   });
 
@@ -348,6 +361,10 @@ describe('recording on a manager', () => {
     m.deallocate(ids);
     m.recordEvents(true, { snapshots: false });
     expect(() => m.snapshotEvents()).toThrow(/^kvpool: snapshots need recording with them/);
+    m.recordEvents(false);
+    m.recordEvents(true, {}); // no snapshots unless asked for
+    expect(() => m.snapshotEvents()).toThrow(/^kvpool: snapshots need recording with them/);
+    for (const bad of [null, 5, 'x']) expect(() => m.recordEvents(true, bad as never)).toThrow(new TypeError(`options must be an object, got ${String(bad)}`));
     expect(() => m.recordEvents(true, { snapshots: true })).toThrow(/^kvpool: events are recorded without snapshots already/);
     expect(() => m.drainEvents(0.5)).toThrow(/^dpRank must be an integer/);
     expect(() => m.snapshotEvents(-1)).toThrow(/^dpRank must be/);

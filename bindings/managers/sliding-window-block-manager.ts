@@ -138,14 +138,4 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
     table.fill(RELEASED, first, upto);
     return upto - first;
   }
-
-  /**
-   * @internal Hot path: releases `table[first, upto)` for the window rule
-   * (already validated); returns the core's code.
-   */
-  releaseWindowFrom(table: Int32Array, first: number, upto: number): number {
-    const code = this.releaseFrom(table, first, upto);
-    if (code >= 0) table.fill(RELEASED, first, upto);
-    return code;
-  }
 }
