@@ -132,6 +132,19 @@ describe('use after dispose', () => {
     b.dispose();
   });
 
+  it('a core call that takes two managers refuses one of another core instance, or a disposed one', () => {
+    const plain = new BlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    const shared = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    const other = new BlockManagerImpl({ numBlocks: 8, blockSize: 2 });
+    expect(() => plain.sameCore(shared, 'the KV manager')).toThrow(new TypeError('kvpool: the KV manager belongs to another core instance than this BlockManagerImpl'));
+    plain.sameCore(other, 'the KV manager');
+    other.dispose();
+    expect(() => plain.sameCore(other, 'the KV manager')).toThrow(/^kvpool: this BlockManagerImpl was disposed/);
+    expect(() => other.sameCore(plain, 'the KV manager')).toThrow(/^kvpool: this BlockManagerImpl was disposed/);
+    shared.dispose();
+    plain.dispose();
+  });
+
   it('disposing a manager again does not destroy the neighbour that reuses its memory', () => {
     const a = new BlockManagerImpl({ numBlocks: 8, blockSize: 2 });
     const ptr = (a as unknown as { ptr: number }).ptr;
