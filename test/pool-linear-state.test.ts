@@ -260,7 +260,8 @@ describe('pool with linear state: prefix hashes and cache ops', () => {
     expect(() => new Sequence(t).prefixHashes()).toThrow(/not been placed/);
   });
 
-  it('a restore-then-save batch: first forward restores from the trimmed boundary, saves at the prompt end', () => {
+  /** A pool with checkpoints at blocks 1 and 2 of a 4-block prompt, and a sequence of it placed there (2 blocks shared). */
+  function placedOnCheckpoints() {
     const p = pool();
     const t = prompt(4);
     warm(p, t);
@@ -268,6 +269,11 @@ describe('pool with linear state: prefix hashes and cache ops', () => {
     const s = new Sequence(t);
     expect(p.allocate(s)).toBe(true);
     expect(s.sharedBlocks).toBe(2);
+    return { p, t, s };
+  }
+
+  it('a restore-then-save batch: first forward restores from the trimmed boundary, saves at the prompt end', () => {
+    const { p, t, s } = placedOnCheckpoints();
     const op = p.linearStateCacheOp(s, s.numTokens);
     const hashes = hashBlocks(t, B);
     expect(op.liveSlot).toBe(s.linearStateSlotId);
@@ -296,12 +302,7 @@ describe('pool with linear state: prefix hashes and cache ops', () => {
   });
 
   it('markLinearStateInitialized: a sequence whose state is already in its slot restores nothing', () => {
-    const p = pool();
-    const t = prompt(4);
-    warm(p, t);
-    checkpoint(p, t, [1, 2]);
-    const s = new Sequence(t);
-    expect(p.allocate(s)).toBe(true);
+    const { p, s } = placedOnCheckpoints();
     expect(s.linearStateInitialized).toBe(false);
     s.markLinearStateInitialized();
     expect(s.linearStateInitialized).toBe(true);
