@@ -1,6 +1,6 @@
 // KV-cache events that memory cannot hold: recording drops them and says so
-// at the next drain (or snapshot), the cache itself unaffected; a snapshot
-// that does not fit is refused and leaves the pending events as they were.
+// at the next drain (or snapshot), the cache itself unaffected; a snapshot,
+// or recording with snapshots, that does not fit is refused and changes nothing.
 // The test takes every region the core can still hand out (up to 4 GiB of
 // linear memory, reserved but hardly touched: fresh pages are never zeroed,
 // which is also why it fills memory once).
@@ -24,6 +24,7 @@ it('with memory full, records are lost and said so once, and a snapshot is refus
   const lossyIds = lossy.allocate(2000)!;
   const pending = new BlockManagerImpl({ numBlocks: 4096, blockSize: B });
   pending.recordEvents(true, { snapshots: true });
+  const late = new BlockManagerImpl({ numBlocks: 4096, blockSize: B }); // starts recording once memory is full
   const pendingIds = pending.allocate(500)!;
   pending.cache(prompt(500 * B, 3), pendingIds); // 500 stored records (56,000 bytes of a 64 KiB log)
 
@@ -37,6 +38,9 @@ it('with memory full, records are lost and said so once, and a snapshot is refus
   rt.release(hole);
   try {
     expect(() => pending.snapshotEvents()).toThrow(/^kvpool: no Wasm memory left for a snapshot of the events$/);
+    // Snapshots keep a mirror as large again as the manager's arrays: refused, and nothing changes.
+    expect(() => late.recordEvents(true, { snapshots: true })).toThrow(/^kvpool: no Wasm memory left to record events on a manager of 4096 blocks$/);
+    expect(late.recordingEvents).toBe(false);
     // 2,000 stored records of 112 bytes need a log of 256 KiB: there is none.
     expect(lossy.cache(lossyTokens, lossyIds)).toBe(2000);
     expect(lossy.numBlocksInPrefixCache()).toBe(2000);
@@ -59,6 +63,9 @@ it('with memory full, records are lost and said so once, and a snapshot is refus
   expect(idsOf(pending.drainEvents())).toEqual([...pendingIds]);
   expect(pending.snapshotEvents().length).toBe(500);
   pending.check();
+  late.recordEvents(true, { snapshots: true });
+  expect(late.snapshotEvents()).toEqual([]);
   lossy.dispose();
   pending.dispose();
+  late.dispose();
 });
