@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { KVEventIndex } from '../bindings/events/kv-event-index.js';
 import { drainVllmEventBatches, encodeVllmEventBatches, type VllmEncodeOptions } from '../bindings/events/vllm.js';
 import type { CoreManager } from '../bindings/managers/core-manager.js';
-import type { KVEvent } from '../bindings/managers/kv-events.js';
+import { GPU_SOURCE, type KVEvent } from '../bindings/managers/kv-events.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-manager-pool.js';
@@ -305,6 +305,22 @@ describe('KVEventIndex', () => {
     const ok = m.drainEvents();
     expect(() => idx.apply('b', [...ok, ...p4.drainEvents()])).toThrow(/the index's blocks hold 2 tokens, but a stored event has 4/);
     expect(idx.sourcesInfo()).toEqual([]); // nothing applied
+    // The same refusal from a wire batch and from a manager's raw records.
+    cache(p4, [5, 6, 7, 8]);
+    const [batch] = encodeVllmEventBatches(p4.drainEvents());
+    expect(() => idx.applyBatch('b', batch!.payload)).toThrow(/^the index's blocks hold 2 tokens, but a BlockStored event has block_size 4$/);
+    const m4 = new BlockManagerImpl({ numBlocks: 8, blockSize: 4 });
+    m4.recordEvents(true);
+    m4.cache([1, 2, 3, 4], m4.allocate(1)!);
+    let refused = 0;
+    m4.drainEventRecords(GPU_SOURCE, (src, rt, ptr, len) => {
+      expect(() => idx.applyRecords('c', 0, src, rt, ptr, len, null)).toThrow(/^the index's blocks hold 2 tokens, but a BlockStored event has block_size 4$/);
+      refused++;
+    });
+    expect(refused).toBe(1);
+    expect(idx.sourcesInfo()).toEqual([]);
+    m4.dispose();
+    p4.dispose();
     idx.apply('a', ok);
     expect(() => idx.longestPrefix([1, 2.5])).toThrow(/tokens\[1\] must be an int32 token id, got 2\.5/);
     expect(() => idx.longestPrefix([1, 2], { media: 'GPU' as never })).toThrow(/query.media must be an array of strings/);

@@ -144,9 +144,7 @@ export class KVEventIndex {
     let size = this.size;
     for (const e of events) {
       if (e.type !== 'stored') continue;
-      const n = e.tokenIds.length;
-      if (size === null) size = n;
-      else if (n !== size) throw new RangeError(`the index's blocks hold ${size} tokens, but a stored event has ${n}`);
+      size = agreedSize(size, e.tokenIds.length, 'a stored event has');
     }
     // The size is the first stored event's, whatever group it belongs to.
     this.size = size;
@@ -183,8 +181,7 @@ export class KVEventIndex {
     let size = this.size;
     for (const e of b.events) {
       if (e.type !== 'BlockStored') continue;
-      if (size === null) size = e.blockSize;
-      if (e.blockSize !== size) throw new RangeError(`the index's blocks hold ${size} tokens, but a BlockStored event has block_size ${e.blockSize}`);
+      size = agreedSize(size, e.blockSize, 'a BlockStored event has block_size');
       if (isMain(e.kvCacheSpecKind, e.groupIdx) && e.tokenIds.length !== e.blockHashes.length * size) {
         throw new RangeError(`a stored run of ${e.blockHashes.length} blocks of ${size} tokens carries ${e.tokenIds.length} tokens`);
       }
@@ -274,8 +271,7 @@ export class KVEventIndex {
         continue;
       }
       const ntok = rt.i32[(p + EV_NUM_TOKENS) >>> 2]!;
-      size ??= ntok;
-      if (ntok !== size) throw new RangeError(`the index's blocks hold ${size} tokens, but a BlockStored event has block_size ${ntok}`);
+      size = agreedSize(size, ntok, 'a BlockStored event has block_size');
       p += EV_HEADER + ntok * 4;
     }
     const group = source.group;
@@ -629,4 +625,10 @@ function checkInstance(instance: unknown): void {
 
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** The index's block size once a stored event of `n`-token blocks agrees with it (the first sets it); `what` names the event in the refusal. */
+function agreedSize(size: number | null, n: number, what: string): number {
+  if (size !== null && n !== size) throw new RangeError(`the index's blocks hold ${size} tokens, but ${what} ${n}`);
+  return n;
 }
