@@ -170,6 +170,23 @@ describe('what slides out of the window', () => {
     m.dispose();
     await expect(SlidingWindowBlockManager.create({ numBlocks: 8, blockSize: 4, slidingWindowSize: 0 })).rejects.toThrow(/^options.slidingWindowSize must be >= 1, got 0/);
   });
+
+  it('SlidingWindowBlockManager names what it refuses', () => {
+    expect(() => new SlidingWindowBlockManager(null as never)).toThrow(/^options must be an object/);
+    expect(() => new SlidingWindowBlockManager({ numBlocks: 8, blockSize: 4, slidingWindowSize: 8, w: 1 } as never)).toThrow(/^options: unknown option "w"/);
+    expect(() => new SlidingWindowBlockManager({ numBlocks: 1, blockSize: 4, slidingWindowSize: 8 })).toThrow(/^options.numBlocks must be >= 2, got 1/);
+    expect(() => new SlidingWindowBlockManager({ numBlocks: 8, blockSize: 0, slidingWindowSize: 8 })).toThrow(/^options.blockSize must be >= 1, got 0/);
+    const m = new SlidingWindowBlockManager({ numBlocks: 8, blockSize: 4, slidingWindowSize: 8 });
+    expect(() => m.allocateShared([0.5])).toThrow(/^tokens\[0\] must be an int32 integer/);
+    expect(() => m.allocateShared([1], [0.5])).toThrow(/^existingShared\[0\] must be an int32 integer/);
+    expect(() => m.cache([0.5], [])).toThrow(/^tokens\[0\] must be an int32 integer/);
+    expect(() => m.cache([1], [0.5])).toThrow(/^ids\[0\] must be an int32 integer/);
+    expect(() => m.cache([1], [], -1)).toThrow(/^existingSharedCount must be >= 0, got -1/);
+    expect(() => m.outOfWindow(0.5, 4)).toThrow(/^kvCachedTokens must be an integer/);
+    expect(() => m.outOfWindow(8, -1)).toThrow(/^length must be >= 0, got -1/);
+    expect(m.outOfWindow(12, 4)).toBe(1);
+    m.dispose();
+  });
 });
 
 describe('all-or-nothing growth', () => {
