@@ -12,6 +12,7 @@ import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { ConcurrentBlockManagerImpl } from '../bindings/managers/concurrent-block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
+import { heapInUse } from './support/core-memory.js';
 import { external } from './support/externals.js';
 
 const TWO_GIB = 2 ** 31;
@@ -91,7 +92,7 @@ describe.skipIf(!enough)('linear memory past 2 GiB', () => {
       pool.dispose();
 
       // More than is left: refused, nothing kept, and the memory it grew is free again.
-      const inUse = () => (rt.ex.heapTop() >>> 0) - rt.ex.heapFreeBytes();
+      const inUse = () => heapInUse(rt);
       const before = inUse();
       expect(() => new BlockManagerImpl({ numBlocks: BIG, blockSize: 16 })).toThrow(/Wasm memory exhausted creating a manager of 33000000 blocks \(it needs 2\.\d\d GiB/);
       expect(() => new BlockManagerPool({ numBlocks: 1_000_000, blockSize: 16, dpSize: 96 })).toThrow(/needs 5\.\d\d GiB of Wasm memory/);

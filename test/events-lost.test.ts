@@ -9,6 +9,7 @@ import { expect, it } from 'vitest';
 import { plainCore } from '../bindings/core/plain-core.js';
 import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
+import { takeAllRegions } from './support/core-memory.js';
 
 const B = 16;
 const prompt = (n: number, base: number) => Int32Array.from({ length: n }, (_, i) => 7 * i + base);
@@ -31,10 +32,7 @@ it('with memory full, records are lost and said so once, and a snapshot is refus
   // Every region there is, but a 32 KiB hole: room for a snapshot's work
   // list (16 KiB), not for its records.
   const hole = rt.alloc(32 << 10);
-  const filler: number[] = [];
-  for (const size of [256 << 20, 16 << 20, 1 << 20, 64 << 10, 4 << 10]) {
-    for (let p = rt.alloc(size); p !== 0; p = rt.alloc(size)) filler.push(p);
-  }
+  const filler = takeAllRegions(rt);
   rt.release(hole);
   try {
     expect(() => pending.snapshotEvents()).toThrow(/^kvpool: no Wasm memory left for a snapshot of the events$/);

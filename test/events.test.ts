@@ -7,8 +7,8 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { hashBlocks } from '../bindings/hash.js';
 import { plainCore } from '../bindings/core/plain-core.js';
+import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import type { KVEvent } from '../bindings/managers/kv-events.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';

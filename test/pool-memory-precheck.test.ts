@@ -12,10 +12,11 @@ import { MAX_PAGES } from '../bindings/core/abi.js';
 import { plainCore } from '../bindings/core/plain-core.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-manager-pool.js';
+import { heapInUse, takeAllRegions } from './support/core-memory.js';
 
 const LIMIT = MAX_PAGES * 65536;
 const rt = plainCore();
-const inUse = () => (rt.ex.heapTop() >>> 0) - rt.ex.heapFreeBytes();
+const inUse = () => heapInUse(rt);
 const left = () => LIMIT - inUse();
 const region = (numBlocks: number, prefixOn: boolean) => rt.ex.mgr_region_bytes(numBlocks, prefixOn ? 1 : 0);
 
@@ -52,9 +53,7 @@ beforeAll(() => {
   }
   // Every region there is, the holes those builds left included; then the
   // highest ones given back, so that what is left is one piece at the top.
-  for (const size of [256 << 20, 16 << 20, 1 << 20, 64 << 10, 4 << 10, 256, 16]) {
-    for (let p = rt.alloc(size); p !== 0; p = rt.alloc(size)) filler.push(p);
-  }
+  filler.push(...takeAllRegions(rt));
   filler.sort((a, b) => b - a);
   while (left() < 64 << 20) rt.release(filler.shift()!);
 });
