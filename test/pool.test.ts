@@ -284,6 +284,23 @@ describe('BlockManagerPool allocate', () => {
     expect(s3.dpRank).toBe(-1);
     p.check();
   });
+
+  it('a live sequence with no blocks takes its cached prefix at its next allocate, even allocate(s, 0)', () => {
+    const p = pool();
+    const a = new Sequence(prompt(2));
+    p.allocate(a);
+    const first = a.blockTable[0];
+    finish(p, a);
+    const b = new Sequence([]);
+    expect(p.allocate(b)).toBe(true);
+    expect(b.numBlocks).toBe(0);
+    for (const t of prompt(2)) b.appendToken(t);
+    // Holding no block, it cannot "fit as is" even at 0 tokens: its first allocation matches the cache.
+    expect(p.allocate(b, 0)).toBe(true);
+    expect([...b.blockTable]).toEqual([first]);
+    expect(b.kvCachedTokens).toBe(B);
+    p.check();
+  });
 });
 
 describe('BlockManagerPool tryAllocate, allocateShared, cache', () => {
