@@ -2,6 +2,8 @@
 // composite ranks of BlockManagerPool (docs/composite.md).
 
 import { describe, expect, it } from 'vitest';
+import { plainCore } from '../bindings/core/plain-core.js';
+import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { CompositeBlockManager, type CompositeBlockManagerOptions } from '../bindings/managers/composite-block-manager.js';
 import type { CompositeBlockTables } from '../bindings/managers/composite-block-tables.js';
 import {
@@ -107,8 +109,35 @@ describe('layout and sizing', () => {
     );
     expect(() => composite({ subManagerBlocks: [10, 1, 4] })).toThrow(/options.subManagerBlocks\[1\] must be >= 2, got 1/);
     expect(() => composite({ swaBlocksPerSeq: 0 })).toThrow(/options.swaBlocksPerSeq must be >= 1, got 0/);
-    expect(() => composite({ enablePrefixCache: true } as never)).toThrow(/unknown option "enablePrefixCache"/);
+    expect(() => composite({ enablePrefixCache: true } as never)).toThrow(/^options: unknown option "enablePrefixCache"/);
     expect(() => composite({ managerTypes: 'full' as never })).toThrow(/options.managerTypes must be an array, got "full"/);
+  });
+
+  it('names every size it refuses, including the sizes it derives', () => {
+    expect(() => new CompositeBlockManager(null as never)).toThrow(/^options must be an object/);
+    expect(() => composite({ blockSize: 0 })).toThrow(/^options.blockSize must be >= 1, got 0/);
+    expect(() => composite({ numBlocks: 1 })).toThrow(/^options.numBlocks must be >= 2, got 1/);
+    expect(() => composite({ maxSeqsPerBatch: -1 })).toThrow(/^options.maxSeqsPerBatch must be >= 0, got -1/);
+    expect(() => composite({ maxTokensPerBatch: 1.5 })).toThrow(/^options.maxTokensPerBatch must be an integer, got 1.5/);
+    expect(() => composite({ subManagerBlocks: 10 as never })).toThrow(/^options.subManagerBlocks must be an array/);
+    // Derived: a block of blockSize * ratio tokens, and a window pool of perSeq * maxSeqs + ... blocks, must be int32.
+    expect(() => composite({ blockSize: 2 ** 30 })).toThrow(/^options.blockSize \* compressRatios\[2\] must be at most 2147483647 \(int32\), got 4294967296/);
+    expect(() => composite({ swaBlocksPerSeq: 2 ** 30 })).toThrow(/^the window pool size of sub-manager 0 must be at most 2147483647 \(int32\)/);
+  });
+
+  it('CompositeBlockManager.create gives a working manager whose sub-managers keep no prefix cache, and refuses bad options by name', async () => {
+    const m = await CompositeBlockManager.create(LAYOUT);
+    try {
+      expect(m.subManagers.map((s) => s.enablePrefixCache)).toEqual([false, false, false]);
+      const t = m.newTables();
+      expect(m.allocate(t, 8, 0)).toBe(true);
+      expect(tables(t)).toEqual([[1, 2], [1, 2], [1]]);
+      m.check();
+    } finally {
+      m.dispose();
+    }
+    await expect(CompositeBlockManager.create({ ...LAYOUT, numBlocks: 1 })).rejects.toThrow(/^options.numBlocks must be >= 2, got 1/);
+    await expect(CompositeBlockManager.create(null as never)).rejects.toThrow(/^options must be an object/);
   });
 });
 
@@ -532,6 +561,48 @@ describe('composite ranks of BlockManagerPool', () => {
     expect(() => new BlockManagerPool({ ...POOL, compressRatios: [1] })).toThrow(/options.compressRatios must have 3 entries/);
     expect(() => new BlockManagerPool({ ...POOL, slidingWindowSize: undefined })).toThrow(/options.slidingWindowSize is required/);
     expect(() => new BlockManagerPool({ ...POOL, windowSize: 3 } as never)).toThrow(/unknown option "windowSize"/);
+  });
+
+  it('check() names the sub-manager whose own state is broken, and checkHolders a table that is not well formed', () => {
+    const m = composite();
+    try {
+      const t = m.newTables();
+      expect(m.allocate(t, 8, 0)).toBe(true);
+      // Break sub-manager 1 behind its back (through the core's memory, as no call can): a free id with a reference.
+      const rt = plainCore();
+      const sub = m.subManagers[1]!;
+      const at = (rt.ex.mgr_refs_ptr((sub as unknown as { ptr: number }).ptr) >>> 2) + sub.numBlocks - 1;
+      rt.i32[at] = 1;
+      expect(() => m.check()).toThrow(/^sub-manager 1: kvpool: manager state is inconsistent: a free id still has references or is cached/);
+      rt.i32[at] = 0;
+      m.check();
+      // A released count past the table, or on a table that is not a window's; a released entry that is not -1.
+      t._released[1] = 1;
+      expect(() => m.checkHolders([t])).toThrow(/^kvpool: composite table 1 has 1 released of 2 blocks$/);
+      t._released[1] = 0;
+      t._released[0] = 3;
+      expect(() => m.checkHolders([t])).toThrow(/^kvpool: composite table 0 has 3 released of 2 blocks$/);
+      t._released[0] = 1;
+      expect(() => m.checkHolders([t])).toThrow(/^kvpool: composite table 0 position 0 should be -1, got 1$/);
+      t._released[0] = 0;
+      m.checkHolders([t]);
+    } finally {
+      m.dispose();
+    }
+  });
+
+  it('a sub-manager that cannot be built leaves none of the others behind', () => {
+    const made: BlockManagerImpl[] = [];
+    expect(
+      () =>
+        new CompositeBlockManager(LAYOUT, (spec) => {
+          if (made.length === 2) throw new Error('no memory for sub-manager 2');
+          const sub = new BlockManagerImpl({ numBlocks: spec.numBlocks, blockSize: spec.blockSize, enablePrefixCache: false });
+          made.push(sub);
+          return sub;
+        }),
+    ).toThrow(/^no memory for sub-manager 2$/);
+    expect(made.map((s) => s.isDisposed)).toEqual([true, true]);
   });
 
   it('check() notices a composite table that disagrees with the sub-managers', () => {
