@@ -6,8 +6,15 @@
 // docs/mutation-testing.md. The Wasm core must be built first (the script
 // does it). Stryker 9 is the last line that runs on Node 20.
 
+// KVPOOL_MUTATION_SAMPLE=<fraction>[:<seed>] tests a fixed random sample of
+// the mutants (scripts/mutation-sample.mjs) instead of all of them.
+const sampled = process.env.KVPOOL_MUTATION_SAMPLE
+  ? { checkers: ['sample'], plugins: ['@stryker-mutator/*', './scripts/mutation-sample.mjs'] }
+  : {};
+
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
+  ...sampled,
   testRunner: 'vitest',
   // The tests that call these folders in this thread, fewer property runs, one seed (see the file).
   vitest: { configFile: 'vitest.mutation.config.ts' },
