@@ -586,6 +586,10 @@ describe('composite ranks of BlockManagerPool', () => {
       t._released[0] = 1;
       expect(() => m.checkHolders([t])).toThrow(/^kvpool: composite table 0 position 0 should be -1, got 1$/);
       t._released[0] = 0;
+      // An entry one past the sub-manager's last id.
+      t._tables[1]![0] = 16;
+      expect(() => m.checkHolders([t])).toThrow(/^kvpool: composite table 1 position 0 holds 16, not an id of sub-manager 1$/);
+      t._tables[1]![0] = 1;
       m.checkHolders([t]);
     } finally {
       m.dispose();
