@@ -1,10 +1,12 @@
 // BlockManagerPool with linear state (docs/linear-state.md).
 
 import { describe, expect, it } from 'vitest';
+import { plainCore } from '../bindings/core/plain-core.js';
 import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerPool, type BlockManagerPoolOptions } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { blockTokens } from './support/block-tokens.js';
+import { heapInUse } from './support/core-memory.js';
 
 const B = 4;
 const prompt = (blocks: number, extra = 0, base = 100): number[] => blockTokens(B, blocks, base, extra);
@@ -151,12 +153,45 @@ describe('pool with linear state: live slots', () => {
     expect([a.linearStateSlotId, b.linearStateSlotId]).toEqual([1, 2]);
     expect(a.linearStateInitialized).toBe(false);
     p.check();
+    // check() compares the live slots with those the sequences hold: a slot
+    // not live, a slot dropped, a slot held twice.
+    const differ = /^kvpool: rank 0 linear-state live slots \[1, 2\] differ from those sequences and open batches hold/;
+    a.state.linearSlot = 3;
+    expect(() => p.check()).toThrow(differ);
+    a.state.linearSlot = -1;
+    expect(() => p.check()).toThrow(differ);
+    a.state.linearSlot = 2;
+    expect(() => p.check()).toThrow(/^kvpool: linear-state slot 2 is held by two sequences$/);
+    a.state.linearSlot = 1;
+    p.check();
     p.deallocate(a);
     expect(a.linearStateSlotId).toBe(-1);
     expect([...p.linearStateCache(0).liveSlots()]).toEqual([2]);
     p.deallocateWithoutCache(b);
     expect(p.linearStateCache(0).numFreeSlots()).toBe(3);
     p.check();
+  });
+
+  it('dispose gives the linear-state cache its memory back with the rest of the pool, whatever the rank kind', () => {
+    const rt = plainCore();
+    const kinds: Partial<BlockManagerPoolOptions>[] = [
+      {},
+      { managerTypes: [1, 0], compressRatios: [1, 1], slidingWindowSize: 8, enablePrefixCache: false },
+      { enableXtensor: true, numLayers: 1, slotSize: 2, pageSize: 12, enablePrefixCache: false },
+    ];
+    for (const kind of kinds) {
+      const use = () => {
+        const p = pool({ linearStateNumSlots: 64, ...kind });
+        expect(p.allocate(new Sequence(prompt(2)))).toBe(true);
+        return p;
+      };
+      use().dispose(); // the core's shared staging areas grow to their size once
+      const before = heapInUse(rt);
+      const p = use();
+      expect(heapInUse(rt)).toBeGreaterThan(before);
+      p.dispose();
+      expect(heapInUse(rt)).toBe(before);
+    }
   });
 
   it('no live slot: the allocation fails and the single id is rolled back', () => {

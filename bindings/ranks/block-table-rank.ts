@@ -342,6 +342,7 @@ export class BlockTableRank implements RankManager {
 
   dispose(): void {
     this.kv.dispose();
+    this.linear?.dispose();
   }
 }
 

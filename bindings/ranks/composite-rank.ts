@@ -146,5 +146,6 @@ export class CompositeRank implements RankManager {
 
   dispose(): void {
     this.composite.dispose();
+    this.linear?.dispose();
   }
 }
