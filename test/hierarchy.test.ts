@@ -172,6 +172,46 @@ describe('HierarchyBlockManagerPool loads', () => {
     expect(p.hostNumBlocksInPrefixCache()).toEqual([3]);
   });
 
+  it("a rank's transfers are plain data: a structured clone (a message to a worker) keeps the loads and the offload", () => {
+    const p = pool();
+    const a = prompt(3, 100, 1);
+    hostHoldsA(p, a);
+    const s = new Sequence(a);
+    expect(p.allocate(s)).toBe(true);
+    runAndFinish(p, prompt(2, 700, 1));
+    const [t] = p.takeTransfers();
+    const copy = structuredClone(t!);
+    expect(Object.keys(copy)).toEqual(['loads', 'offload']);
+    expect(copy.loads.map((l) => [l.src, l.dst])).toEqual([[1, 1], [2, 2], [3, 3]]);
+    expect(copy.offload!.blocks.map((b) => [b.src, b.dst])).toEqual(t!.offload!.blocks.map((b) => [b.src, b.dst]));
+    p.completeOffload(t!.offload!);
+    p.check();
+  });
+
+  it('check() notices a host table that is inconsistent or holds a block it does not own', () => {
+    const p = pool();
+    const a = prompt(3, 100, 1);
+    hostHoldsA(p, a);
+    const s = new Sequence(a);
+    expect(p.allocateShared(s)).toBe(0);
+    const h = s.state.host!;
+    expect(h).toMatchObject({ numBlocks: 3, kvTokens: 12 });
+    p.check();
+    // Each inconsistency alone: no blocks, tokens not whole blocks, more tokens than the blocks hold.
+    for (const [k, v] of [['numBlocks', 0], ['kvTokens', 6], ['kvTokens', 16]] as const) {
+      const was = h[k];
+      h[k] = v;
+      expect(() => p.check()).toThrow(/^kvpool: a sequence's host state is inconsistent/);
+      h[k] = was;
+    }
+    p.check();
+    const id = h.table[2]!;
+    h.table[2] = 9;
+    expect(() => p.check()).toThrow(new RegExp(`^kvpool: rank 0 host block ${id} has 1 holders but sequences and plans hold it 0 times$`));
+    h.table[2] = id;
+    p.check();
+  });
+
   it('loads only what the device cache misses', () => {
     const p = pool();
     const a = prompt(3, 100, 1);
@@ -416,6 +456,10 @@ describe('the KV-cache store (prefetch_from_storage)', () => {
     expect(Array.from(plan.hashes)).toEqual(plan.blocks.flatMap((b) => [...b.hash]));
     expect(Object.isFrozen(plan.blocks)).toBe(true);
     expect(plan.blocks).toBe(plan.blocks); // made once
+    // A structured clone (the plan posted to the store's workers) carries the blocks.
+    const copy = structuredClone(plan);
+    expect(copy.dpRank).toBe(0);
+    expect(copy.blocks.map((b) => [b.dst, [...b.hash]])).toEqual(plan.blocks.map((b) => [b.dst, [...b.hash]]));
     plan.blocks[0]!.hash.fill(0xee);
     plan.hashes.fill(0xdd);
     expect(p.updatePrefetchResult(s, 3)).toBe(3);

@@ -146,29 +146,36 @@ const planCopies = new WeakMap<OffloadPlan, TransferList>();
 
 /** An offload plan: its `blocks` are made on first read from the copies recorded when it was taken. */
 class CompactOffloadPlan implements OffloadPlan {
-  constructor(readonly dpRank: number) {}
+  declare readonly blocks: readonly BlockTransfer[];
 
-  get blocks(): readonly BlockTransfer[] {
-    return planCopies.get(this)!.objects();
+  constructor(readonly dpRank: number) {
+    // An own enumerable getter: a structured clone (a plan posted to a worker) carries the blocks.
+    Object.defineProperty(this, 'blocks', { enumerable: true, get: () => planCopies.get(this)!.objects() });
   }
 }
 
 /** A prefetch plan: its `blocks` made on first read from copies of what the pool keeps (so a caller cannot change what is cached). */
 class CompactPrefetchPlan implements PrefetchPlan {
-  private made: readonly BlockTransfer[] | null = null;
+  declare readonly blocks: readonly BlockTransfer[];
+
   constructor(
     readonly dpRank: number,
-    private readonly dst: Int32Array,
+    dst: Int32Array,
     readonly hashes: Uint8Array,
-  ) {}
-
-  get blocks(): readonly BlockTransfer[] {
-    if (this.made === null) {
-      const out: BlockTransfer[] = [];
-      for (let i = 0; i < this.dst.length; i++) out.push(Object.freeze({ src: -1, dst: this.dst[i]!, hash: this.hashes.slice(i * 16, i * 16 + 16) }));
-      this.made = Object.freeze(out);
-    }
-    return this.made;
+  ) {
+    let made: readonly BlockTransfer[] | null = null;
+    // An own enumerable getter, as an offload plan's: a structured clone carries the blocks.
+    Object.defineProperty(this, 'blocks', {
+      enumerable: true,
+      get: () => {
+        if (made === null) {
+          const out: BlockTransfer[] = [];
+          for (let i = 0; i < dst.length; i++) out.push(Object.freeze({ src: -1, dst: dst[i]!, hash: hashes.slice(i * 16, i * 16 + 16) }));
+          made = Object.freeze(out);
+        }
+        return made;
+      },
+    });
   }
 }
 
