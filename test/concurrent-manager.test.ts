@@ -56,6 +56,7 @@ describe('ConcurrentBlockManagerImpl across threads', () => {
 
       m.check();
       expect(sum('heldTwice')).toBe(0);
+      expect(sum('notOwned')).toBe(0);
       // Every thread let go of everything: nothing used, every id free or cached.
       expect(m.numUsedBlocks()).toBe(0);
       expect(m.numFreeBlocks() + m.numBlocksInPrefixCache()).toBe(47);
@@ -114,6 +115,7 @@ describe('ConcurrentBlockManagerImpl across threads', () => {
       const mine = hammer(x, 800, 6, new Int32Array(owners), 1);
       const tallies = [mine, ...(await done).map((d) => d.tally)];
       expect(tallies.reduce((a, t) => a + t.heldTwice, 0)).toBe(0);
+      expect(tallies.reduce((a, t) => a + t.notOwned, 0)).toBe(0);
       const e = sharedCore().ex;
       for (const [m, seed] of [[x, 5], [y, 6n << 40n]] as const) {
         m.check();

@@ -84,11 +84,6 @@ export class SharedLock {
     }
   }
 
-  /** True while the header still holds the manager this handle was made for. */
-  current(): boolean {
-    return Atomics.load(this.i32(), this.genAt) >>> 0 === this.gen;
-  }
-
   /** Gives one level back; the last one releases the lock and wakes a sleeper. */
   exit(): void {
     const a = this.i32();
@@ -101,11 +96,6 @@ export class SharedLock {
   depth(): number {
     const a = this.i32();
     return (Atomics.load(a, this.base + WORD) & OWNER_MASK) === this.self ? a[this.base + DEPTH]! : 0;
-  }
-
-  /** The thread id holding the lock, 0 when free. */
-  owner(): number {
-    return Atomics.load(this.i32(), this.base + WORD) & OWNER_MASK;
   }
 
   private contend(a: Int32Array, b: number): void {

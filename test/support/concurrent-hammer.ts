@@ -18,6 +18,8 @@ export interface Tally {
   evictedExplicitly: number;
   /** Fresh ids that another thread still held exclusively when handed out. */
   heldTwice: number;
+  /** Times withLock ran its body without this thread owning the lock (lockDepth() not 1). */
+  notOwned: number;
   /** Ticks of a clock all threads advance once per operation: this thread's first and last. */
   firstTick: number;
   lastTick: number;
@@ -63,6 +65,7 @@ export function hammer(m: ConcurrentBlockManagerImpl, ops: number, seed: number,
     blocksInserted: 0,
     evictedExplicitly: 0,
     heldTwice: 0,
+    notOwned: 0,
     firstTick: -1,
     lastTick: -1,
   };
@@ -99,6 +102,10 @@ export function hammer(m: ConcurrentBlockManagerImpl, ops: number, seed: number,
       tally.lastTick = Atomics.add(sync, 0, 1);
       if (tally.firstTick < 0) tally.firstTick = tally.lastTick;
     }
+    // A probe of the lock alone: taken after waiting, it must be this thread's.
+    m.withLock(() => {
+      if (m.lockDepth() !== 1) tally.notOwned++;
+    });
     const x = r();
     if (x < 0.25) {
       const a = alloc(1 + Math.floor(r() * 3));
@@ -119,22 +126,27 @@ export function hammer(m: ConcurrentBlockManagerImpl, ops: number, seed: number,
       tally.blocksHit += hits.length;
       held.push(...hits);
     } else if (x < 0.95) {
-      // A sequence: its cached prefix, fresh blocks for the rest, then cache it.
-      const blocks = 1 + Math.floor(r() * 4);
-      const t = prompt(Math.floor(r() * 12), blocks, B);
-      const shared = m.allocateShared(t);
-      tally.matchCalls++;
-      tally.blocksQueried += blocks;
-      tally.blocksHit += shared.length;
-      const fresh = blocks > shared.length ? alloc(blocks - shared.length) : new Int32Array(0);
-      if (fresh === null) {
-        m.deallocate(shared);
-        continue;
-      }
-      const table = [...shared, ...fresh];
-      unclaim(fresh); // once cached, other threads may match these ids
-      tally.blocksInserted += m.cache(t, table, shared.length);
-      held.push(...table);
+      // A sequence, as one locked step: its cached prefix, fresh blocks for
+      // the rest, then cache it. A thread that got the lock after waiting
+      // for it must own it (its depth is 1, not 0).
+      m.withLock(() => {
+        if (m.lockDepth() !== 1) tally.notOwned++;
+        const blocks = 1 + Math.floor(r() * 4);
+        const t = prompt(Math.floor(r() * 12), blocks, B);
+        const shared = m.allocateShared(t);
+        tally.matchCalls++;
+        tally.blocksQueried += blocks;
+        tally.blocksHit += shared.length;
+        const fresh = blocks > shared.length ? alloc(blocks - shared.length) : new Int32Array(0);
+        if (fresh === null) {
+          m.deallocate(shared);
+          return;
+        }
+        const table = [...shared, ...fresh];
+        unclaim(fresh); // once cached, other threads may match these ids
+        tally.blocksInserted += m.cache(t, table, shared.length);
+        held.push(...table);
+      });
     } else {
       tally.evictedExplicitly += m.evict(1 + Math.floor(r() * 2));
     }
