@@ -6,6 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { XTensorBlockManagerImpl, pageBlockRange } from '../bindings/managers/xtensor-block-manager-impl.js';
+import { W_ALLOCATED_PAGES, W_EV_HEAD, W_FREE_PAGES_LEN, type XTensorState } from '../bindings/managers/xtensor-state.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { fewer } from './support/soak.js';
@@ -275,5 +276,79 @@ describe('BlockManagerPool with enableXtensor, randomized', () => {
       ),
       { numRuns: fewer(150) },
     );
+  });
+});
+
+// check() is what the XTensor differentials lean on; here it must see state
+// broken behind its back (through the state's arrays, as no public call can).
+describe('check() on a corrupted XTensor manager', () => {
+  it('names what is inconsistent, then passes again once repaired', () => {
+    const m = mgr({ numBlocks: 100, minReservedPages: 0, maxReservedPages: 0 });
+    const st = (m as unknown as { st: XTensorState }).st;
+    const i = st.i32;
+    m.recordEvents(true);
+    m.reservePaddingBlocks();
+    const held = m.allocate(4)!; // ids 1, 2 on page 0 (0 is padding), 4, 5 on page 1
+    m.deallocate([held[3]!]); // page 1 has a free id again
+    m.check();
+    const broken = (arr: Int32Array, at: number, value: number, message: RegExp) => {
+      const was = arr[at]!;
+      arr[at] = value;
+      expect(() => m.check()).toThrow(message);
+      arr[at] = was;
+      m.check();
+    };
+    const fail = (what: string) => new RegExp(`^kvpool: XTensor state is inconsistent: ${what}$`);
+    broken(i, W_FREE_PAGES_LEN, st.freePages.length + 1, fail("the free page queue's head or length is out of range"));
+    broken(i, W_EV_HEAD, -1, fail("the event queue's head or length is out of range"));
+    broken(i, W_FREE_PAGES_LEN, i[W_FREE_PAGES_LEN]! - 1, fail('a usable page is in no allocator list'));
+    broken(i, W_ALLOCATED_PAGES, i[W_ALLOCATED_PAGES]! + 1, fail('the allocated-page count is wrong'));
+    broken(st.pageAlloc, 5, 1, fail('page 5 is both free and allocated'));
+    broken(st.pageState, 5, 2, fail('pages in use differ from the allocated pages'));
+    broken(st.pageLen, 1, 0, fail('page 1 is in the wrong list'));
+    broken(st.pageHead, 1, st.pageCount[1]!, fail("page 1's queue head is out of range"));
+    const freeOnPage1 = st.ring[st.pageFirst[1]! + st.pageHead[1]!]!;
+    broken(st.pageOfId, freeOnPage1, 0, fail(`page 1 lists free id ${freeOnPage1} wrongly`));
+    broken(st.availBits, 0, st.availBits[0]! | (1 << 31), fail('the avail set has bits past the last page'));
+    broken(st.ref, freeOnPage1, 1, fail(`block ${freeOnPage1} is not handed out but has 1 holders`));
+    broken(st.ref, held[0]!, -1, fail(`block ${held[0]} is handed out but has -1 holders`));
+    broken(st.events, i[W_EV_HEAD]!, 99 + 1, fail('an event names page 99, which holds no block'));
+    m.deallocate(held.subarray(0, 3));
+    m.check();
+  });
+});
+
+describe('XTensor calls at their edges', () => {
+  it('hands out the free id of a page past the first 32 (the avail set spans several words)', () => {
+    const m = mgr({ numBlocks: 120, minReservedPages: 0, maxReservedPages: 0 });
+    m.check(); // every page free: the free-page queue is full
+    m.reservePaddingBlocks();
+    const all: number[] = [];
+    for (let a = m.allocate(1); a !== null; a = m.allocate(1)) all.push(a[0]!);
+    expect(m.pageOf(all[all.length - 1]!)).toBe(35); // every page in use, up to the last
+    const id = all.find((x) => m.pageOf(x) === 33)!;
+    m.deallocate([id]);
+    expect([...m.allocate(1)!]).toEqual([id]);
+    m.check();
+  });
+
+  it('refuses what is out of range by name, and changes nothing', () => {
+    const m = mgr();
+    m.reservePaddingBlocks();
+    const a = m.allocate(2)!;
+    expect(() => m.pageOf(10)).toThrow(/^id must be in \[0, 9\], got 10/);
+    expect(() => m.recordEvents(1 as never)).toThrow(/^on must be a boolean, got 1/);
+    expect(() => m.blockStates(new Uint8Array(9))).toThrow(/^out must be a Uint8Array of length >= 10, got one of length 9/);
+    expect(() => m.blockStates([] as never)).toThrow(/^out must be a Uint8Array of length >= 10, got /);
+    expect([...m.blockStates(new Uint8Array(10))]).toEqual([...m.blockStates()]); // exactly one entry per id
+    const out = new Uint8Array(12).fill(7);
+    expect(m.blockStates(out)).toBe(out);
+    expect([...out]).toEqual([...m.blockStates(), 7, 7]);
+    // The pool's own retain path checks every id before taking any: a free id, the padding block, one past the end.
+    for (const bad of [3, 0, 10]) {
+      expect(m.retainFrom(Int32Array.of(a[0]!, bad), 0, 2)).toBe(-1);
+      expect(m.holderCounts()[a[0]!]).toBe(1);
+    }
+    m.check();
   });
 });
