@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { XTensorBlockManagerImpl, pageBlockRange } from '../bindings/managers/xtensor-block-manager-impl.js';
-import { W_ALLOCATED_PAGES, W_EV_HEAD, W_FREE_PAGES_LEN, type XTensorState } from '../bindings/managers/xtensor-state.js';
+import { W_ALLOCATED_PAGES, W_EV_HEAD, W_FREE_PAGES_HEAD, W_FREE_PAGES_LEN, type XTensorState } from '../bindings/managers/xtensor-state.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { fewer } from './support/soak.js';
@@ -302,6 +302,7 @@ describe('check() on a corrupted XTensor manager', () => {
     broken(i, W_FREE_PAGES_LEN, st.freePages.length + 1, fail("the free page queue's head or length is out of range"));
     broken(i, W_EV_HEAD, -1, fail("the event queue's head or length is out of range"));
     broken(i, W_FREE_PAGES_LEN, i[W_FREE_PAGES_LEN]! - 1, fail('a usable page is in no allocator list'));
+    broken(st.freePages, i[W_FREE_PAGES_HEAD]!, 99, fail('page 99 holds no block but is free'));
     broken(i, W_ALLOCATED_PAGES, i[W_ALLOCATED_PAGES]! + 1, fail('the allocated-page count is wrong'));
     broken(st.pageAlloc, 5, 1, fail('page 5 is both free and allocated'));
     broken(st.pageState, 5, 2, fail('pages in use differ from the allocated pages'));
