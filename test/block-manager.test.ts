@@ -441,6 +441,21 @@ describe('the async constructors', () => {
   });
 });
 
+describe('cache() after blocks that carry no hash', () => {
+  it('keys each new block by the chain of all the tokens before it', () => {
+    const m = mgr(16);
+    const t = chain(6);
+    const ids = [...m.allocate(6)!];
+    // The first three count as shared but were never cached: their hashes come from the tokens.
+    m.cache(t, ids, 3);
+    const h = hashBlocks(t, B);
+    for (const k of [3, 4, 5]) expect([...m.blockHash(ids[k]!)!]).toEqual([...h.subarray(16 * k, 16 * k + 16)]);
+    expect(m.blockHash(ids[2]!)).toBeNull();
+    expect(m.numBlocksInPrefixCache()).toBe(3);
+    m.check();
+  });
+});
+
 describe('cache() and allocateShared() with arguments they cannot take', () => {
   it('name the argument, and change nothing', () => {
     const m = mgr(8);
