@@ -150,6 +150,8 @@ describe('ConcurrentBlockManagerImpl across threads', () => {
     const owner = Atomics.load(new Int32Array(start), 1);
     expect(owner).toBeGreaterThan(0);
     expect(owner).not.toBe(m.threadId);
+    // Another thread holds the lock: this one holds no level of it.
+    expect(m.lockDepth()).toBe(0);
     let err: unknown;
     try {
       m.allocate(1);
@@ -159,7 +161,10 @@ describe('ConcurrentBlockManagerImpl across threads', () => {
     expect(err).toBeInstanceOf(LockTimeoutError);
     expect((err as LockTimeoutError).ownerThreadId).toBe(owner);
     expect((err as Error).message).toMatch(
-      new RegExp(`timed out after 300 ms waiting for the manager lock held by thread ${owner}; that thread is stuck or died holding it`),
+      new RegExp(
+        `^kvpool: timed out after 300 ms waiting for the manager lock held by thread ${owner}; that thread is stuck or died holding it ` +
+          `\\(a worker terminated inside a manager call\\), and the manager's state cannot be trusted after that$`,
+      ),
     );
     // Where Atomics.wait is not allowed (a browser's main thread), the waiter
     // spins instead, and gives up the same way.

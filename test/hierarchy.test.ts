@@ -286,6 +286,28 @@ describe('HierarchyBlockManagerPool loads', () => {
     p.check();
   });
 
+  it('counts the blocks the device cache still holds when it checks a load plan', () => {
+    const p = pool();
+    const a = prompt(3, 100, 1);
+    hostHoldsA(p, a);
+    // The device caches a's first two blocks again; the host holds all three.
+    runAndFinish(p, [...a.slice(0, 2 * B), 7]);
+    p.completeTransfersNow();
+    const s = new Sequence(a);
+    // The device's two hits need no copy; one copy (of block 2) goes to a block the device would not hold at 8 tokens.
+    expect(() => p.allocateChunked(s, 8, 1)).toThrow(
+      new RegExp(
+        '^numTokens = 8 leaves the sequence 2 device blocks, but the host holds 3 computed blocks of its prompt: ' +
+          'the load plan would write device block 2, which it does not hold \\(allocate at least 12 tokens, or copy fewer blocks with allocateChunked\\)$',
+      ),
+    );
+    expect(s.dpRank).toBe(-1);
+    expect(p.allocateChunked(s, 12, 1)).toBe(true);
+    expect(s.sharedBlocks).toBe(2);
+    expect(p.takeTransfers()[0]!.loads.map((l) => l.dst)).toEqual([s.blockTable[2]]);
+    p.check();
+  });
+
   it('attaches host hits through allocateShared, loading them at the next allocate', () => {
     const p = pool();
     const a = prompt(3, 100, 1);
