@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { HierarchyBlockManagerPool, type OffloadPlan } from '../bindings/pool/hierarchy-block-manager-pool.js';
+import type { BlockStoredEvent } from '../bindings/managers/kv-events.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { blockTokens } from './support/block-tokens.js';
 
@@ -515,6 +516,27 @@ describe('the KV-cache store (prefetch_from_storage)', () => {
     const plain = pool();
     expect(() => plain.prefetchFromStorage(new Sequence(a))).toThrow(/created without enableKvcacheStore/);
     expect(() => p.updatePrefetchResult(s, [] as never)).toThrow(/non-empty array of counts/);
+  });
+
+  it("a prefetch after host hits stores its blocks chained on the last host hit, as the store's events say", () => {
+    const p = storePool();
+    const a = prompt(3, 100, 1);
+    const first = new Sequence(a);
+    expect(p.allocate(first)).toBe(true);
+    first.kvCachedTokens = 13;
+    p.deallocate(first);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    p.recordEvents(true);
+    const longer = [...a.slice(0, 12), ...prompt(2, 700)];
+    const s = new Sequence(longer);
+    p.prefetchFromStorage(s);
+    expect(p.updatePrefetchResult(s, 1)).toBe(1);
+    const stored = p.drainEvents().filter((e) => e.type === 'stored' && e.medium === 'CPU');
+    expect(stored.length).toBe(1);
+    const e = stored[0] as BlockStoredEvent;
+    expect([...e.hash]).toEqual(hashOf(longer, 3));
+    expect([...e.parentHash!]).toEqual(hashOf(longer, 2));
+    expect([...e.tokenIds]).toEqual(longer.slice(12, 16));
   });
 
   it('checks every delivered count and names it, changing nothing; a sequence never prefetched has nothing pending', () => {
