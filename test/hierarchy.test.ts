@@ -38,6 +38,15 @@ function hostHoldsA(p: HierarchyBlockManagerPool, a: number[]) {
   p.check();
 }
 
+/** A sequence of A's prompt that allocateShared attached to A's host blocks (no device hits). */
+function attachedToHostHits(p: HierarchyBlockManagerPool) {
+  const a = prompt(3, 100, 1);
+  hostHoldsA(p, a);
+  const s = new Sequence(a);
+  expect(p.allocateShared(s)).toBe(0);
+  return s;
+}
+
 describe('HierarchyBlockManagerPool offload', () => {
   it('queues the computed full blocks only the sequence and the device cache hold, with their hashes', () => {
     const p = pool();
@@ -191,10 +200,7 @@ describe('HierarchyBlockManagerPool loads', () => {
 
   it('check() notices a host table that is inconsistent or holds a block it does not own', () => {
     const p = pool();
-    const a = prompt(3, 100, 1);
-    hostHoldsA(p, a);
-    const s = new Sequence(a);
-    expect(p.allocateShared(s)).toBe(0);
+    const s = attachedToHostHits(p);
     const h = s.state.host!;
     expect(h).toMatchObject({ numBlocks: 3, kvTokens: 12 });
     p.check();
@@ -311,10 +317,7 @@ describe('HierarchyBlockManagerPool loads', () => {
 
   it('attaches host hits through allocateShared, loading them at the next allocate', () => {
     const p = pool();
-    const a = prompt(3, 100, 1);
-    hostHoldsA(p, a);
-    const s = new Sequence(a);
-    expect(p.allocateShared(s)).toBe(0);
+    const s = attachedToHostHits(p);
     expect([...p.hostBlockTable(s)]).toEqual([1, 2, 3]);
     p.check();
     expect(p.allocate(s)).toBe(true);
