@@ -500,10 +500,7 @@ describe('the KV-cache store (prefetch_from_storage)', () => {
     const p = storePool();
     const a = prompt(3, 100, 1);
     // Put blocks 0..2 of `a` on the host by an offload.
-    const first = new Sequence(a);
-    expect(p.allocate(first)).toBe(true);
-    first.kvCachedTokens = 13;
-    p.deallocate(first);
+    runAndFinish(p, a);
     p.completeOffload(p.takeTransfers()[0]!.offload!);
     const longer = [...a.slice(0, 12), ...prompt(2, 700)]; // same first 3 blocks, then 2 new ones
     const s = new Sequence(longer);
@@ -524,10 +521,7 @@ describe('the KV-cache store (prefetch_from_storage)', () => {
   it("a prefetch after host hits stores its blocks chained on the last host hit, as the store's events say", () => {
     const p = storePool();
     const a = prompt(3, 100, 1);
-    const first = new Sequence(a);
-    expect(p.allocate(first)).toBe(true);
-    first.kvCachedTokens = 13;
-    p.deallocate(first);
+    runAndFinish(p, a);
     p.completeOffload(p.takeTransfers()[0]!.offload!);
     p.recordEvents(true);
     const longer = [...a.slice(0, 12), ...prompt(2, 700)];
