@@ -187,6 +187,7 @@ describe('BlockManagerPool allocate', () => {
     const b = new Sequence(prompt(3, 100, 2));
     expect(p.allocate(b)).toBe(true);
     expect(b.sharedBlocks).toBe(3);
+    expect(b.kvCachedTokens).toBe(12);
     expect([...b.blockTable.slice(0, 3)]).toEqual([...a.blockTable.slice(0, 0)].concat([1, 2, 3]));
     expect(p.numUsedBlocks()).toEqual([4]);
     p.check();
