@@ -94,6 +94,17 @@ export function hammer(m: ConcurrentBlockManagerImpl, ops: number, seed: number,
     return a;
   };
 
+  /** allocateShared on a random chain (one other threads cache too), tallied. */
+  const match = () => {
+    const blocks = 1 + Math.floor(r() * 4);
+    const t = prompt(Math.floor(r() * 12), blocks, B);
+    const hits = m.allocateShared(t);
+    tally.matchCalls++;
+    tally.blocksQueried += blocks;
+    tally.blocksHit += hits.length;
+    return { t, blocks, hits };
+  };
+
   for (let op = 0; op < ops; op++) {
     if (sync) {
       // The threads meet halfway, so every thread's operations overlap every
@@ -117,26 +128,14 @@ export function hammer(m: ConcurrentBlockManagerImpl, ops: number, seed: number,
       unclaim(ids);
       m.deallocate(ids);
     } else if (x < 0.7) {
-      // allocateShared on chains other threads cache too.
-      const blocks = 1 + Math.floor(r() * 4);
-      const t = prompt(Math.floor(r() * 12), blocks, B);
-      const hits = m.allocateShared(t);
-      tally.matchCalls++;
-      tally.blocksQueried += blocks;
-      tally.blocksHit += hits.length;
-      held.push(...hits);
+      held.push(...match().hits);
     } else if (x < 0.95) {
       // A sequence, as one locked step: its cached prefix, fresh blocks for
       // the rest, then cache it. A thread that got the lock after waiting
       // for it must own it (its depth is 1, not 0).
       m.withLock(() => {
         if (m.lockDepth() !== 1) tally.notOwned++;
-        const blocks = 1 + Math.floor(r() * 4);
-        const t = prompt(Math.floor(r() * 12), blocks, B);
-        const shared = m.allocateShared(t);
-        tally.matchCalls++;
-        tally.blocksQueried += blocks;
-        tally.blocksHit += shared.length;
+        const { t, blocks, hits: shared } = match();
         const fresh = blocks > shared.length ? alloc(blocks - shared.length) : new Int32Array(0);
         if (fresh === null) {
           m.deallocate(shared);
