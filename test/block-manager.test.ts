@@ -7,6 +7,7 @@ import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { SingleBlockManager } from '../bindings/managers/single-block-manager.js';
 import { blockTokens } from './support/block-tokens.js';
+import { expectCheckCatches } from './support/corrupt.js';
 
 const B = 4;
 /** Tokens of `n` full blocks, block j filled with `base + j`. */
@@ -406,13 +407,7 @@ describe('check() on a corrupted manager', () => {
     const rt = plainCore();
     const ptr = (m as unknown as { ptr: number }).ptr;
     const refs = rt.ex.mgr_refs_ptr(ptr) >>> 2;
-    const broken = (at: number, value: number, message: RegExp) => {
-      const was = rt.i32[at]!;
-      rt.i32[at] = value;
-      expect(() => m.check()).toThrow(message);
-      rt.i32[at] = was;
-      m.check();
-    };
+    const broken = (at: number, value: number, message: RegExp) => expectCheckCatches(rt.i32, at, value, () => m.check(), message);
     broken(refs + 3, 1, /^kvpool: manager state is inconsistent: a free id still has references or is cached \(id 3\)$/);
     broken(refs + 0, 2, /^kvpool: manager state is inconsistent: padding block 0 is not reserved \(id 0\)$/);
     broken(ptr >>> 2, 0, /^kvpool: manager state is inconsistent: the header is not a live manager \(destroyed, or not a header at all\)$/);

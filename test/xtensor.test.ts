@@ -9,6 +9,7 @@ import { XTensorBlockManagerImpl, pageBlockRange } from '../bindings/managers/xt
 import { W_ALLOCATED_PAGES, W_EV_HEAD, W_FREE_PAGES_HEAD, W_FREE_PAGES_LEN, type XTensorState } from '../bindings/managers/xtensor-state.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
+import { expectCheckCatches } from './support/corrupt.js';
 import { fewer } from './support/soak.js';
 
 // Pages of 10 bytes, blocks of 3: page 0 = ids 0..2, id 3 straddles (bytes 9..12),
@@ -291,13 +292,7 @@ describe('check() on a corrupted XTensor manager', () => {
     const held = m.allocate(4)!; // ids 1, 2 on page 0 (0 is padding), 4, 5 on page 1
     m.deallocate([held[3]!]); // page 1 has a free id again
     m.check();
-    const broken = (arr: Int32Array, at: number, value: number, message: RegExp) => {
-      const was = arr[at]!;
-      arr[at] = value;
-      expect(() => m.check()).toThrow(message);
-      arr[at] = was;
-      m.check();
-    };
+    const broken = (words: Int32Array, at: number, value: number, message: RegExp) => expectCheckCatches(words, at, value, () => m.check(), message);
     const fail = (what: string) => new RegExp(`^kvpool: XTensor state is inconsistent: ${what}$`);
     broken(i, W_FREE_PAGES_LEN, st.freePages.length + 1, fail("the free page queue's head or length is out of range"));
     broken(i, W_EV_HEAD, -1, fail("the event queue's head or length is out of range"));
