@@ -50,9 +50,9 @@ export class Manager {
   heapPos: usize = 0; // i32[numBlocks]: index + 1 in the side heap, 0 when absent (caching on only)
   keys: usize = 0; // u32[numBlocks]: policy key, lower evicted first (LFU: hits; priority); policies other than LRU only
   aux: usize = 0; // AUX_SIZE bytes per id: the priority policy's retention fields (that policy only)
-  ring: usize = 0; // (i32 id, u32 stamp)[ringMask + 1]: the recency ring (lru.ts)
+  ring: usize = 0; // i32 id[ringMask + 1]: the recency ring (lru.ts; stamps implied by positions)
   free: usize = 0; // i32[numBlocks]: free stack, top = free[freeTop - 1]
-  heap: usize = 0; // i32[numBlocks]: side heap of returning entries by stamp
+  heap: usize = 0; // the side heap of returning entries by stamp (lru.ts): its top's slot, free's last; entry i is i32 slots below
   table: usize = 0; // (bucketMask + 1) buckets of 16 u32 lanes, 64-byte aligned (table.ts)
   arrays: usize = 0; // the region every array above lives in
 

@@ -5,12 +5,14 @@
 // still holds -- so every call rescans all held blocks ahead of the first
 // victim. We keep the same order with a different bookkeeping:
 //
-// - A ring of (id, stamp) entries in recency order. A touch (match, insert)
-//   gives the entry the next stamp and appends a ring entry; the entry it had
-//   goes stale where it is (an entry is live when its id is LINKED and its
-//   stamp is still the id's stamp). Nothing is unlinked, so a touch writes no
-//   neighbour, and eviction reads ids from consecutive memory instead of
-//   chasing links through random records, one cache miss after another.
+// - A ring of ids in recency order. A touch (match, insert) gives the entry
+//   the next stamp and appends its id; the entry it had goes stale where it
+//   is. The ring's position and the clock advance together, so an entry's
+//   stamp is implied by its position (position + ringOffset) and the ring
+//   stores ids alone, 4 bytes each: an entry is live when its id is LINKED
+//   and the id's stamp is still the one its position implies. Nothing is
+//   unlinked, so a touch writes no neighbour, and eviction reads ids from
+//   consecutive memory instead of chasing links through random records.
 // - Held entries may stay in the ring. When the eviction walk meets one it
 //   *parks* it: clears LINKED and moves on; it costs one step, once, instead
 //   of one step per eviction call.
@@ -20,7 +22,10 @@
 //   side-heap top.
 // - When the ring is full, its live entries are packed together (at most
 //   numBlocks - 1 of them in a ring of >= 2 * numBlocks), O(1) per touch
-//   amortized.
+//   amortized, and given the stamps their new positions imply. Stamps only
+//   grow by that, and every entry outside the ring (parked, or in the side
+//   heap) was passed by the ring's head, so it stays older than every entry
+//   in the ring.
 //
 // The victims and their order are exactly the reference's; each victim is
 // O(1) from the ring (O(log n) from the side heap, which only holds blocks
@@ -129,24 +134,42 @@ function listUnlink(m: Manager, id: i32): void {
 // ---- the recency ring ----
 
 @inline function ringAt(m: Manager, pos: u32): usize {
-  return m.ring + (<usize>(pos & m.ringMask) << 3);
+  return m.ring + (<usize>(pos & m.ringMask) << 2);
 }
 
-@inline function liveEntry(m: Manager, a: usize): bool {
-  const id = load<i32>(a);
-  return (flagsOf(m, id) & LINKED) != 0 && stampOf(m, id) == load<u32>(a, 4);
+/**
+ * Stamp of ring position p, minus p: the newest entry (at ringTail - 1) has
+ * the clock's stamp. Wraps with the u32 positions.
+ */
+@inline function ringOffset(m: Manager): u32 {
+  return <u32>m.clock + 1 - m.ringTail;
 }
 
-/** Packs the live entries at the start of the ring, keeping their order. */
+@inline function liveAt(m: Manager, pos: u32, offset: u32): bool {
+  const id = load<i32>(ringAt(m, pos));
+  return (flagsOf(m, id) & LINKED) != 0 && stampOf(m, id) == pos + offset;
+}
+
+/**
+ * Packs the live entries at the start of the ring, keeping their order, and
+ * gives them the stamps their new positions imply (each one grows or stays).
+ */
 function compactRing(m: Manager): void {
+  const offset = ringOffset(m);
   let w = m.ringHead;
   for (let r = m.ringHead; r != m.ringTail; r++) {
-    const a = ringAt(m, r);
-    if (!liveEntry(m, a)) continue;
-    if (w != r) store<u64>(ringAt(m, w), load<u64>(a));
+    if (!liveAt(m, r, offset)) continue;
+    if (w != r) store<i32>(ringAt(m, w), load<i32>(ringAt(m, r)));
     w++;
   }
   m.ringTail = w;
+  restampRing(m);
+}
+
+/** Gives every ring entry (all live, after a packing) the stamp its position implies. */
+function restampRing(m: Manager): void {
+  const offset = ringOffset(m);
+  for (let r = m.ringHead; r != m.ringTail; r++) setStamp(m, load<i32>(ringAt(m, r)), r + offset);
 }
 
 /** The entry leaves the recency order (its ring entry goes stale, or it leaves its key's list). */
@@ -155,20 +178,24 @@ function compactRing(m: Manager): void {
   else listUnlink(m, id);
 }
 
-/** Appends the entry, with the stamp it has, as the most recent. */
-@inline function append(m: Manager, id: i32): void {
+/**
+ * Gives the entry the newest stamp and appends it to the ring. The room is
+ * made first: packing restamps the ring from the clock, which must not yet
+ * count this entry.
+ */
+@inline function appendNewest(m: Manager, id: i32): void {
+  if (m.clock >= <u64>0xffffffff) relabel(m);
   if (m.ringTail - m.ringHead > m.ringMask) compactRing(m);
-  const a = ringAt(m, m.ringTail++);
-  store<i32>(a, id);
-  store<u32>(a, stampOf(m, id), 4);
+  setStamp(m, id, <u32>++m.clock);
+  store<i32>(ringAt(m, m.ringTail++), id);
   setFlags(m, id, flagsOf(m, id) | LINKED);
 }
 
 /** The oldest live ring entry's id (stale entries before it are dropped), or 0. */
 @inline function ringFront(m: Manager): i32 {
+  const offset = ringOffset(m);
   while (m.ringHead != m.ringTail) {
-    const a = ringAt(m, m.ringHead);
-    if (liveEntry(m, a)) return load<i32>(a);
+    if (liveAt(m, m.ringHead, offset)) return load<i32>(ringAt(m, m.ringHead));
     m.ringHead++;
   }
   return 0;
@@ -176,12 +203,15 @@ function compactRing(m: Manager): void {
 
 // ---- side heap (min by stamp) ----
 
+// The heap shares the free stack's array, growing down from its last slot:
+// a free id and an id in the heap (cached, evictable) are never the same, so
+// freeTop + heapSize <= numBlocks - 1 and the two never meet.
 @inline function heapAt(m: Manager, i: i32): i32 {
-  return load<i32>(m.heap + (<usize>i << 2));
+  return load<i32>(m.heap - (<usize>i << 2));
 }
 
 @inline function place(m: Manager, i: i32, id: i32): void {
-  store<i32>(m.heap + (<usize>i << 2), id);
+  store<i32>(m.heap - (<usize>i << 2), id);
   store<i32>(m.heapPos + (<usize>id << 2), i + 1);
 }
 
@@ -242,8 +272,7 @@ function heapRemove(m: Manager, id: i32): void {
 
 // ---- recency stamps ----
 //
-// Stamps are u32 (they sit in ring entries next to the ids); the clock counts
-// touches. Before it would pass 2^32 - 1, every cached entry is renumbered
+// Stamps are u32 (ring positions are); the clock counts touches. Before it would pass 2^32 - 1, every cached entry is renumbered
 // 1..k in stamp order: only the order of stamps matters (ring, side heap,
 // parked entries), and a renumbering that keeps it leaves both structures
 // valid. It runs once per ~4 billion touches, in O(k log k).
@@ -273,14 +302,47 @@ function siftIds(m: Manager, base: usize, i: i32, n: i32): void {
   store<i32>(base + (<usize>i << 2), id);
 }
 
+/** Reverses ring slots [i, j). */
+function reverseSlots(m: Manager, i: u32, j: u32): void {
+  while (j > i + 1) {
+    j--;
+    const a = m.ring + (<usize>i << 2);
+    const b = m.ring + (<usize>j << 2);
+    const t = load<i32>(a);
+    store<i32>(a, load<i32>(b));
+    store<i32>(b, t);
+    i++;
+  }
+}
+
+/** Turns the ring's slots left by `h`: slot h comes first. */
+function rotateRing(m: Manager, h: u32): void {
+  const cap = m.ringMask + 1;
+  reverseSlots(m, 0, h);
+  reverseSlots(m, h, cap);
+  reverseSlots(m, 0, cap);
+}
+
+/** Moves the clock forward to `v` (a test hook's way to the wrap-around); the ring's entries get the stamps their positions then imply. */
+export function moveClock(m: Manager, v: u32): void {
+  if (<u64>v <= m.clock) return;
+  if (m.ring != 0) compactRing(m);
+  m.clock = <u64>v;
+  if (m.ring != 0) restampRing(m);
+}
+
 /** Renumbers the stamps of every cached entry 1..k, keeping their order. */
 export function relabel(m: Manager): void {
-  // Stale ring entries carry old stamps that renumbered ones could meet again:
-  // drop them first, and give the live ones their new stamps after.
+  // Stale ring entries would imply stamps that renumbered ones could meet
+  // again: drop them first. The packed entries (at most numBlocks - 1) are
+  // then turned to the ring's start, and the rest of the ring (at least
+  // numBlocks + 1 entries) is the scratch for the cached ids.
   compactRing(m);
-  // Scratch: the unused part of the free stack. Cached ids are not free, so
-  // freeTop + numCached <= numBlocks - 1 and they fit above the top.
-  const base = m.free + (<usize>m.freeTop << 2);
+  const r = m.ringTail - m.ringHead;
+  rotateRing(m, m.ringHead & m.ringMask);
+  m.ringHead = 0;
+  m.ringTail = r;
+  const base = m.ring + (<usize>r << 2);
   let k = 0;
   for (let id = 1; id < m.numBlocks; id++) {
     if ((flagsOf(m, id) & CACHED) == 0) continue;
@@ -297,10 +359,8 @@ export function relabel(m: Manager): void {
   }
   for (let i = 0; i < k; i++) setStamp(m, idAt(base, i), <u32>(i + 1));
   m.clock = <u64>k;
-  for (let r = m.ringHead; r != m.ringTail; r++) {
-    const a = ringAt(m, r);
-    store<u32>(a, stampOf(m, load<i32>(a)), 4);
-  }
+  // The ring's entries are the newest k' of the k (every entry outside it is
+  // older), so they now carry k - k' + 1..k: what their positions imply.
 }
 
 // ---- the operations the cache uses ----
@@ -309,9 +369,11 @@ export function relabel(m: Manager): void {
 export function touch(m: Manager, id: i32): void {
   if (isLinked(m, id)) unlink(m, id);
   else if (inHeap(m, id)) heapRemove(m, id);
-  setStamp(m, id, nextStamp(m));
-  if (m.policy == POLICY_LRU) append(m, id);
-  else placeKeyed(m, id);
+  if (m.policy == POLICY_LRU) appendNewest(m, id);
+  else {
+    setStamp(m, id, nextStamp(m));
+    placeKeyed(m, id);
+  }
 }
 
 /** Under a keyed policy, an entry with the newest stamp goes to its key's list (the side heap past KEY_LISTS). */
@@ -360,9 +422,7 @@ function touchAllLru(m: Manager, ids: usize, n: i32): void {
     if ((load<u8>(flags + <usize>id) & IN_HEAP) != 0) heapRemove(m, id);
     clock++;
     store<u32>(stamps + (<usize>id << 2), clock);
-    const a = ring + (<usize>(tail & mask) << 3);
-    store<i32>(a, id);
-    store<u32>(a, clock, 4);
+    store<i32>(ring + (<usize>(tail & mask) << 2), id);
     tail++;
     store<u8>(flags + <usize>id, load<u8>(flags + <usize>id) | LINKED);
   }
@@ -384,9 +444,9 @@ export function rekey(m: Manager, id: i32, k: u32): void {
 
 /** A new entry (its stamp is set by the touch that follows in the same batch). */
 export function lruAdd(m: Manager, id: i32): void {
-  setStamp(m, id, nextStamp(m));
-  if (m.policy == POLICY_LRU) append(m, id);
+  if (m.policy == POLICY_LRU) appendNewest(m, id);
   else {
+    setStamp(m, id, nextStamp(m));
     setKey(m, id, 0);
     listAppend(m, id, 0);
   }
@@ -442,15 +502,16 @@ export function takeFromRing(m: Manager, k: i32, out: usize): i32 {
   const flags = m.flags;
   const stamps = m.stamps;
   const refs = m.refs;
+  const offset = ringOffset(m);
   let head = m.ringHead;
   let n = 0;
   while (n < k && head != tail) {
-    const a = ring + (<usize>(head & mask) << 3);
+    const id = load<i32>(ring + (<usize>(head & mask) << 2));
+    const stamp = head + offset;
     head++;
-    const id = load<i32>(a);
     const fa = flags + <usize>id;
     const f = load<u8>(fa);
-    if ((f & LINKED) == 0 || load<u32>(stamps + (<usize>id << 2)) != load<u32>(a, 4)) continue; // stale
+    if ((f & LINKED) == 0 || load<u32>(stamps + (<usize>id << 2)) != stamp) continue; // stale
     store<u8>(fa, f & ~LINKED); // a victim leaves the order; a held entry is parked
     if (load<i32>(refs + (<usize>id << 2)) != 1) continue;
     store<i32>(out + (<usize>n << 2), id);
@@ -496,15 +557,15 @@ export function lruAudit(m: Manager): i32 {
   let lastStamp: u32 = 0;
   if (m.ring != 0) {
     if (m.ringTail - m.ringHead > m.ringMask + 1) return -1;
+    const offset = ringOffset(m);
     for (let r = m.ringHead; r != m.ringTail; r++) {
-      const a = ringAt(m, r);
-      const id = load<i32>(a);
+      const id = load<i32>(ringAt(m, r));
       if (id <= 0 || id >= m.numBlocks) return -1;
-      if (!liveEntry(m, a)) continue;
+      if (!liveAt(m, r, offset)) continue;
       const f = flagsOf(m, id);
       if ((f & AUDIT_MARK) != 0) return -1; // two live entries for one id
       setFlags(m, id, f | AUDIT_MARK);
-      const s = load<u32>(a, 4);
+      const s = stampOf(m, id);
       if (count > 0 && s <= lastStamp) return -1;
       lastStamp = s;
       count++;
@@ -515,8 +576,15 @@ export function lruAudit(m: Manager): i32 {
     count = listAudit(m);
     if (count < 0) return -1;
   }
+  // Under LRU every cached entry out of the ring is older than the ring's
+  // head (relabel relies on it).
+  const lru = m.policy == POLICY_LRU && m.ring != 0;
+  const headStamp = m.ringHead + ringOffset(m);
   let linked = 0;
-  for (let id = 1; id < m.numBlocks; id++) if (isLinked(m, id)) linked++;
+  for (let id = 1; id < m.numBlocks; id++) {
+    if (isLinked(m, id)) linked++;
+    else if (lru && (flagsOf(m, id) & CACHED) != 0 && stampOf(m, id) >= headStamp) return -1;
+  }
   if (linked != count) return -1;
   for (let i = 0; i < m.heapSize; i++) {
     const h = heapAt(m, i);

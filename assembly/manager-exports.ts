@@ -14,7 +14,7 @@ import {
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
 import { match, insert, touchReversed, stampChain } from "./prefix";
-import { isLinked, inHeap, lruAudit, listBytes } from "./lru";
+import { isLinked, inHeap, lruAudit, listBytes, moveClock } from "./lru";
 import { tableCount } from "./table";
 import { resetBatch, advanceTime, expAudit } from "./priority";
 import { setRecording, clearEvents, rewindEvents, snapshotEvents } from "./events";
@@ -26,8 +26,9 @@ import { setRecording, clearEvents, rewindEvents, snapshotEvents } from "./event
 /**
  * Bytes of the arrays of a manager of `numBlocks` ids (u64: a huge request is
  * measured, not wrapped). Refs, flags and the free stack; with caching also
- * stamps, fingerprints, hashes, the cold fields, the side heap, the recency
- * ring (`tableCap(numBlocks)` entries of 8 bytes) and the table (as many
+ * stamps, fingerprints, hashes, the side heap's positions (the heap itself
+ * shares the free stack's array), the recency ring (`tableCap(numBlocks)`
+ * ids of 4 bytes) and the table (as many
  * u32 lanes, in 64-byte buckets).
  */
 function arrayBytes(numBlocks: i32, prefixOn: i32): u64 {
@@ -35,7 +36,7 @@ function arrayBytes(numBlocks: i32, prefixOn: i32): u64 {
   let size: u64 = (n * 4 + 16) + (n + 16) + (n * 4 + 16);
   if (prefixOn != 0) {
     const cap = tableCap(numBlocks);
-    size += 2 * (n * 4 + 16) + n * 16 + (n * 4 + 16) + (n * 4 + 16) + cap * 8 + (cap * 4 + 64);
+    size += 2 * (n * 4 + 16) + n * 16 + (n * 4 + 16) + cap * 4 + (cap * 4 + 64);
   }
   return size;
 }
@@ -89,14 +90,14 @@ export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, see
   m.refs = p; p += align16(n * 4);
   m.flags = p; p += align16(n);
   m.free = p; p += align16(n * 4);
+  m.heap = m.free + ((n - 1) << 2);
   if (prefixOn != 0) {
     const cap = <usize>tableCap(numBlocks);
     m.stamps = p; p += align16(n * 4);
     m.fps = p; p += align16(n * 4);
     m.hashes = p; p += n * 16;
     m.heapPos = p; p += align16(n * 4);
-    m.heap = p; p += align16(n * 4);
-    m.ring = p; p += cap * 8;
+    m.ring = p; p += cap * 4;
     m.ringMask = <u32>(cap - 1);
     m.table = (p + 63) & ~(<usize>63);
     m.bucketMask = <u32>(cap / 16 - 1);
@@ -319,8 +320,7 @@ export function mgr_keys_ptr(m: usize): usize {
 
 /** Test hook: moves the recency clock (u32 stamps) so that tests reach its wrap-around. */
 export function mgr_set_clock(m: usize, v: u32): void {
-  const mg = changetype<Manager>(m);
-  if (<u64>v > mg.clock) mg.clock = <u64>v;
+  moveClock(changetype<Manager>(m), v);
 }
 
 /** Writes numBlocks, blockSize, prefixOn, seed low and high halves (i32 each) to `out`: what an attaching thread reads instead of trusting a descriptor. */

@@ -253,11 +253,12 @@ function badCall(core: AnyManager, model: ModelBlockManager, which: number, pick
 function run(
   ops: Op[], numBlocks: number, blockSize: number, single: boolean, Impl = BlockManagerImpl, evictionPolicy?: 'lfu' | 'priority',
   clockStart?: number,
+  clockJumpAt = 0,
 ): void {
   const core = single
     ? new SingleBlockManager({ numBlocks })
     : new Impl({ numBlocks, blockSize, ...(evictionPolicy && { evictionPolicy }) });
-  if (clockStart !== undefined) setClock(core as BlockManagerImpl, clockStart);
+  if (clockStart !== undefined && clockJumpAt === 0) setClock(core as BlockManagerImpl, clockStart);
   const model = single ? new ModelSingleBlockManager(numBlocks) : new ModelBlockManager({ numBlocks, blockSize, evictionPolicy });
   model.trackPeak = true;
   const plain = core instanceof BlockManagerImpl ? core : null;
@@ -266,7 +267,12 @@ function run(
   // Handles the test holds: one entry per reference it owns.
   const held: number[] = [];
   try {
-    for (const op of ops) {
+    for (const [i, op] of ops.entries()) {
+      // A jump of the clock mid-run meets a ring that wrapped, parked entries and a side heap.
+      if (clockStart !== undefined && clockJumpAt > 0 && i === clockJumpAt) {
+        setClock(core as BlockManagerImpl, clockStart);
+        core.check();
+      }
       switch (op.kind) {
         case 'allocate': {
           const a = core.allocate(op.n);
@@ -393,10 +399,11 @@ describe('core vs reference model', () => {
         ...shape,
         fc.integer({ min: 1, max: 40 }),
         fc.boolean(),
-        (ops, numBlocks, blockSize, left, lfu) =>
-          run(ops, numBlocks, blockSize, false, BlockManagerImpl, lfu ? 'lfu' : undefined, 0xffffffff - left),
+        fc.nat(),
+        (ops, numBlocks, blockSize, left, lfu, at) =>
+          run(ops, numBlocks, blockSize, false, BlockManagerImpl, lfu ? 'lfu' : undefined, 0xffffffff - left, at % (ops.length + 1)),
       ),
-      { numRuns: soak(40) },
+      { numRuns: soak(80) },
     );
   });
 
