@@ -9,6 +9,7 @@
 import type { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../pool/sequence.js';
 import type { ReplayTarget } from './kernel.js';
+import { appendOutputRun } from './output-run.js';
 import type { KvStoreResult, ReplayKvStore } from './kv-store.js';
 
 /** What the host tier did during a replay. */
@@ -77,6 +78,9 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   /** A decode step that fits plans no copy either (the host tier's fits() waits for pending loads). */
   decodeRoom(seq: Sequence): number {
     return this.tiered.decodeRoom(seq);
+  }
+  appendOutputs(seq: Sequence, first: number, count: number): void {
+    appendOutputRun(seq, first, count);
   }
   cache(seq: Sequence): void {
     this.tiered.cache(seq);

@@ -49,6 +49,13 @@ export interface ReplayTarget<S extends ReplaySequence> {
    */
   decodeRoom?(seq: S): number;
   /**
+   * Optional: appends `count` output tokens to `seq`, `first` then each the
+   * next as nextOutputToken gives it, in one call (the tokens of the decode
+   * steps decodeRoom lets the loop count; millions over a trace). Without
+   * it the loop calls appendToken for each.
+   */
+  appendOutputs?(seq: S, first: number, count: number): void;
+  /**
    * Optional: the sequence's block ids without making a view (ids at
    * [0, numBlocks); valid until the sequence next changes). The loop reads
    * the table after every allocation that added blocks.
@@ -94,7 +101,9 @@ export interface ReplayResult {
 }
 
 const PROMPT_CHUNK = 512;
-const OUTPUT_BASE = 1073741824;
+export const OUTPUT_BASE = 1073741824;
+/** The largest output token; the next one is OUTPUT_BASE again. */
+export const OUTPUT_LAST = 2 * OUTPUT_BASE - 1;
 /** Largest hash id: id * 512 + 511 must be an int32 token. */
 export const MAX_HASH_ID = Math.floor((0x7fffffff - (PROMPT_CHUNK - 1)) / PROMPT_CHUNK);
 
@@ -186,7 +195,12 @@ export function outputToken(r: number, i: number): number {
  * loop makes 4.8 M of them over the conversation trace.)
  */
 export function nextOutputToken(token: number): number {
-  return token === 2 * OUTPUT_BASE - 1 ? OUTPUT_BASE : token + 1;
+  return token === OUTPUT_LAST ? OUTPUT_BASE : token + 1;
+}
+
+/** Output token i + k of a request, given token i (nextOutputToken k times). */
+export function advanceOutputToken(token: number, k: number): number {
+  return OUTPUT_BASE + ((token - OUTPUT_BASE + k) % OUTPUT_BASE);
 }
 
 export interface ReplayProgress {

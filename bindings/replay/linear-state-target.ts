@@ -15,6 +15,8 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
   private hits = 0;
   private saved = 0;
   readonly pool: BlockManagerPool;
+  /** The base target's, when it has one. */
+  readonly appendOutputs?: (seq: S, first: number, count: number) => void;
 
   /** `poolSequence`: the pool's Sequence behind one of the base target's sequences. */
   constructor(
@@ -22,6 +24,7 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
     private readonly poolSequence: (s: S) => Sequence,
   ) {
     this.pool = base.pool;
+    if (base.appendOutputs) this.appendOutputs = base.appendOutputs.bind(base);
   }
 
   newSequence(buffer: Int32Array, promptLength: number): S {
@@ -33,6 +36,7 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
   decodeRoom(seq: S): number {
     return this.base.decodeRoom?.(seq) ?? 0;
   }
+
   cache(seq: S): void {
     this.base.cache(seq);
   }

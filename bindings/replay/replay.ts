@@ -20,6 +20,7 @@ import { LinearStateReplayTarget } from './linear-state-target.js';
 import { HierarchyReplayTarget, hostTierResult, type HostTierResult } from './hierarchy-replay.js';
 import { replayWarnings } from './warnings.js';
 import { ReplayKvStore } from './kv-store.js';
+import { appendOutputRun } from './output-run.js';
 
 export interface ReplayOptions {
   /**
@@ -176,6 +177,9 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
   }
   decodeRoom(seq: Sequence): number {
     return this.pool.decodeRoom(seq);
+  }
+  appendOutputs(seq: Sequence, first: number, count: number): void {
+    appendOutputRun(seq, first, count);
   }
   blockIds(seq: Sequence): Int32Array {
     return seq.state.table;

@@ -3,10 +3,11 @@
 // pool inspector) step it themselves. One loop, so both give the same result.
 
 import {
-  nextOutputToken, outputToken, promptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
+  advanceOutputToken, nextOutputToken, outputToken, promptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
 } from './kernel.js';
 import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { TraceRequest } from './trace.js';
+import { TokenBuffers } from './token-buffers.js';
 
 /** What one `step()` did. */
 export interface ReplayStep {
@@ -59,7 +60,7 @@ export class ReplayStepper<S extends ReplaySequence> {
   /** Requests admitted through `admitRequest` (open-ended driving), not from `requests`. */
   private pushed = 0;
   /** Token buffers of finished sequences, reused for new ones. */
-  private readonly spare: Int32Array[] = [];
+  private readonly buffers: TokenBuffers;
 
   readonly params: ReplayParams;
 
@@ -72,6 +73,7 @@ export class ReplayStepper<S extends ReplaySequence> {
     if (!Array.isArray(requests)) throw new TypeError(`requests must be an array of trace requests, got ${describe(requests)}`);
     this.params = checkParams(params);
     this.B = this.params.blockSize;
+    this.buffers = new TokenBuffers(this.params.maxRunning);
     this.total = Math.min(requests.length, this.params.limit ?? Infinity);
     this.evictedBefore = target.blocksEvicted();
   }
@@ -185,7 +187,7 @@ export class ReplayStepper<S extends ReplaySequence> {
     this.finishedInStep++;
     this.target.deallocate(s);
     const buf = this.target.recycle?.(s);
-    if (buf) this.spare.push(buf);
+    if (buf) this.buffers.give(buf);
   }
 
   private recordNew(s: S, from: number): number {
@@ -203,9 +205,7 @@ export class ReplayStepper<S extends ReplaySequence> {
     const { target, params } = this;
     const L = req.inputLength;
     const need = L + req.outputLength + 1;
-    let buf = this.spare.pop();
-    if (buf === undefined || buf.length < need) buf = new Int32Array(need + Math.floor(need / 4));
-    const s = target.newSequence(promptTokens(req, buf), L);
+    const s = target.newSequence(promptTokens(req, this.buffers.take(need)), L);
     while (this.live() >= params.maxRunning) this.finishOldest();
     let placed = false;
     while (true) {
@@ -238,7 +238,12 @@ export class ReplayStepper<S extends ReplaySequence> {
         let k = target.decodeRoom?.(s) ?? 0;
         if (k > 0) {
           if (k > outputs - i) k = outputs - i;
-          for (let j = 0; j < k; j++, token = nextOutputToken(token)) s.appendToken(token);
+          if (target.appendOutputs) {
+            target.appendOutputs(s, token, k);
+            token = advanceOutputToken(token, k);
+          } else {
+            for (let j = 0; j < k; j++, token = nextOutputToken(token)) s.appendToken(token);
+          }
           s.kvCachedTokens = s.numTokens - 1;
           this.allocateCalls += k;
           i += k;

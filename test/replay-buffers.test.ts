@@ -1,0 +1,55 @@
+// The replay loop's token plumbing: runs of output tokens appended in one
+// call, and the buffers kept between requests.
+
+import { describe, expect, it } from 'vitest';
+import { Sequence } from '../bindings/pool/sequence.js';
+import { OUTPUT_BASE, OUTPUT_LAST, advanceOutputToken, nextOutputToken, outputToken } from '../bindings/replay/kernel.js';
+import { appendOutputRun } from '../bindings/replay/output-run.js';
+import { TokenBuffers } from '../bindings/replay/token-buffers.js';
+
+describe('appendOutputRun', () => {
+  it('appends what nextOutputToken gives, one token at a time, across the wrap and past the buffer', () => {
+    for (const first of [outputToken(3, 0), OUTPUT_LAST - 5, OUTPUT_LAST, OUTPUT_BASE]) {
+      for (const count of [0, 1, 6, 7, 40]) {
+        const a = Sequence.fromBuffer(new Int32Array(12).fill(9), 4);
+        const b = new Sequence([9, 9, 9, 9]);
+        appendOutputRun(a, first, count);
+        let t = first;
+        for (let j = 0; j < count; j++, t = nextOutputToken(t)) b.appendToken(t);
+        expect([...a.tokens]).toEqual([...b.tokens]);
+        expect(a.numTokens).toBe(4 + count);
+        expect(advanceOutputToken(first, count)).toBe(t);
+      }
+    }
+  });
+});
+
+describe('TokenBuffers', () => {
+  it('hands out the smallest kept buffer that fits, and a new one only when none does', () => {
+    const pool = new TokenBuffers(2);
+    const small = pool.take(100);
+    const large = pool.take(1000);
+    expect(small.length).toBeGreaterThanOrEqual(100);
+    expect(large.length).toBeGreaterThanOrEqual(1000);
+    pool.give(large);
+    pool.give(small);
+    expect(pool.take(50)).toBe(small); // not the large one, which a larger need may want
+    pool.give(small);
+    expect(pool.take(500)).toBe(large);
+    const fresh = pool.take(5000); // the small one kept does not fit
+    expect(fresh).not.toBe(small);
+    expect(fresh.length).toBeGreaterThanOrEqual(5000);
+    expect(pool.take(1)).toBe(small);
+  });
+
+  it('keeps at most twice the running sequences and eight more, dropping the smallest', () => {
+    const pool = new TokenBuffers(1);
+    const bufs = Array.from({ length: 12 }, (_, i) => new Int32Array(10 * (i + 1)));
+    for (const b of bufs) pool.give(b);
+    // 10 kept: the two smallest (10 and 20 tokens) went.
+    const got = new Set<Int32Array>();
+    for (let i = 0; i < 10; i++) got.add(pool.take(1));
+    expect([...got].map((b) => b.length).sort((x, y) => x - y)).toEqual(bufs.slice(2).map((b) => b.length));
+    expect(bufs.slice(0, 2).some((b) => got.has(b))).toBe(false);
+  });
+});
