@@ -42,14 +42,15 @@ describe('TokenBuffers', () => {
     expect(pool.take(1)).toBe(small);
   });
 
-  it('keeps at most twice the running sequences and eight more, dropping the smallest', () => {
-    const pool = new TokenBuffers(1);
-    const bufs = Array.from({ length: 12 }, (_, i) => new Int32Array(10 * (i + 1)));
+  it('keeps at most as many as the running sequences and eight more, dropping the smallest', () => {
+    const pool = new TokenBuffers(2);
+    const bufs = Array.from({ length: 13 }, (_, i) => new Int32Array(10 * (i + 1)));
     for (const b of bufs) pool.give(b);
-    // 10 kept: the two smallest (10 and 20 tokens) went.
+    // 10 kept: the three smallest (10, 20 and 30 tokens) went.
     const got = new Set<Int32Array>();
     for (let i = 0; i < 10; i++) got.add(pool.take(1));
-    expect([...got].map((b) => b.length).sort((x, y) => x - y)).toEqual(bufs.slice(2).map((b) => b.length));
-    expect(bufs.slice(0, 2).some((b) => got.has(b))).toBe(false);
+    expect([...got].map((b) => b.length).sort((x, y) => x - y)).toEqual(bufs.slice(3).map((b) => b.length));
+    expect(pool.take(1)).not.toBe(bufs[0]);
+    expect(bufs.slice(0, 3).some((b) => got.has(b))).toBe(false);
   });
 });

@@ -6,15 +6,17 @@
 // the smallest kept buffer that fits it, and a new buffer is made only when
 // none does.
 
-/** Buffers kept at most: the running sequences' and as many again (the smallest go first). */
-const KEEP_PER_RUNNING = 2;
-
 export class TokenBuffers {
   private readonly kept: Int32Array[] = [];
   private readonly limit: number;
 
+  /**
+   * Keeps at most `maxRunning + 8` buffers (the smallest go first): a replay
+   * of the conversation trace never had more than ~35 kept, and a fleet has
+   * a loop per engine.
+   */
   constructor(maxRunning: number) {
-    this.limit = KEEP_PER_RUNNING * maxRunning + 8;
+    this.limit = maxRunning + 8;
   }
 
   /** A buffer of at least `need` tokens: the smallest kept one that fits, else a new one with a quarter to spare. */
