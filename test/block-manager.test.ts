@@ -416,6 +416,27 @@ describe('check() on a corrupted manager', () => {
     m.deallocate(ids);
     expect(m.numFreeBlocks()).toBe(7);
   });
+
+  it('sees an entry out of the recency ring that is newer than the ring (a parked one, restamped)', () => {
+    const m = mgr(8);
+    const rt = plainCore();
+    const ptr = (m as unknown as { ptr: number }).ptr;
+    const t = chain(3);
+    const held = [...m.allocate(3)!];
+    m.cache(t, held);
+    const other = [...m.allocate(4)!];
+    m.cache(chain(4).map((x) => x + 1000), other);
+    m.deallocate(other);
+    // Evicting walks past the three held entries (parks them) to the four released ones.
+    expect(m.evict(1)).toBe(1);
+    m.check();
+    const stamps = rt.ex.mgr_stamps_ptr(ptr) >>> 2;
+    // A parked entry is older than every entry in the ring; one given a newer stamp breaks the order.
+    const newest = Math.max(...other.filter((id) => m.refCount(id) > 0).map((id) => rt.i32[stamps + id]!));
+    expectCheckCatches(rt.i32, stamps + held[0]!, newest, () => m.check(), /eviction order \(recency ring or side heap\) is corrupt/);
+    m.deallocate(held);
+    m.check();
+  });
 });
 
 describe('the async constructors', () => {
