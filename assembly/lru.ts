@@ -272,10 +272,11 @@ function heapRemove(m: Manager, id: i32): void {
 
 // ---- recency stamps ----
 //
-// Stamps are u32 (ring positions are); the clock counts touches. Before it would pass 2^32 - 1, every cached entry is renumbered
-// 1..k in stamp order: only the order of stamps matters (ring, side heap,
-// parked entries), and a renumbering that keeps it leaves both structures
-// valid. It runs once per ~4 billion touches, in O(k log k).
+// Stamps are u32 (ring positions are); the clock counts touches. Before it
+// would pass 2^32 - 1, every cached entry is renumbered 1..k in stamp order:
+// only the order of stamps matters (ring, side heap, parked entries), and a
+// renumbering that keeps it leaves both structures valid. It runs once per
+// ~4 billion touches, in O(k log k).
 
 /** The next stamp, renumbering first when the u32 range is used up. */
 @inline function nextStamp(m: Manager): u32 {
@@ -331,21 +332,28 @@ export function moveClock(m: Manager, v: u32): void {
   if (m.ring != 0) restampRing(m);
 }
 
-/** Renumbers the stamps of every cached entry 1..k, keeping their order. */
+/**
+ * Renumbers the stamps of every cached entry, keeping their order: the
+ * entries out of the ring 1..k, the ring's r entries k + 1..k + r.
+ */
 export function relabel(m: Manager): void {
   // Stale ring entries would imply stamps that renumbered ones could meet
   // again: drop them first. The packed entries (at most numBlocks - 1) are
   // then turned to the ring's start, and the rest of the ring (at least
-  // numBlocks + 1 entries) is the scratch for the cached ids.
+  // numBlocks + 1 entries) is the scratch for the other cached ids.
   compactRing(m);
   const r = m.ringTail - m.ringHead;
   rotateRing(m, m.ringHead & m.ringMask);
   m.ringHead = 0;
   m.ringTail = r;
   const base = m.ring + (<usize>r << 2);
+  // Under LRU a LINKED entry is in the ring; other policies keep no ring,
+  // and their listed entries are renumbered with the rest.
+  const skip: u8 = m.policy == POLICY_LRU ? LINKED : 0;
   let k = 0;
   for (let id = 1; id < m.numBlocks; id++) {
-    if ((flagsOf(m, id) & CACHED) == 0) continue;
+    const f = flagsOf(m, id);
+    if ((f & CACHED) == 0 || (f & skip) != 0) continue;
     store<i32>(base + (<usize>k << 2), id);
     k++;
   }
@@ -358,9 +366,12 @@ export function relabel(m: Manager): void {
     siftIds(m, base, 0, end);
   }
   for (let i = 0; i < k; i++) setStamp(m, idAt(base, i), <u32>(i + 1));
-  m.clock = <u64>k;
-  // The ring's entries are the newest k' of the k (every entry outside it is
-  // older), so they now carry k - k' + 1..k: what their positions imply.
+  // The ring after them all: every entry out of it is older (parked and
+  // side-heap entries were passed by the ring's head), but for one a touch
+  // is about to restamp (unlinked, or cached a moment ago), whose place
+  // here does not matter.
+  m.clock = <u64>(k + r);
+  restampRing(m);
 }
 
 // ---- the operations the cache uses ----
@@ -579,11 +590,12 @@ export function lruAudit(m: Manager): i32 {
   // Under LRU every cached entry out of the ring is older than the ring's
   // head (relabel relies on it).
   const lru = m.policy == POLICY_LRU && m.ring != 0;
-  const headStamp = m.ringHead + ringOffset(m);
+  // In u64: with the clock at 2^32 - 1 and the ring empty it is 2^32.
+  const headStamp: u64 = m.clock + 1 - <u64>(m.ringTail - m.ringHead);
   let linked = 0;
   for (let id = 1; id < m.numBlocks; id++) {
     if (isLinked(m, id)) linked++;
-    else if (lru && (flagsOf(m, id) & CACHED) != 0 && stampOf(m, id) >= headStamp) return -1;
+    else if (lru && (flagsOf(m, id) & CACHED) != 0 && <u64>stampOf(m, id) >= headStamp) return -1;
   }
   if (linked != count) return -1;
   for (let i = 0; i < m.heapSize; i++) {

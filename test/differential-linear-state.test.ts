@@ -81,7 +81,8 @@ function compare(c: LinearStatePrefixCache, m: ModelLinearStateCache): void {
   }, m.counters, 'counters');
 }
 
-function run(ops: Op[], numSlots: number): void {
+/** `jump`: at op `at`, the cache's recency clock moves to `to` (the core's test hook), so that its u32 stamps run out and are renumbered. */
+function run(ops: Op[], numSlots: number, jump?: { at: number; to: number }): void {
   const c = new LinearStatePrefixCache({ numSlots });
   const m = new ModelLinearStateCache(numSlots);
   // Live slots the test holds, as sequences (core and model twins).
@@ -91,7 +92,12 @@ function run(ops: Op[], numSlots: number): void {
   const batches: { core: ResolvedLinearStateOps; model: ModelBatch }[] = [];
   const takeAt = <T>(a: T[], pick: number): T | undefined => (a.length === 0 ? undefined : a.splice(pick % a.length, 1)[0]);
   try {
-    for (const op of ops) {
+    for (const [i, op] of ops.entries()) {
+      if (jump !== undefined && i === jump.at) {
+        const core = (c as unknown as { slots: { ptr: number; rt: { ex: { mgr_set_clock(m: number, v: number): void } } } }).slots;
+        core.rt.ex.mgr_set_clock(core.ptr, jump.to);
+        c.check();
+      }
       switch (op.kind) {
         case 'acquire': {
           const a = c.acquireLiveSlot();
@@ -200,6 +206,19 @@ describe('differential: LinearStatePrefixCache core vs model', () => {
     fc.assert(
       fc.property(fc.array(opArb, { minLength: 20, maxLength: 400, size: 'max' }), fc.integer({ min: 2, max: 7 }), (ops, n) => run(ops, n)),
       { numRuns: soak(150) },
+    );
+  });
+
+  it('agrees when the recency stamps run out and are renumbered mid-run', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 20, maxLength: 300, size: 'max' }),
+        fc.integer({ min: 3, max: 7 }),
+        fc.nat(),
+        fc.integer({ min: 1, max: 12 }),
+        (ops, n, at, left) => run(ops, n, { at: at % ops.length, to: 0xffffffff - left }),
+      ),
+      { numRuns: soak(80) },
     );
   });
 });
