@@ -107,16 +107,30 @@ const median = (xs: number[]) => {
 };
 const name = (p: string) => (p === root ? '.' : p);
 
+/**
+ * The median of each round's own ratio a / b, and in how many rounds b was
+ * faster: the two runs of a round are minutes apart at most, so this
+ * statistic cancels the machine's drift, which moves a build by up to 1.5x
+ * between rounds here, more than most changes measured.
+ */
+function paired(data: Map<string, number[]>, a: string, b: string, mode: string): string {
+  const xs = data.get(key(a, mode))!;
+  const ys = data.get(key(b, mode))!;
+  const ratios = xs.map((x, i) => x / ys[i]!);
+  return `paired ${median(ratios).toFixed(2)}x, ${ratios.filter((r) => r > 1).length}/${ratios.length}`;
+}
+
 function tables(what: string, data: Map<string, number[]>): void {
   const med = (pkg: string, mode: string) => median(data.get(key(pkg, mode))!);
   console.log(`${what}, median of ${rounds} runs each, builds and modes taking turns; results identical across builds`);
+  if (pkgs.length > 1) console.log('(in brackets: the median of the rounds\' own ratios, and the rounds the later build was faster in)');
   console.log();
   console.log(`| mode | ${pkgs.map(name).join(' | ')} |${pkgs.length > 1 ? ` ${pkgs.slice(1).map((p) => `${name(pkgs[0]!)} / ${name(p)}`).join(' | ')} |` : ''}`);
   console.log(`| --- |${pkgs.map(() => ' ---: |').join('')}${pkgs.slice(1).map(() => ' ---: |').join('')}`);
   for (const mode of modes) {
     const base = med(pkgs[0]!, mode);
     const cells = pkgs.map((p) => `${med(p, mode).toFixed(3)} s`);
-    const ratios = pkgs.slice(1).map((p) => `${(base / med(p, mode)).toFixed(2)}x`);
+    const ratios = pkgs.slice(1).map((p) => `${(base / med(p, mode)).toFixed(2)}x (${paired(data, pkgs[0]!, p, mode)})`);
     console.log(`| ${mode} | ${[...cells, ...ratios].join(' | ')} |`);
   }
   if (modes.includes('plain') && modes.length > 1) {
