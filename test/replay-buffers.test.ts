@@ -2,9 +2,12 @@
 // call, and the buffers kept between requests.
 
 import { describe, expect, it } from 'vitest';
+import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { OUTPUT_BASE, OUTPUT_LAST, advanceOutputToken, nextOutputToken, outputToken } from '../bindings/replay/kernel.js';
 import { appendOutputRun } from '../bindings/replay/output-run.js';
+import { PoolReplayTarget } from '../bindings/replay/replay.js';
+import { MAX_SEQUENCE_TOKENS } from '../bindings/validate.js';
 import { TokenBuffers } from '../bindings/replay/token-buffers.js';
 
 describe('appendOutputRun', () => {
@@ -20,6 +23,33 @@ describe('appendOutputRun', () => {
         expect(a.numTokens).toBe(4 + count);
         expect(advanceOutputToken(first, count)).toBe(t);
       }
+    }
+  });
+});
+
+describe('PoolReplayTarget.appendOutputs', () => {
+  it('refuses a bad argument by name and appends nothing', () => {
+    const pool = new BlockManagerPool({ numBlocks: 8, blockSize: 4 });
+    try {
+      const t = new PoolReplayTarget(pool);
+      const s = new Sequence([1, 2, 3]);
+      const bad: Array<[unknown, unknown, unknown, RegExp]> = [
+        [{}, OUTPUT_BASE, 2, /^seq must be a Sequence/],
+        [s, 1.5, 2, /^first must be an integer, got 1.5/],
+        [s, 2 ** 31, 2, /^first must be in \[-2147483648, 2147483647\], got 2147483648/],
+        [s, 'x', 2, /^first must be a number/],
+        [s, OUTPUT_BASE, -1, /^count must be in \[0, 268435453\], got -1/],
+        [s, OUTPUT_BASE, 0.5, /^count must be an integer/],
+        [s, OUTPUT_BASE, MAX_SEQUENCE_TOKENS, /^count must be in \[0, 268435453\], got 268435456/],
+      ];
+      for (const [seq, first, count, message] of bad) {
+        expect(() => t.appendOutputs(seq as Sequence, first as number, count as number)).toThrow(message);
+        expect([...s.tokens]).toEqual([1, 2, 3]);
+      }
+      t.appendOutputs(s, OUTPUT_LAST, 2);
+      expect([...s.tokens]).toEqual([1, 2, 3, OUTPUT_LAST, OUTPUT_BASE]);
+    } finally {
+      pool.dispose();
     }
   });
 });

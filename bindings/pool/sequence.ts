@@ -105,11 +105,7 @@ export class Sequence {
     // fast path, inline: a decode step calls this millions of times).
     if ((token | 0) !== token) checkInt('token', token, -0x80000000, 0x7fffffff);
     const s = this.state;
-    if (s.numTokens === s.tokens.length) {
-      const t = new Int32Array(s.tokens.length * 2);
-      t.set(s.tokens);
-      s.tokens = t;
-    }
+    if (s.numTokens === s.tokens.length) s.reserveTokens(1);
     s.tokens[s.numTokens++] = token;
   }
 

@@ -76,6 +76,17 @@ export class SequenceState {
     this.numPromptTokens = numTokens;
   }
 
+  /** Room for `n` more tokens in the token buffer (it grows by doubling). */
+  reserveTokens(n: number): void {
+    const need = this.numTokens + n;
+    if (need <= this.tokens.length) return;
+    let cap = Math.max(16, this.tokens.length * 2);
+    while (cap < need) cap *= 2;
+    const t = new Int32Array(cap);
+    t.set(this.tokens.subarray(0, this.numTokens));
+    this.tokens = t;
+  }
+
   /** Room for `n` more blocks in the table. */
   reserveBlocks(n: number): void {
     const need = this.numBlocks + n;

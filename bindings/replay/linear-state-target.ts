@@ -36,7 +36,6 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
   decodeRoom(seq: S): number {
     return this.base.decodeRoom?.(seq) ?? 0;
   }
-
   cache(seq: S): void {
     this.base.cache(seq);
   }

@@ -3,19 +3,23 @@
 // ~4.5 M tokens over the conversation trace, and one appendToken call each
 // was a visible part of the loop.
 
-import type { Sequence } from '../pool/sequence.js';
+import { Sequence } from '../pool/sequence.js';
+import { MAX_SEQUENCE_TOKENS, checkInt, describe } from '../validate.js';
 import { OUTPUT_BASE, OUTPUT_LAST } from './kernel.js';
 
-/** Appends `count` output tokens from `first` on (wrapping as nextOutputToken does) to `seq`. */
+/**
+ * Appends `count` output tokens from `first` on (wrapping as nextOutputToken
+ * does) to `seq`. Checks every argument first (PoolReplayTarget makes this
+ * public): a bad one throws and appends nothing.
+ */
 export function appendOutputRun(seq: Sequence, first: number, count: number): void {
+  if (!(seq instanceof Sequence)) throw new TypeError(`seq must be a Sequence, got ${describe(seq)}`);
   const s = seq.state;
   const n = s.numTokens;
+  checkInt('first', first, -0x80000000, OUTPUT_LAST);
+  checkInt('count', count, 0, MAX_SEQUENCE_TOKENS - n);
   const need = n + count;
-  if (need > s.tokens.length) {
-    const grown = new Int32Array(Math.max(need, s.tokens.length * 2));
-    grown.set(s.tokens.subarray(0, n));
-    s.tokens = grown;
-  }
+  s.reserveTokens(count);
   const t = s.tokens;
   const straight = Math.min(count, OUTPUT_LAST - first + 1);
   for (let j = 0; j < straight; j++) t[n + j] = first + j;
