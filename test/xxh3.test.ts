@@ -35,10 +35,10 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
 }
 
 /** The chain computed through xxh3_128 alone: the reference for hashBlocks. */
-function manualChain(tokens: ArrayLike<number>, blockSize: number, seed: number | bigint): Uint8Array {
+function manualChain(tokens: ArrayLike<number>, blockSize: number, seed: number | bigint, parent = new Uint8Array(0)): Uint8Array {
   const n = Math.floor(tokens.length / blockSize);
   const out = new Uint8Array(16 * n);
-  let prev: Uint8Array = new Uint8Array(0);
+  let prev: Uint8Array = parent;
   for (let b = 0; b < n; b++) {
     const block = Array.from({ length: blockSize }, (_, i) => tokens[b * blockSize + i]!);
     const h = xxh3_128(concat(prev, tokenBytes(block)), seed);
@@ -300,9 +300,25 @@ describe('hashBlocks chaining', () => {
   const tokens = Int32Array.from({ length: 16 * 9 + 5 }, (_, i) => (i * 2654435761) | 0);
 
   it('equals hashing each chain input with xxh3_128', () => {
-    for (const B of [1, 2, 3, 4, 5, 16, 17, 32, 60, 64, 149]) {
+    // 8..28 tokens take the run with the scalar chain step; 8, 16/17 and
+    // 24/28 reach its three input lengths (48-64, 65-96 and 97-128 bytes).
+    for (const B of [1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 23, 24, 25, 28, 29, 32, 60, 64, 149]) {
       for (const seed of [1024, 0, 2n ** 64n - 1n]) {
         expect(hex(hashBlocks(tokens, B, seed)), `B=${B} seed=${seed}`).toBe(hex(manualChain(tokens, B, seed)));
+      }
+    }
+  });
+
+  it('chains block 0 on a given parent hash as on any other block', () => {
+    const parent = Uint8Array.from({ length: 16 }, (_, i) => 0xf0 ^ (i * 37));
+    for (const B of [4, 8, 16, 17, 28, 29]) {
+      for (const [lo, hi, seed] of [[1024, 0, 1024n], [0xffffffff, 0xffffffff, 2n ** 64n - 1n]] as const) {
+        const ptr = stageTokens(tokens);
+        const pp = ptr + tokens.length * 4 + 16; // inside the token area's spare room
+        mem.u8.set(parent, pp);
+        const out = pp + 32;
+        const n = core().hash_blocks_from(ptr, tokens.length, B, lo, hi, pp, out);
+        expect(hex(mem.u8.slice(out, out + 16 * n)), `B=${B} seed=${seed}`).toBe(hex(manualChain(tokens, B, seed, parent)));
       }
     }
   });
