@@ -76,18 +76,46 @@ export class Staging {
   private readonly tokenArea: Area;
   private readonly idArea: Area;
   private readonly byteArea: Area;
+  private readonly promptArea: Area;
+  /** The array whose tokens [0, promptEnd) sit in the prompt area (holdPrompt), or null. */
+  private prompt: Int32Array | null = null;
+  private promptEnd = 0;
 
   constructor(private readonly mem: StagingMemory) {
     this.tokenArea = new Area(1 << 16, mem, 'tokens');
     this.idArea = new Area(1 << 14, mem, 'block ids');
     this.byteArea = new Area(1 << 12, mem, 'bytes');
+    this.promptArea = new Area(1 << 12, mem, 'prompt tokens');
   }
 
   /** Gives every area's region back to the core (a thread leaving a shared memory). */
   release(): void {
+    this.dropPrompt();
     this.tokenArea.release();
     this.idArea.release();
     this.byteArea.release();
+    this.promptArea.release();
+  }
+
+  /**
+   * Room for `n` tokens that the core is about to write and `src[0, n)` will
+   * hold too (the replay's prompts: the core writes them, they are copied
+   * out once). Until dropPrompt(), stageTokens of `src` within [0, n)
+   * returns their place here instead of copying them in again. The caller
+   * makes sure nothing writes `src[0, n)` in between.
+   */
+  holdPrompt(src: Int32Array, n: number): number {
+    this.prompt = null;
+    const p = this.promptArea.ensure(n * 4);
+    this.prompt = src;
+    this.promptEnd = n;
+    return p;
+  }
+
+  /** Ends holdPrompt's promise: every stageTokens copies again. */
+  dropPrompt(): void {
+    this.prompt = null;
+    this.promptEnd = 0;
   }
 
   /** Copies src[start, end) to linear memory at int32 index `at` (TypedArray.set takes plain arrays too). */
@@ -107,6 +135,10 @@ export class Staging {
 
   /** Copies tokens into linear memory; returns their byte pointer (16 writable bytes before it). */
   stageTokens(tokens: ArrayLike<number>, start = 0, end = tokens.length): number {
+    // Inside the held prompt, the 16 bytes before `start` are the area's
+    // headroom or earlier tokens: writable either way, and the core puts
+    // back what it borrows there.
+    if (tokens === this.prompt && start >= 0 && start < end && end <= this.promptEnd) return this.promptArea.ensure(0) + start * 4;
     const ptr = this.tokenArea.ensure((end - start) * 4);
     this.copyInto(tokens, start, end, ptr >>> 2);
     return ptr;

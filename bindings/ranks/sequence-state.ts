@@ -24,7 +24,7 @@ export class SequenceState {
   /** Tokens whose KV is computed (the scheduler advances it). */
   kvCached = 0;
   /** The KV block table: physical ids [0, numBlocks) in logical order. */
-  table: Int32Array = new Int32Array(16);
+  table: Int32Array;
   numBlocks = 0;
   /** Leading blocks that came from the prefix cache. */
   shared = 0;
@@ -70,10 +70,12 @@ export class SequenceState {
   /** Host tier: the sequence's host blocks (null when it holds none). */
   host: HostBlocks | null = null;
 
-  constructor(tokens: Int32Array, numTokens: number) {
+  /** `table`: an empty table to fill (a replay hands on a finished sequence's). */
+  constructor(tokens: Int32Array, numTokens: number, table: Int32Array = new Int32Array(16)) {
     this.tokens = tokens;
     this.numTokens = numTokens;
     this.numPromptTokens = numTokens;
+    this.table = table;
   }
 
   /** Room for `n` more tokens in the token buffer (it grows by doubling). */

@@ -7,7 +7,7 @@
 
 import type { ManagerType } from '../managers/composite-block-manager.js';
 import type { BlockManagerPool, BlockManagerPoolOptions } from '../pool/block-manager-pool.js';
-import { Sequence } from '../pool/sequence.js';
+import { Sequence, adoptBuffer } from '../pool/sequence.js';
 import { checkInt, describe } from '../validate.js';
 import type { ReplaySequence, ReplayTarget } from './kernel.js';
 
@@ -83,12 +83,14 @@ export class CompositeReplaySequence implements ReplaySequence {
 
 /** The replay loop's view of a composite BlockManagerPool (figures summed over dp ranks). */
 export class CompositeReplayTarget implements ReplayTarget<CompositeReplaySequence> {
+  /** @internal The pool reads each prompt from the buffer it was given. */
+  readonly holdsPrompt = true;
   private readonly capacity: number;
   constructor(readonly pool: BlockManagerPool) {
     this.capacity = pool.compositeManager(0)!.capacityIndex;
   }
   newSequence(buffer: Int32Array, promptLength: number): CompositeReplaySequence {
-    return new CompositeReplaySequence(Sequence.fromBuffer(buffer, promptLength), this.capacity);
+    return new CompositeReplaySequence(adoptBuffer(buffer, promptLength), this.capacity);
   }
   allocate(s: CompositeReplaySequence, numTokens?: number): boolean {
     return this.pool.allocate(s.seq, numTokens);

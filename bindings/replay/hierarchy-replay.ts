@@ -7,7 +7,7 @@
 // prefetches from the store the blocks the host lacks.
 
 import type { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
-import { Sequence } from '../pool/sequence.js';
+import { Sequence, adoptBuffer } from '../pool/sequence.js';
 import type { ReplayTarget } from './kernel.js';
 import { appendOutputRun } from './output-run.js';
 import type { KvStoreResult, ReplayKvStore } from './kv-store.js';
@@ -32,6 +32,8 @@ export interface HostTierResult {
 
 /** The replay loop's view of a HierarchyBlockManagerPool whose worker does every planned copy at once. */
 export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
+  /** @internal The pool reads each prompt from the buffer it was given. */
+  readonly holdsPrompt = true;
   /**
    * `decodePriority`: as PoolReplayTarget's, for the device cache's 'priority'
    * policy; `store`: the KV-cache store behind the host (the pool was made
@@ -49,9 +51,7 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   /** Block tables of finished sequences, reused by new ones (as PoolReplayTarget does). */
   private readonly spareTables: Int32Array[] = [];
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
-    const s = Sequence.fromBuffer(buffer, promptLength);
-    const table = this.spareTables.pop();
-    if (table !== undefined) s.state.table = table;
+    const s = adoptBuffer(buffer, promptLength, this.spareTables.pop());
     if (this.decodePriority !== undefined) s.setRetention([{ start: promptLength, priority: this.decodePriority }]);
     return s;
   }

@@ -61,6 +61,14 @@ export interface ReplayTarget<S extends ReplaySequence> {
    * the table after every allocation that added blocks.
    */
   blockIds?(seq: S): ArrayLike<number>;
+  /**
+   * @internal Optional: true when the target's sequences read their prompt
+   * from the very buffer newSequence was given, and nothing it does writes
+   * that prompt. The loop then leaves each prompt in the core's staging
+   * memory until its prefill returns, and the pool's stagings of it copy
+   * nothing (promptTokens with `hold`).
+   */
+  readonly holdsPrompt?: boolean;
 }
 
 /** What a replay with linear state adds to the result (docs/linear-state.md, replaying a trace). */
@@ -109,20 +117,31 @@ export const MAX_HASH_ID = Math.floor((0x7fffffff - (PROMPT_CHUNK - 1)) / PROMPT
 
 /**
  * Prompt tokens of a request, hash_ids[p / 512] * 512 + p % 512, written to
- * `out[0, inputLength)` (a new array when none is given).
+ * `out[0, inputLength)` (a new array when none is given). With `hold`, the
+ * core's copy stays in its staging memory and the pool's stagings of the
+ * returned array's prompt copy nothing until releasePromptTokens(): the
+ * caller promises that nothing writes the prompt in between.
  */
-export function promptTokens(req: TraceRequest, out?: Int32Array): Int32Array {
+export function promptTokens(req: TraceRequest, out?: Int32Array, hold = false): Int32Array {
   const t = checkPromptArgs(req, out);
   // With the core loaded (always, in a replay) it writes them with SIMD and
   // they are copied out in one go: 145 M tokens over the conversation trace.
-  if (!isCoreLoaded() || req.inputLength < 512) return fillPromptJs(req, t);
-  const L = req.inputLength;
+  if (!isCoreLoaded()) return fillPromptJs(req, t);
   const rt = plainCore();
+  // `t` may be a recycled buffer the staging still holds as another prompt.
+  rt.staging.dropPrompt();
+  const L = req.inputLength;
+  if (L < 512) return fillPromptJs(req, t);
   const ids = rt.staging.stageIds(req.hashIds, 0, Math.ceil(L / PROMPT_CHUNK));
-  const dst = rt.staging.byteSpace(L * 4);
+  const dst = hold ? rt.staging.holdPrompt(t, L) : rt.staging.byteSpace(L * 4);
   rt.ex.replay_prompt_tokens(ids, L, dst);
   t.set(rt.i32.subarray(dst >>> 2, (dst >>> 2) + L));
   return t;
+}
+
+/** Ends what promptTokens(..., hold = true) promised: the pool copies every prompt in again. */
+export function releasePromptTokens(): void {
+  if (isCoreLoaded()) plainCore().staging.dropPrompt();
 }
 
 /**

@@ -15,6 +15,8 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
   private hits = 0;
   private saved = 0;
   readonly pool: BlockManagerPool;
+  /** @internal The base target's (its sequences are the base's). */
+  readonly holdsPrompt: boolean;
   /** The base target's, when it has one. */
   readonly appendOutputs?: (seq: S, first: number, count: number) => void;
 
@@ -24,6 +26,7 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
     private readonly poolSequence: (s: S) => Sequence,
   ) {
     this.pool = base.pool;
+    this.holdsPrompt = base.holdsPrompt === true;
     if (base.appendOutputs) this.appendOutputs = base.appendOutputs.bind(base);
   }
 

@@ -6,7 +6,7 @@ import { loadCore } from '../core/plain-core.js';
 import { BlockManagerPool } from '../pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
-import { Sequence } from '../pool/sequence.js';
+import { Sequence, adoptBuffer } from '../pool/sequence.js';
 import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import {
   CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type CompositeReplaySequence, type SubManagerReplayStats,
@@ -151,14 +151,14 @@ export const REPLAY_DECODE_PRIORITY = 10;
 
 /** The replay loop's view of a BlockManagerPool. */
 export class PoolReplayTarget implements ReplayTarget<Sequence> {
+  /** @internal The pool reads each prompt from the buffer it was given. */
+  readonly holdsPrompt = true;
   /** `decodePriority`: mark every sequence's generated tokens with this priority (the 'priority' policy's replay rule). */
   constructor(readonly pool: BlockManagerPool, readonly decodePriority?: number) {}
   /** Block tables of finished sequences, reused by new ones (growing a table allocates). */
   private readonly spareTables: Int32Array[] = [];
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
-    const s = Sequence.fromBuffer(buffer, promptLength);
-    const table = this.spareTables.pop();
-    if (table !== undefined) s.state.table = table;
+    const s = adoptBuffer(buffer, promptLength, this.spareTables.pop());
     if (this.decodePriority !== undefined) s.setRetention([{ start: promptLength, priority: this.decodePriority }]);
     return s;
   }

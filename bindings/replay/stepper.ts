@@ -3,7 +3,7 @@
 // pool inspector) step it themselves. One loop, so both give the same result.
 
 import {
-  advanceOutputToken, nextOutputToken, outputToken, promptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
+  advanceOutputToken, nextOutputToken, outputToken, promptTokens, releasePromptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
 } from './kernel.js';
 import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { TraceRequest } from './trace.js';
@@ -205,17 +205,25 @@ export class ReplayStepper<S extends ReplaySequence> {
     const { target, params } = this;
     const L = req.inputLength;
     const need = L + req.outputLength + 1;
-    const s = target.newSequence(promptTokens(req, this.buffers.take(need)), L);
-    while (this.live() >= params.maxRunning) this.finishOldest();
+    const hold = target.holdsPrompt === true;
     let placed = false;
-    while (true) {
-      this.allocateCalls++;
-      if (target.allocate(s)) {
-        placed = true;
-        break;
+    let s: S;
+    try {
+      s = target.newSequence(promptTokens(req, this.buffers.take(need), hold), L);
+      while (this.live() >= params.maxRunning) this.finishOldest();
+      while (true) {
+        this.allocateCalls++;
+        if (target.allocate(s)) {
+          placed = true;
+          break;
+        }
+        if (this.live() === 0) break;
+        this.finishOldest();
       }
-      if (this.live() === 0) break;
-      this.finishOldest();
+    } finally {
+      // Past the prefill the prompt is not staged again (cache() takes its
+      // stamps); the promise ends here, whatever happened.
+      if (hold) releasePromptTokens();
     }
     if (!placed) {
       this.rejected++;
