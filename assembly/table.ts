@@ -32,25 +32,35 @@ const CTRL: usize = 60; // byte offset of lane 15, the overflow count
   return m.fps + (<usize>id << 2);
 }
 
+/**
+ * Bit i set when lane i (0..14) of four lane comparisons (all ones or all
+ * zeros per lane) is true: narrowed to bytes and read with one bitmask,
+ * where a bitmask per vector took four, and three shifts and ors to join.
+ */
+@inline function laneBits(e0: v128, e1: v128, e2: v128, e3: v128): i32 {
+  const lo = i16x8.narrow_i32x4_s(e0, e1);
+  const hi = i16x8.narrow_i32x4_s(e2, e3);
+  return i8x16.bitmask(i8x16.narrow_i16x8_s(lo, hi)) & LANES_MASK;
+}
+
 /** Bit i set when lane i (0..14) holds exactly `e`. */
 @inline function lanesEqual(a: usize, e: u32): i32 {
   const v = i32x4.splat(<i32>e);
-  const b0 = i32x4.bitmask(i32x4.eq(v128.load(a), v));
-  const b1 = i32x4.bitmask(i32x4.eq(v128.load(a, 16), v));
-  const b2 = i32x4.bitmask(i32x4.eq(v128.load(a, 32), v));
-  const b3 = i32x4.bitmask(i32x4.eq(v128.load(a, 48), v));
-  return (b0 | (b1 << 4) | (b2 << 8) | (b3 << 12)) & LANES_MASK;
+  return laneBits(
+    i32x4.eq(v128.load(a), v), i32x4.eq(v128.load(a, 16), v), i32x4.eq(v128.load(a, 32), v), i32x4.eq(v128.load(a, 48), v),
+  );
 }
 
 /** Bit i set when the tag of lane i (0..14) is `tag` (an empty lane matches tag 0). */
 @inline function lanesTagged(a: usize, tagMask: u32, tag: u32): i32 {
   const k = i32x4.splat(<i32>tagMask);
   const t = i32x4.splat(<i32>tag);
-  const b0 = i32x4.bitmask(i32x4.eq(v128.and(v128.load(a), k), t));
-  const b1 = i32x4.bitmask(i32x4.eq(v128.and(v128.load(a, 16), k), t));
-  const b2 = i32x4.bitmask(i32x4.eq(v128.and(v128.load(a, 32), k), t));
-  const b3 = i32x4.bitmask(i32x4.eq(v128.and(v128.load(a, 48), k), t));
-  return (b0 | (b1 << 4) | (b2 << 8) | (b3 << 12)) & LANES_MASK;
+  return laneBits(
+    i32x4.eq(v128.and(v128.load(a), k), t),
+    i32x4.eq(v128.and(v128.load(a, 16), k), t),
+    i32x4.eq(v128.and(v128.load(a, 32), k), t),
+    i32x4.eq(v128.and(v128.load(a, 48), k), t),
+  );
 }
 
 /** Address of the home bucket of the 16-byte hash at `key` (for prefetching reads). */
@@ -126,12 +136,9 @@ export function tableFind(m: Manager, key: usize): i32 {
   const v3 = v128.load(a, 48);
   const k = i32x4.splat(<i32>tagMask);
   const tv = i32x4.splat(<i32>(fp & tagMask));
-  let bits =
-    (i32x4.bitmask(i32x4.eq(v128.and(v0, k), tv)) |
-      (i32x4.bitmask(i32x4.eq(v128.and(v1, k), tv)) << 4) |
-      (i32x4.bitmask(i32x4.eq(v128.and(v2, k), tv)) << 8) |
-      (i32x4.bitmask(i32x4.eq(v128.and(v3, k), tv)) << 12)) &
-    LANES_MASK;
+  let bits = laneBits(
+    i32x4.eq(v128.and(v0, k), tv), i32x4.eq(v128.and(v1, k), tv), i32x4.eq(v128.and(v2, k), tv), i32x4.eq(v128.and(v3, k), tv),
+  );
   const idMask = ~tagMask;
   while (bits != 0) {
     const id = <i32>(load<u32>(a + (<usize>ctz(bits) << 2)) & idMask);
@@ -145,12 +152,7 @@ export function tableFind(m: Manager, key: usize): i32 {
     store<u32>(fps + (<usize>addId << 2), fp);
     const e = (fp & tagMask) | <u32>addId;
     const z = i32x4.splat(0);
-    const free =
-      (i32x4.bitmask(i32x4.eq(v0, z)) |
-        (i32x4.bitmask(i32x4.eq(v1, z)) << 4) |
-        (i32x4.bitmask(i32x4.eq(v2, z)) << 8) |
-        (i32x4.bitmask(i32x4.eq(v3, z)) << 12)) &
-      LANES_MASK;
+    const free = laneBits(i32x4.eq(v0, z), i32x4.eq(v1, z), i32x4.eq(v2, z), i32x4.eq(v3, z));
     if (free != 0) store<u32>(a + (<usize>ctz(free) << 2), e);
     else place(m, fp & bucketMask, e);
   }
