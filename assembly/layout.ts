@@ -8,6 +8,7 @@ import {
   ERR_UNSTAMPED_PARENT as E_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE as E_OUT_OF_RANGE, ERR_PADDING as E_PADDING,
   ERR_NOT_HELD as E_NOT_HELD, ERR_FREE as E_FREE, ERR_TOKENS_MISSING as E_TOKENS_MISSING,
   AUX_SIZE as A_SIZE, AUX_EXPIRY as A_EXPIRY, AUX_EXP_POS as A_EXP_POS,
+  META_SIZE as M_SIZE, META_SHIFT as M_SHIFT, META_REFS as M_REFS, META_STAMP as M_STAMP, META_FP as M_FP, META_HEAP_POS as M_HEAP_POS,
   POLICY_LRU as P_LRU, POLICY_LFU as P_LFU, POLICY_PRIORITY as P_PRIORITY,
 } from "../bindings/core/abi";
 
@@ -36,18 +37,19 @@ export class Manager {
   seed: u64 = 0;
   clock: u64 = 0; // LRU recency: each touch gets the next value (u32 stamps; see relabel in lru.ts)
 
-  // Per-id state as separate arrays, so that each operation touches small
-  // dense arrays: for 65,536 ids, references, stamps, fingerprints and
-  // flags take 832 KiB together and stay in the core's own cache, while the
-  // hashes and the table (1 MiB each) are read in batches whose misses
-  // overlap (prefix.ts, idpool.ts). Random reads on this machine cost ~20 ns
-  // in a 2-3 MB working set and 100+ ns past ~4 MB.
-  refs: usize = 0; // i32[numBlocks]: every reference, the cache's included
+  // Per-id state: a record of META_SIZE bytes per id (references, stamp,
+  // fingerprint, side-heap position: what eviction, release and insert read
+  // together, one cache line), and separate dense arrays for the flags and
+  // the hashes, which are read in batches whose misses overlap (prefix.ts,
+  // idpool.ts). refs, stamps, fps and heapPos point at their field of id
+  // 0's record: field f of id i is at f + (i << META_SHIFT). Random reads on
+  // this machine cost ~20 ns in a 2-3 MB working set and 100+ ns past ~4 MB.
+  refs: usize = 0; // i32 per record: every reference, the cache's included
   flags: usize = 0; // u8[numBlocks]: CACHED | STAMPED | ...
-  stamps: usize = 0; // u32[numBlocks]: recency of a cached entry (caching on only)
-  fps: usize = 0; // u32[numBlocks]: a cached entry's table fingerprint (eviction finds its slot without the hash)
+  stamps: usize = 0; // u32 per record: recency of a cached entry (caching on only)
+  fps: usize = 0; // u32 per record: a cached entry's table fingerprint (eviction finds its slot without the hash)
   hashes: usize = 0; // 16 bytes per id: the chain hash stamped on the block (caching on only)
-  heapPos: usize = 0; // i32[numBlocks]: index + 1 in the side heap, 0 when absent (caching on only)
+  heapPos: usize = 0; // i32 per record: index + 1 in the side heap, 0 when absent (caching on only)
   keys: usize = 0; // u32[numBlocks]: policy key, lower evicted first (LFU: hits; priority); policies other than LRU only
   aux: usize = 0; // AUX_SIZE bytes per id: the priority policy's retention fields (that policy only)
   ring: usize = 0; // i32 id[ringMask + 1]: the recency ring (lru.ts; stamps implied by positions)
@@ -114,6 +116,14 @@ export function setErrorIndex(i: i32): void {
   errorIndex = i;
 }
 
+// The per-id record (see Manager): its size as a shift, and its fields' offsets.
+export const META_SIZE: usize = <usize>M_SIZE;
+export const META_SHIFT: usize = <usize>M_SHIFT;
+export const META_REFS: usize = <usize>M_REFS;
+export const META_STAMP: usize = <usize>M_STAMP;
+export const META_FP: usize = <usize>M_FP;
+export const META_HEAP_POS: usize = <usize>M_HEAP_POS;
+
 // The priority policy's per-id fields (byte offsets in an AUX_SIZE-byte slot of m.aux).
 export const AUX_SIZE: usize = <usize>A_SIZE;
 export const AUX_EXPIRY: usize = <usize>A_EXPIRY;
@@ -139,11 +149,11 @@ export const DEFAULT_PRIORITY: u32 = 35;
 }
 
 @inline export function refOf(m: Manager, id: i32): i32 {
-  return load<i32>(m.refs + (<usize>id << 2));
+  return load<i32>(m.refs + (<usize>id << META_SHIFT));
 }
 
 @inline export function setRef(m: Manager, id: i32, v: i32): void {
-  store<i32>(m.refs + (<usize>id << 2), v);
+  store<i32>(m.refs + (<usize>id << META_SHIFT), v);
 }
 
 @inline export function flagsOf(m: Manager, id: i32): u8 {
@@ -163,11 +173,11 @@ export const DEFAULT_PRIORITY: u32 = 35;
 }
 
 @inline export function stampOf(m: Manager, id: i32): u32 {
-  return load<u32>(m.stamps + (<usize>id << 2));
+  return load<u32>(m.stamps + (<usize>id << META_SHIFT));
 }
 
 @inline export function setStamp(m: Manager, id: i32, v: u32): void {
-  store<u32>(m.stamps + (<usize>id << 2), v);
+  store<u32>(m.stamps + (<usize>id << META_SHIFT), v);
 }
 
 /** Copies a 16-byte hash (two loads and stores; a bulk memory.copy costs a call into the engine). */

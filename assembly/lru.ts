@@ -43,7 +43,7 @@
 // the lowest list's head and the heap top, parking held ones as under LRU.
 
 import {
-  Manager, LINKED, IN_HEAP, CACHED, AUDIT_MARK, POLICY_LRU, flagsOf, setFlags, stampOf, setStamp,
+  Manager, LINKED, IN_HEAP, CACHED, AUDIT_MARK, POLICY_LRU, META_SHIFT, flagsOf, setFlags, stampOf, setStamp,
   refOf, keyOf, setKey,
 } from "./layout";
 
@@ -212,7 +212,7 @@ function restampRing(m: Manager): void {
 
 @inline function place(m: Manager, i: i32, id: i32): void {
   store<i32>(m.heap - (<usize>i << 2), id);
-  store<i32>(m.heapPos + (<usize>id << 2), i + 1);
+  store<i32>(m.heapPos + (<usize>id << META_SHIFT), i + 1);
 }
 
 // The flag answers "in the heap?" from the flag bytes; the position is only
@@ -260,7 +260,7 @@ function siftDown(m: Manager, i: i32, id: i32): void {
 }
 
 function heapRemove(m: Manager, id: i32): void {
-  const posAddr = m.heapPos + (<usize>id << 2);
+  const posAddr = m.heapPos + (<usize>id << META_SHIFT);
   const i = load<i32>(posAddr) - 1;
   store<i32>(posAddr, 0);
   setFlags(m, id, flagsOf(m, id) & ~IN_HEAP);
@@ -432,7 +432,7 @@ function touchAllLru(m: Manager, ids: usize, n: i32): void {
     if (id == 0) continue;
     if ((load<u8>(flags + <usize>id) & IN_HEAP) != 0) heapRemove(m, id);
     clock++;
-    store<u32>(stamps + (<usize>id << 2), clock);
+    store<u32>(stamps + (<usize>id << META_SHIFT), clock);
     store<i32>(ring + (<usize>(tail & mask) << 2), id);
     tail++;
     store<u8>(flags + <usize>id, load<u8>(flags + <usize>id) | LINKED);
@@ -522,9 +522,9 @@ export function takeFromRing(m: Manager, k: i32, out: usize): i32 {
     head++;
     const fa = flags + <usize>id;
     const f = load<u8>(fa);
-    if ((f & LINKED) == 0 || load<u32>(stamps + (<usize>id << 2)) != stamp) continue; // stale
+    if ((f & LINKED) == 0 || load<u32>(stamps + (<usize>id << META_SHIFT)) != stamp) continue; // stale
     store<u8>(fa, f & ~LINKED); // a victim leaves the order; a held entry is parked
-    if (load<i32>(refs + (<usize>id << 2)) != 1) continue;
+    if (load<i32>(refs + (<usize>id << META_SHIFT)) != 1) continue;
     store<i32>(out + (<usize>n << 2), id);
     n++;
   }
@@ -601,7 +601,7 @@ export function lruAudit(m: Manager): i32 {
   for (let i = 0; i < m.heapSize; i++) {
     const h = heapAt(m, i);
     if (h <= 0 || h >= m.numBlocks || isLinked(m, h) || !inHeap(m, h)) return -1;
-    if (load<i32>(m.heapPos + (<usize>h << 2)) != i + 1) return -1;
+    if (load<i32>(m.heapPos + (<usize>h << META_SHIFT)) != i + 1) return -1;
     if (i > 0 && before(m, h, heapAt(m, (i - 1) >> 1))) return -1;
   }
   return count + m.heapSize;

@@ -10,7 +10,7 @@ import {
   CHECK_TABLE, CHECK_HEADER, CHECK_ORDER, CHECK_ORDER_MEMBERS, CHECK_FUTURE, CHECK_NO_CACHE, CHECK_TOLD, CHECK_RETENTION,
 } from "../bindings/core/abi";
 import {
-  Manager, AUX_SIZE, AUDIT_MARK, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
+  Manager, AUX_SIZE, META_SIZE, META_SHIFT, META_REFS, META_STAMP, META_FP, META_HEAP_POS, AUDIT_MARK, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
 import { match, insert, touchReversed, stampChain } from "./prefix";
@@ -25,18 +25,18 @@ import { setRecording, clearEvents, rewindEvents, snapshotEvents } from "./event
 
 /**
  * Bytes of the arrays of a manager of `numBlocks` ids (u64: a huge request is
- * measured, not wrapped). Refs, flags and the free stack; with caching also
- * stamps, fingerprints, hashes, the side heap's positions (the heap itself
- * shares the free stack's array), the recency ring (`tableCap(numBlocks)`
- * ids of 4 bytes) and the table (as many
- * u32 lanes, in 64-byte buckets).
+ * measured, not wrapped). The per-id records (references; with caching also
+ * the stamp, fingerprint and side-heap position they have room for), flags
+ * and the free stack (the side heap shares its array); with caching also
+ * the hashes, the recency ring (`tableCap(numBlocks)` ids of 4 bytes) and
+ * the table (as many u32 lanes, in 64-byte buckets).
  */
 function arrayBytes(numBlocks: i32, prefixOn: i32): u64 {
   const n = <u64>numBlocks;
-  let size: u64 = (n * 4 + 16) + (n + 16) + (n * 4 + 16);
+  let size: u64 = (n * <u64>META_SIZE + 16) + (n + 16) + (n * 4 + 16);
   if (prefixOn != 0) {
     const cap = tableCap(numBlocks);
-    size += 2 * (n * 4 + 16) + n * 16 + (n * 4 + 16) + cap * 4 + (cap * 4 + 64);
+    size += n * 16 + cap * 4 + (cap * 4 + 64);
   }
   return size;
 }
@@ -87,16 +87,18 @@ export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, see
   m.prefixOn = prefixOn;
   m.seed = (<u64>seedHi << 32) | <u64>seedLo;
   let p = base;
-  m.refs = p; p += align16(n * 4);
+  // One record per id; each field's base is its offset in id 0's record.
+  m.refs = p + META_REFS;
+  m.stamps = p + META_STAMP;
+  m.fps = p + META_FP;
+  m.heapPos = p + META_HEAP_POS;
+  p += n << META_SHIFT;
   m.flags = p; p += align16(n);
   m.free = p; p += align16(n * 4);
   m.heap = m.free + ((n - 1) << 2);
   if (prefixOn != 0) {
     const cap = <usize>tableCap(numBlocks);
-    m.stamps = p; p += align16(n * 4);
-    m.fps = p; p += align16(n * 4);
     m.hashes = p; p += n * 16;
-    m.heapPos = p; p += align16(n * 4);
     m.ring = p; p += cap * 4;
     m.ringMask = <u32>(cap - 1);
     m.table = (p + 63) & ~(<usize>63);
@@ -293,12 +295,12 @@ export function mgr_block_hash(m: usize, id: i32, out: usize): i32 {
   return 1;
 }
 
-/** Where the per-id reference counts are (i32 each), for read-only views. */
+/** Where id 0's reference count is (an i32 every META_SIZE bytes), for read-only views. */
 export function mgr_refs_ptr(m: usize): usize {
   return changetype<Manager>(m).refs;
 }
 
-/** Where the per-id recency stamps are (u32 each; 0 without caching). */
+/** Where id 0's recency stamp is (a u32 every META_SIZE bytes; stale without caching). */
 export function mgr_stamps_ptr(m: usize): usize {
   return changetype<Manager>(m).stamps;
 }

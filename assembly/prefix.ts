@@ -7,7 +7,7 @@
 // most recent and eviction takes chain tails first.
 
 import {
-  Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
+  Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, META_SHIFT, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
   ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_TOKENS_MISSING, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { addRef } from "./idpool";
@@ -188,7 +188,7 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32): i32 {
     if (found == 0) {
       store<u8>(fa, CACHED | STAMPED);
       if (keyed) setKey(m, id, 0); // LRU never reads keys
-      const ra = refs + (<usize>id << 2);
+      const ra = refs + (<usize>id << META_SHIFT);
       store<i32>(ra, load<i32>(ra) + 1);
       added = 1;
       visited = id;

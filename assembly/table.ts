@@ -15,7 +15,7 @@
 // a bucket overflows when more than 15 of its expected ~8 keys land in it,
 // under 1% of buckets.
 
-import { Manager, hashPtr } from "./layout";
+import { Manager, hashPtr, META_SHIFT } from "./layout";
 
 const LANES_MASK: i32 = 0x7fff; // lanes 0..14
 const CTRL: usize = 60; // byte offset of lane 15, the overflow count
@@ -29,7 +29,7 @@ const CTRL: usize = 60; // byte offset of lane 15, the overflow count
 }
 
 @inline function fpAddr(m: Manager, id: i32): usize {
-  return m.fps + (<usize>id << 2);
+  return m.fps + (<usize>id << META_SHIFT);
 }
 
 /**
@@ -125,7 +125,7 @@ export function tableFind(m: Manager, key: usize): i32 {
     // Overflowed home: the general probe, then the general insert.
     const found = tableFind(m, key);
     if (found == 0 && addId != 0) {
-      store<u32>(fps + (<usize>addId << 2), fp);
+      store<u32>(fps + (<usize>addId << META_SHIFT), fp);
       place(m, missHome, (fp & tagMask) | <u32>addId);
     }
     return found;
@@ -149,7 +149,7 @@ export function tableFind(m: Manager, key: usize): i32 {
     bits &= bits - 1;
   }
   if (addId != 0) {
-    store<u32>(fps + (<usize>addId << 2), fp);
+    store<u32>(fps + (<usize>addId << META_SHIFT), fp);
     const e = (fp & tagMask) | <u32>addId;
     const z = i32x4.splat(0);
     const free = laneBits(i32x4.eq(v0, z), i32x4.eq(v1, z), i32x4.eq(v2, z), i32x4.eq(v3, z));

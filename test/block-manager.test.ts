@@ -3,6 +3,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { plainCore } from '../bindings/core/plain-core.js';
+import { META_SIZE } from '../bindings/core/abi.js';
 import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { SingleBlockManager } from '../bindings/managers/single-block-manager.js';
@@ -407,12 +408,13 @@ describe('check() on a corrupted manager', () => {
     const rt = plainCore();
     const ptr = (m as unknown as { ptr: number }).ptr;
     const refs = rt.ex.mgr_refs_ptr(ptr) >>> 2;
+    const W = META_SIZE / 4; // an id's record, in words
     const broken = (at: number, value: number, message: RegExp) => expectCheckCatches(rt.i32, at, value, () => m.check(), message);
-    broken(refs + 3, 1, /^kvpool: manager state is inconsistent: a free id still has references or is cached \(id 3\)$/);
+    broken(refs + 3 * W, 1, /^kvpool: manager state is inconsistent: a free id still has references or is cached \(id 3\)$/);
     broken(refs + 0, 2, /^kvpool: manager state is inconsistent: padding block 0 is not reserved \(id 0\)$/);
     broken(ptr >>> 2, 0, /^kvpool: manager state is inconsistent: the header is not a live manager \(destroyed, or not a header at all\)$/);
     const ids = m.allocate(2)!;
-    broken(refs + ids[1]!, 0, /^kvpool: manager state is inconsistent: an id is neither free nor referenced \(lost\) \(id 2\)$/);
+    broken(refs + ids[1]! * W, 0, /^kvpool: manager state is inconsistent: an id is neither free nor referenced \(lost\) \(id 2\)$/);
     m.deallocate(ids);
     expect(m.numFreeBlocks()).toBe(7);
   });
@@ -431,9 +433,10 @@ describe('check() on a corrupted manager', () => {
     expect(m.evict(1)).toBe(1);
     m.check();
     const stamps = rt.ex.mgr_stamps_ptr(ptr) >>> 2;
+    const W = META_SIZE / 4; // an id's record, in words
     // A parked entry is older than every entry in the ring; one given a newer stamp breaks the order.
-    const newest = Math.max(...other.filter((id) => m.refCount(id) > 0).map((id) => rt.i32[stamps + id]!));
-    expectCheckCatches(rt.i32, stamps + held[0]!, newest, () => m.check(), /eviction order \(recency ring or side heap\) is corrupt/);
+    const newest = Math.max(...other.filter((id) => m.refCount(id) > 0).map((id) => rt.i32[stamps + id * W]!));
+    expectCheckCatches(rt.i32, stamps + held[0]! * W, newest, () => m.check(), /eviction order \(recency ring or side heap\) is corrupt/);
     m.deallocate(held);
     m.check();
   });
@@ -581,12 +584,12 @@ describe('SingleBlockManager', () => {
     expect(() => s.allocateShared([0.5])).toThrow(/tokens\[0\]/);
   });
 
-  it('keeps no prefix-cache arrays: about 9 bytes of core memory per id, not the ~65 of a cache', () => {
+  it('keeps no prefix-cache arrays: about 21 bytes of core memory per id, not the ~53 of a cache', () => {
     const rt = plainCore();
     const before = rt.memory.buffer.byteLength;
     const n = 1 << 20;
     const s = new SingleBlockManager({ numBlocks: n });
-    expect(rt.memory.buffer.byteLength - before).toBeLessThan(16 * n);
+    expect(rt.memory.buffer.byteLength - before).toBeLessThan(32 * n);
     s.dispose();
   });
 

@@ -3,6 +3,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { plainCore } from '../bindings/core/plain-core.js';
+import { META_SIZE } from '../bindings/core/abi.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { CompositeBlockManager, type CompositeBlockManagerOptions } from '../bindings/managers/composite-block-manager.js';
 import type { CompositeBlockTables } from '../bindings/managers/composite-block-tables.js';
@@ -572,7 +573,7 @@ describe('composite ranks of BlockManagerPool', () => {
       // Break sub-manager 1 behind its back (through the core's memory, as no call can): a free id with a reference.
       const rt = plainCore();
       const sub = m.subManagers[1]!;
-      const at = (rt.ex.mgr_refs_ptr((sub as unknown as { ptr: number }).ptr) >>> 2) + sub.numBlocks - 1;
+      const at = (rt.ex.mgr_refs_ptr((sub as unknown as { ptr: number }).ptr) >>> 2) + (sub.numBlocks - 1) * (META_SIZE / 4);
       rt.i32[at] = 1;
       expect(() => m.check()).toThrow(/^sub-manager 1: kvpool: manager state is inconsistent: a free id still has references or is cached/);
       rt.i32[at] = 0;

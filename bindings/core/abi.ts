@@ -91,6 +91,24 @@ export const FLAG_IN_HEAP = 64;
 /** Set and cleared within one audit. */
 export const FLAG_AUDIT_MARK = 0x80;
 
+// ---- a manager's per-id record (META_SIZE bytes per id) ----
+// The fields an operation reads together sit together: eviction reads an
+// entry's references, stamp and fingerprint, and in one record they are one
+// cache line where four arrays made four (a host tier's hundreds of
+// thousands of ids are megabytes; each access lands at random).
+
+/** Bytes per id (a power of two: 1 << META_SHIFT). */
+export const META_SIZE = 16;
+export const META_SHIFT = 4;
+/** i32: every reference, the cache's included. */
+export const META_REFS = 0;
+/** u32: recency of a cached entry. */
+export const META_STAMP = 4;
+/** u32: a cached entry's table fingerprint. */
+export const META_FP = 8;
+/** i32: index + 1 in the side heap, 0 when absent. */
+export const META_HEAP_POS = 12;
+
 // ---- the priority policy's per-id fields (AUX_SIZE bytes per id) ----
 
 export const AUX_SIZE = 16;

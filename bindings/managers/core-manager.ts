@@ -5,8 +5,11 @@
 // the boundary once per call.
 
 import {
-  ERR_TOKENS_MISSING, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, PARENT_SALT_ROOT, STAT_COUNT,
+  ERR_TOKENS_MISSING, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, META_SIZE, PARENT_SALT_ROOT, STAT_COUNT,
 } from '../core/abi.js';
+
+/** 32-bit words per id record: an id's reference count (or stamp) is this many words after the last id's. */
+const META_WORDS = META_SIZE / 4;
 
 /** Bytes of the largest linear memory. */
 const MAX_MEMORY_BYTES = MAX_PAGES * 65536;
@@ -327,7 +330,7 @@ export abstract class CoreManager {
     const refs = e.mgr_refs_ptr(this.ptr) >>> 2;
     const flags = e.mgr_flags_ptr(this.ptr) >>> 0;
     const out = new Int32Array(this.numBlocks);
-    for (let id = 0; id < this.numBlocks; id++) out[id] = v.i32[refs + id]! - (v.u8[flags + id]! & FLAG_CACHED);
+    for (let id = 0; id < this.numBlocks; id++) out[id] = v.i32[refs + id * META_WORDS]! - (v.u8[flags + id]! & FLAG_CACHED);
     return out;
   }
 
@@ -353,7 +356,7 @@ export abstract class CoreManager {
     dst[0] = BlockState.Padding;
     for (let id = 1; id < n; id++) {
       const cached = u8[flags + id]! & FLAG_CACHED;
-      const holders = i32[refs + id]! - cached;
+      const holders = i32[refs + id * META_WORDS]! - cached;
       dst[id] = holders > 1 ? BlockState.Shared : holders === 1 ? BlockState.Held : cached ? BlockState.Cached : BlockState.Free;
     }
     return dst;
@@ -387,7 +390,7 @@ export abstract class CoreManager {
     for (let id = 1; id < this.numBlocks; id++) {
       if ((v.u8[flags + id]! & FLAG_CACHED) === 0) continue;
       ids.push(id);
-      stamps[id] = v.u32[stampsAt + id]!;
+      stamps[id] = v.u32[stampsAt + id * META_WORDS]!;
       keys[id] = keyed ? v.u32[keysAt + id]! : 0;
     }
     ids.sort((a, b) => keys[a]! - keys[b]! || stamps[a]! - stamps[b]!);
