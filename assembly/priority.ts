@@ -97,10 +97,14 @@ export function applyBatch(m: Manager, ids: usize, n: i32): void {
     }
     lruRemove(m, id);
     expDrop(m, id);
-    store<f64>(aux(m, id) + AUX_EXPIRY, expiry);
     if (expiry <= m.now) prio = <f64>DEFAULT_PRIORITY;
     setKey(m, id, <u32>prio);
-    if (<u32>prio != DEFAULT_PRIORITY && expiry != Infinity) expUp(m, m.expSize++, id);
+    // Only the expiry heap's entries have their expiry read: an entry that
+    // stays out of it is not written (a random write per visited block).
+    if (<u32>prio != DEFAULT_PRIORITY && expiry != Infinity) {
+      store<f64>(aux(m, id) + AUX_EXPIRY, expiry);
+      expUp(m, m.expSize++, id);
+    }
   }
   resetBatch(m, lim);
 }
