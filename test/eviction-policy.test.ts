@@ -5,7 +5,9 @@ import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { main } from '../bindings/cli/main.js';
-import { replaySync } from '../bindings/replay/replay.js';
+import { PoolReplayTarget, replaySync } from '../bindings/replay/replay.js';
+import { parseRetention, retentionFrom, writeRetention } from '../bindings/managers/retention.js';
+import { mulberry32 } from '../bindings/replay/prng.js';
 import { capture } from './support/capture.js';
 
 /** Caches `tokens` (block size 1) in fresh blocks and lets them go; returns the ids. */
@@ -240,6 +242,44 @@ describe('priority eviction with retention', () => {
     expect([...m.lruOrder()]).toEqual([low, ids[0]]);
     m.check();
     m.dispose();
+  });
+});
+
+describe('writeRetention', () => {
+  it('writes one range as the general path writes it (the same range twice goes through that path)', () => {
+    const rand = mulberry32(19);
+    const int = (lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
+    for (let t = 0; t < 400; t++) {
+      const B = int(1, 20);
+      const start = int(0, 300);
+      const end = rand() < 0.5 ? undefined : start + int(1, 200);
+      const duration = rand() < 0.5 ? undefined : int(0, 50);
+      const [r] = parseRetention('r', [{ start, end, priority: int(0, 100), duration }]);
+      const first = int(0, 30);
+      const n = int(0, 40);
+      const now = int(0, 1000);
+      const one = new Float64Array(2 * n + 4).fill(-1);
+      const two = new Float64Array(2 * n + 4).fill(-1);
+      writeRetention([r!], first, n, B, now, one, 2);
+      writeRetention([r!, r!], first, n, B, now, two, 2);
+      expect([...one], JSON.stringify({ r, first, n, B, now })).toEqual([...two]);
+    }
+  });
+
+  it('retentionFrom gives what parseRetention makes of the same range', () => {
+    expect(retentionFrom(37, 10)).toEqual(parseRetention('r', [{ start: 37, priority: 10 }]));
+  });
+
+  it('PoolReplayTarget refuses a decode priority out of 0..100 when made, not per request', () => {
+    const pool = new BlockManagerPool({ numBlocks: 8, blockSize: 4, evictionPolicy: 'priority' });
+    try {
+      expect(() => new PoolReplayTarget(pool, 101)).toThrow(/^decodePriority must be in \[0, 100\], got 101/);
+      expect(() => new PoolReplayTarget(pool, 2.5)).toThrow(/^decodePriority must be an integer/);
+      const t = new PoolReplayTarget(pool, 10);
+      expect(t.newSequence(new Int32Array(8), 5).state.retention).toEqual(parseRetention('r', [{ start: 5, priority: 10 }]));
+    } finally {
+      pool.dispose();
+    }
   });
 });
 

@@ -47,12 +47,25 @@ export function parseRetention(name: string, ranges: unknown): Retention[] {
 }
 
 /**
+ * The ranges of a sequence whose tokens from `start` on have `priority` for
+ * ever (the replay marks each request's generated tokens so), with both
+ * already checked: what parseRetention would return, without its checks.
+ */
+export function retentionFrom(start: number, priority: number): Retention[] {
+  return [{ start, end: Infinity, priority, duration: Infinity }];
+}
+
+/**
  * Writes (priority, expiry) for blocks first..first+n of block size B into
  * `f64` from index `at` (two numbers per block), `now` being the clock.
  * Each range visits only the blocks it overlaps (a sequence's blocks number
  * in the hundreds, its ranges a few): NaN marks a block no range touched yet.
  */
 export function writeRetention(ranges: readonly Retention[], first: number, n: number, B: number, now: number, f64: Float64Array, at: number): void {
+  if (ranges.length === 1) {
+    writeOneRange(ranges[0]!, first, n, B, now, f64, at);
+    return;
+  }
   f64.fill(NaN, at, at + 2 * n);
   for (let k = 0; k < ranges.length; k++) {
     const r = ranges[k]!;
@@ -73,5 +86,18 @@ export function writeRetention(ranges: readonly Retention[], first: number, n: n
       f64[i] = DEFAULT_PRIORITY;
       f64[i + 1] = Infinity;
     } else f64[i + 1] = now + f64[i + 1]!;
+  }
+}
+
+/** writeRetention of a single range, in one pass: its blocks get its priority, the others the default. */
+function writeOneRange(r: Retention, first: number, n: number, B: number, now: number, f64: Float64Array, at: number): void {
+  const from = Math.max(first, Math.floor(r.start / B));
+  const to = Math.min(first + n, r.end === Infinity ? first + n : Math.ceil(r.end / B));
+  const expiry = now + r.duration;
+  for (let b = first; b < first + n; b++) {
+    const i = at + 2 * (b - first);
+    const inside = b >= from && b < to;
+    f64[i] = inside ? r.priority : DEFAULT_PRIORITY;
+    f64[i + 1] = inside ? expiry : Infinity;
   }
 }

@@ -7,7 +7,9 @@
 // prefetches from the store the blocks the host lacks.
 
 import type { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
+import { retentionFrom } from '../managers/retention.js';
 import { Sequence, adoptBuffer } from '../pool/sequence.js';
+import { checkInt } from '../validate.js';
 import type { ReplayTarget } from './kernel.js';
 import { appendOutputRun } from './output-run.js';
 import type { KvStoreResult, ReplayKvStore } from './kv-store.js';
@@ -43,7 +45,9 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
     readonly tiered: HierarchyBlockManagerPool,
     readonly decodePriority?: number,
     readonly store?: ReplayKvStore,
-  ) {}
+  ) {
+    if (decodePriority !== undefined) checkInt('decodePriority', decodePriority, 0, 100);
+  }
   /** The pool (what the linear-state target steps). */
   get pool(): HierarchyBlockManagerPool {
     return this.tiered;
@@ -52,7 +56,7 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   private readonly spareTables: Int32Array[] = [];
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
     const s = adoptBuffer(buffer, promptLength, this.spareTables.pop());
-    if (this.decodePriority !== undefined) s.setRetention([{ start: promptLength, priority: this.decodePriority }]);
+    if (this.decodePriority !== undefined) s.state.retention = retentionFrom(promptLength, this.decodePriority);
     return s;
   }
   allocate(seq: Sequence, numTokens?: number): boolean {

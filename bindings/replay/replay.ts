@@ -7,6 +7,7 @@ import { BlockManagerPool } from '../pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import { Sequence, adoptBuffer } from '../pool/sequence.js';
+import { retentionFrom } from '../managers/retention.js';
 import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import {
   CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type CompositeReplaySequence, type SubManagerReplayStats,
@@ -154,12 +155,14 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
   /** @internal The pool reads each prompt from the buffer it was given. */
   readonly holdsPrompt = true;
   /** `decodePriority`: mark every sequence's generated tokens with this priority (the 'priority' policy's replay rule). */
-  constructor(readonly pool: BlockManagerPool, readonly decodePriority?: number) {}
+  constructor(readonly pool: BlockManagerPool, readonly decodePriority?: number) {
+    if (decodePriority !== undefined) checkInt('decodePriority', decodePriority, 0, 100);
+  }
   /** Block tables of finished sequences, reused by new ones (growing a table allocates). */
   private readonly spareTables: Int32Array[] = [];
   newSequence(buffer: Int32Array, promptLength: number): Sequence {
     const s = adoptBuffer(buffer, promptLength, this.spareTables.pop());
-    if (this.decodePriority !== undefined) s.setRetention([{ start: promptLength, priority: this.decodePriority }]);
+    if (this.decodePriority !== undefined) s.state.retention = retentionFrom(promptLength, this.decodePriority);
     return s;
   }
   allocate(seq: Sequence, numTokens?: number): boolean {
