@@ -4,7 +4,7 @@
 // anything other than the prefix cache holds it.
 
 import {
-  Manager, CACHED, POLICY_LRU, POLICY_PRIORITY, META_SHIFT, refOf, setRef, flagsOf, setFlags, isCached,
+  Manager, CACHED, POLICY_LRU, POLICY_PRIORITY, refOf, setRef, flagsOf, setFlags, isCached,
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim, takeFromRing } from "./lru";
@@ -65,6 +65,7 @@ export function evict(m: Manager, k: i32): i32 {
   evictSink += s;
   const flags = m.flags;
   const refs = m.refs;
+  const rs = <usize>m.refShift;
   const slow = m.eventsOn != 0 || m.policy == POLICY_PRIORITY;
   for (let i = 0; i < done; i++) {
     const id = load<i32>(first + (<usize>i << 2));
@@ -74,7 +75,7 @@ export function evict(m: Manager, k: i32): i32 {
     }
     tableRemove(m, id);
     store<u8>(flags + <usize>id, 0);
-    store<i32>(refs + (<usize>id << META_SHIFT), 0);
+    store<i32>(refs + (<usize>id << rs), 0);
   }
   m.numCached -= done;
   m.numEvictable -= done;
@@ -97,11 +98,12 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
   }
   const free = m.free;
   const refs = m.refs;
+  const rs = <usize>m.refShift;
   const flags = m.flags;
   let top = m.freeTop;
   for (let i = 0; i < n; i++) {
     const id = load<i32>(free + (<usize>--top << 2));
-    store<i32>(refs + (<usize>id << META_SHIFT), 1);
+    store<i32>(refs + (<usize>id << rs), 1);
     store<u8>(flags + <usize>id, 0);
     store<i32>(out + (<usize>i << 2), id);
   }
@@ -169,6 +171,7 @@ export function release(m: Manager, ids: usize, n: i32): i32 {
   // below runs. Header fields and array bases sit in locals: a store to
   // linear memory could alias them as far as the compilers know.
   const refs = m.refs;
+  const rs = <usize>m.refShift;
   const flags = m.flags;
   const numBlocks = m.numBlocks;
   let i = 0;
@@ -179,7 +182,7 @@ export function release(m: Manager, ids: usize, n: i32): i32 {
       code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
       break;
     }
-    const ra = refs + (<usize>id << META_SHIFT);
+    const ra = refs + (<usize>id << rs);
     const r = load<i32>(ra);
     if (r < 0) break;
     code = holderError(r, load<u8>(flags + <usize>id));
@@ -193,7 +196,7 @@ export function release(m: Manager, ids: usize, n: i32): i32 {
     let evictable = 0;
     for (let j = 0; j < n; j++) {
       const id = load<i32>(ids + (<usize>j << 2));
-      const ra = refs + (<usize>id << META_SHIFT);
+      const ra = refs + (<usize>id << rs);
       const r = ~load<i32>(ra);
       store<i32>(ra, r);
       if (r == 0) {

@@ -44,10 +44,10 @@ export class Manager {
   // idpool.ts). refs, stamps, fps and heapPos point at their field of id
   // 0's record: field f of id i is at f + (i << META_SHIFT). Random reads on
   // this machine cost ~20 ns in a 2-3 MB working set and 100+ ns past ~4 MB.
-  refs: usize = 0; // i32 per record: every reference, the cache's included
+  refs: usize = 0; // i32 per record (per 4 bytes without caching, see refShift): every reference, the cache's included
   flags: usize = 0; // u8[numBlocks]: CACHED | STAMPED | ...
-  stamps: usize = 0; // u32 per record: recency of a cached entry (caching on only)
-  fps: usize = 0; // u32 per record: a cached entry's table fingerprint (eviction finds its slot without the hash)
+  stamps: usize = 0; // u32 per record: recency of a cached entry (caching on only; 0 otherwise)
+  fps: usize = 0; // u32 per record: a cached entry's table fingerprint (eviction finds its slot without the hash; caching on only)
   hashes: usize = 0; // 16 bytes per id: the chain hash stamped on the block (caching on only)
   heapPos: usize = 0; // i32 per record: index + 1 in the side heap, 0 when absent (caching on only)
   keys: usize = 0; // u32[numBlocks]: policy key, lower evicted first (LFU: hits; priority); policies other than LRU only
@@ -88,6 +88,10 @@ export class Manager {
   batch: usize = 0; // (f64 priority, f64 expiry)[numBlocks]
   // Policies other than LRU (lru.ts): per-id list links, list heads, tails, bitmap.
   links: usize = 0;
+  // The references' stride as a shift: META_SHIFT in the records (caching
+  // on), 2 in a dense array (caching off: no other per-id field to share a
+  // line with, and 4 bytes where a record took 16).
+  refShift: u32 = 0;
 }
 
 // Flag bits, error codes, cold fields and policies: bindings/core/abi.ts.
@@ -149,11 +153,11 @@ export const DEFAULT_PRIORITY: u32 = 35;
 }
 
 @inline export function refOf(m: Manager, id: i32): i32 {
-  return load<i32>(m.refs + (<usize>id << META_SHIFT));
+  return load<i32>(m.refs + (<usize>id << <usize>m.refShift));
 }
 
 @inline export function setRef(m: Manager, id: i32, v: i32): void {
-  store<i32>(m.refs + (<usize>id << META_SHIFT), v);
+  store<i32>(m.refs + (<usize>id << <usize>m.refShift), v);
 }
 
 @inline export function flagsOf(m: Manager, id: i32): u8 {

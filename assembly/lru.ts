@@ -513,6 +513,7 @@ export function takeFromRing(m: Manager, k: i32, out: usize): i32 {
   const flags = m.flags;
   const stamps = m.stamps;
   const refs = m.refs;
+  const rs = <usize>m.refShift;
   const offset = ringOffset(m);
   let head = m.ringHead;
   let n = 0;
@@ -524,7 +525,7 @@ export function takeFromRing(m: Manager, k: i32, out: usize): i32 {
     const f = load<u8>(fa);
     if ((f & LINKED) == 0 || load<u32>(stamps + (<usize>id << META_SHIFT)) != stamp) continue; // stale
     store<u8>(fa, f & ~LINKED); // a victim leaves the order; a held entry is parked
-    if (load<i32>(refs + (<usize>id << META_SHIFT)) != 1) continue;
+    if (load<i32>(refs + (<usize>id << rs)) != 1) continue;
     store<i32>(out + (<usize>n << 2), id);
     n++;
   }

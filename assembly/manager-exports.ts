@@ -33,7 +33,7 @@ import { setRecording, clearEvents, rewindEvents, snapshotEvents } from "./event
  */
 function arrayBytes(numBlocks: i32, prefixOn: i32): u64 {
   const n = <u64>numBlocks;
-  let size: u64 = (n * <u64>META_SIZE + 16) + (n + 16) + (n * 4 + 16);
+  let size: u64 = (n * (prefixOn != 0 ? <u64>META_SIZE : 4) + 16) + (n + 16) + (n * 4 + 16);
   if (prefixOn != 0) {
     const cap = tableCap(numBlocks);
     size += n * 16 + cap * 4 + (cap * 4 + 64);
@@ -87,12 +87,20 @@ export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, see
   m.prefixOn = prefixOn;
   m.seed = (<u64>seedHi << 32) | <u64>seedLo;
   let p = base;
-  // One record per id; each field's base is its offset in id 0's record.
-  m.refs = p + META_REFS;
-  m.stamps = p + META_STAMP;
-  m.fps = p + META_FP;
-  m.heapPos = p + META_HEAP_POS;
-  p += n << META_SHIFT;
+  if (prefixOn != 0) {
+    // One record per id; each field's base is its offset in id 0's record.
+    m.refs = p + META_REFS;
+    m.stamps = p + META_STAMP;
+    m.fps = p + META_FP;
+    m.heapPos = p + META_HEAP_POS;
+    m.refShift = <u32>META_SHIFT;
+    p += n << META_SHIFT;
+  } else {
+    // Only references: a dense array (a composite's sub-managers allocate and release in bulk).
+    m.refs = p;
+    m.refShift = 2;
+    p += align16(n * 4);
+  }
   m.flags = p; p += align16(n);
   m.free = p; p += align16(n * 4);
   m.heap = m.free + ((n - 1) << 2);
@@ -295,9 +303,14 @@ export function mgr_block_hash(m: usize, id: i32, out: usize): i32 {
   return 1;
 }
 
-/** Where id 0's reference count is (an i32 every META_SIZE bytes), for read-only views. */
+/** Where id 0's reference count is (an i32 every mgr_refs_stride bytes), for read-only views. */
 export function mgr_refs_ptr(m: usize): usize {
   return changetype<Manager>(m).refs;
+}
+
+/** Bytes from one id's reference count to the next one's: META_SIZE with caching on, 4 without. */
+export function mgr_refs_stride(m: usize): u32 {
+  return <u32>1 << changetype<Manager>(m).refShift;
 }
 
 /** Where id 0's recency stamp is (a u32 every META_SIZE bytes; stale without caching). */

@@ -409,6 +409,7 @@ describe('check() on a corrupted manager', () => {
     const ptr = (m as unknown as { ptr: number }).ptr;
     const refs = rt.ex.mgr_refs_ptr(ptr) >>> 2;
     const W = META_SIZE / 4; // an id's record, in words
+    expect(rt.ex.mgr_refs_stride(ptr)).toBe(META_SIZE);
     const broken = (at: number, value: number, message: RegExp) => expectCheckCatches(rt.i32, at, value, () => m.check(), message);
     broken(refs + 3 * W, 1, /^kvpool: manager state is inconsistent: a free id still has references or is cached \(id 3\)$/);
     broken(refs + 0, 2, /^kvpool: manager state is inconsistent: padding block 0 is not reserved \(id 0\)$/);
@@ -584,12 +585,12 @@ describe('SingleBlockManager', () => {
     expect(() => s.allocateShared([0.5])).toThrow(/tokens\[0\]/);
   });
 
-  it('keeps no prefix-cache arrays: about 21 bytes of core memory per id, not the ~53 of a cache', () => {
+  it('keeps no prefix-cache arrays: about 9 bytes of core memory per id, not the ~53 of a cache', () => {
     const rt = plainCore();
     const before = rt.memory.buffer.byteLength;
     const n = 1 << 20;
     const s = new SingleBlockManager({ numBlocks: n });
-    expect(rt.memory.buffer.byteLength - before).toBeLessThan(32 * n);
+    expect(rt.memory.buffer.byteLength - before).toBeLessThan(16 * n);
     s.dispose();
   });
 

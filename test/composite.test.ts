@@ -3,7 +3,6 @@
 
 import { describe, expect, it } from 'vitest';
 import { plainCore } from '../bindings/core/plain-core.js';
-import { META_SIZE } from '../bindings/core/abi.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { CompositeBlockManager, type CompositeBlockManagerOptions } from '../bindings/managers/composite-block-manager.js';
 import type { CompositeBlockTables } from '../bindings/managers/composite-block-tables.js';
@@ -573,7 +572,10 @@ describe('composite ranks of BlockManagerPool', () => {
       // Break sub-manager 1 behind its back (through the core's memory, as no call can): a free id with a reference.
       const rt = plainCore();
       const sub = m.subManagers[1]!;
-      const at = (rt.ex.mgr_refs_ptr((sub as unknown as { ptr: number }).ptr) >>> 2) + (sub.numBlocks - 1) * (META_SIZE / 4);
+      const subPtr = (sub as unknown as { ptr: number }).ptr;
+      // A sub-manager keeps no cache: its references are a dense array of i32.
+      expect(rt.ex.mgr_refs_stride(subPtr)).toBe(4);
+      const at = (rt.ex.mgr_refs_ptr(subPtr) >>> 2) + sub.numBlocks - 1;
       rt.i32[at] = 1;
       expect(() => m.check()).toThrow(/^sub-manager 1: kvpool: manager state is inconsistent: a free id still has references or is cached/);
       rt.i32[at] = 0;

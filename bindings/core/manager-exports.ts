@@ -32,9 +32,11 @@ export interface ManagerExports {
   mgr_num_cached(m: number): number;
   mgr_ref(m: number, id: number): number;
   mgr_block_hash(m: number, id: number, out: number): number;
-  /** Per-id reference counts (i32 each). */
+  /** Id 0's reference count (an i32 every mgr_refs_stride bytes). */
   mgr_refs_ptr(m: number): number;
-  /** Per-id recency stamps (u32 each; 0 without caching). */
+  /** Bytes from one id's reference count to the next (META_SIZE with caching on, 4 without). */
+  mgr_refs_stride(m: number): number;
+  /** Id 0's recency stamp (a u32 every META_SIZE bytes; 0 without caching). */
   mgr_stamps_ptr(m: number): number;
   /** Per-id flag bytes (FLAG_CACHED, ...). */
   mgr_flags_ptr(m: number): number;

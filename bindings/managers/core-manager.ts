@@ -8,7 +8,7 @@ import {
   ERR_TOKENS_MISSING, ERR_UNSTAMPED_PARENT, FLAG_CACHED, HDR_GEN, MATCH_COUNT, MATCH_TOUCH, MAX_PAGES, META_SIZE, PARENT_SALT_ROOT, STAT_COUNT,
 } from '../core/abi.js';
 
-/** 32-bit words per id record: an id's reference count (or stamp) is this many words after the last id's. */
+/** 32-bit words per id record (caching on): an id's stamp is this many words after the last id's. */
 const META_WORDS = META_SIZE / 4;
 
 /** Bytes of the largest linear memory. */
@@ -328,9 +328,10 @@ export abstract class CoreManager {
     const e = this.ex;
     const v = this.rt.views();
     const refs = e.mgr_refs_ptr(this.ptr) >>> 2;
+    const words = e.mgr_refs_stride(this.ptr) >>> 2;
     const flags = e.mgr_flags_ptr(this.ptr) >>> 0;
     const out = new Int32Array(this.numBlocks);
-    for (let id = 0; id < this.numBlocks; id++) out[id] = v.i32[refs + id * META_WORDS]! - (v.u8[flags + id]! & FLAG_CACHED);
+    for (let id = 0; id < this.numBlocks; id++) out[id] = v.i32[refs + id * words]! - (v.u8[flags + id]! & FLAG_CACHED);
     return out;
   }
 
@@ -352,11 +353,12 @@ export abstract class CoreManager {
     const i32 = v.i32;
     const u8 = v.u8;
     const refs = e.mgr_refs_ptr(this.ptr) >>> 2;
+    const words = e.mgr_refs_stride(this.ptr) >>> 2;
     const flags = e.mgr_flags_ptr(this.ptr) >>> 0;
     dst[0] = BlockState.Padding;
     for (let id = 1; id < n; id++) {
       const cached = u8[flags + id]! & FLAG_CACHED;
-      const holders = i32[refs + id * META_WORDS]! - cached;
+      const holders = i32[refs + id * words]! - cached;
       dst[id] = holders > 1 ? BlockState.Shared : holders === 1 ? BlockState.Held : cached ? BlockState.Cached : BlockState.Free;
     }
     return dst;
