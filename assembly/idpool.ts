@@ -114,6 +114,43 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
   return n;
 }
 
+/**
+ * `k` allocations of one id each, exactly as `k` calls of allocate(m, 1, ...)
+ * in a row make them (a run of decode steps that each need a block): ids
+ * popped while the free stack lasts, then one victim per step, in eviction
+ * order (a step evicts one and pops it; evicting the rest at once takes the
+ * same victims in the same order, as nothing happens between the steps).
+ * Stops at the first step that finds no id, counted as a failure as that
+ * call's would be. Writes the ids to `out` in step order; returns how many.
+ */
+export function allocateSteps(m: Manager, k: i32, out: usize): i32 {
+  if (k <= 0) return 0;
+  const popped = k < m.freeTop ? k : m.freeTop;
+  let done = popped;
+  if (popped > 0) allocate(m, popped, out);
+  if (done < k && m.prefixOn != 0) {
+    const base = m.freeTop; // 0: the victims go to free[0, got), the first at the bottom
+    const got = evict(m, k - done);
+    const free = m.free;
+    const refs = m.refs;
+    const rs = <usize>m.refShift;
+    const flags = m.flags;
+    for (let i = 0; i < got; i++) {
+      const id = load<i32>(free + (<usize>(base + i) << 2));
+      store<i32>(refs + (<usize>id << rs), 1);
+      store<u8>(flags + <usize>id, 0);
+      store<i32>(out + (<usize>(done + i) << 2), id);
+    }
+    m.freeTop = base;
+    m.numUsed += got;
+    if (m.numUsed > m.peakUsed) m.peakUsed = m.numUsed;
+    m.blocksAllocated += <u64>got;
+    done += got;
+  }
+  if (done < k) m.allocFailures++;
+  return done;
+}
+
 @inline function holders(m: Manager, id: i32): i32 {
   return refOf(m, id) - <i32>(flagsOf(m, id) & CACHED);
 }

@@ -12,7 +12,7 @@ import {
 import {
   Manager, AUX_SIZE, META_SIZE, META_SHIFT, META_REFS, META_STAMP, META_FP, META_HEAP_POS, AUDIT_MARK, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
-import { initIds, allocate, release, retain, evict, evictAll } from "./idpool";
+import { initIds, allocate, allocateSteps, release, retain, evict, evictAll } from "./idpool";
 import { match, insert, touchReversed, stampChain } from "./prefix";
 import { isLinked, inHeap, lruAudit, listBytes, moveClock } from "./lru";
 import { tableCount } from "./table";
@@ -243,6 +243,11 @@ export function mgr_events_clear(m: usize): void {
 
 export function mgr_allocate(m: usize, n: i32, out: usize): i32 {
   return allocate(changetype<Manager>(m), n, out);
+}
+
+/** allocateSteps: `k` one-id allocations in a row, stopping at the first that fails; returns how many were made. */
+export function mgr_allocate_steps(m: usize, k: i32, out: usize): i32 {
+  return allocateSteps(changetype<Manager>(m), k, out);
 }
 
 export function mgr_release(m: usize, ids: usize, n: i32): i32 {

@@ -139,7 +139,7 @@ describe('ReplayStepper', () => {
     }
   });
 
-  it('gives the same result, tokens and blocks when every decode step is made (no decodeRoom)', () => {
+  it('gives the same result, tokens and blocks when every decode step is made (no decodeRoom, no decodeSteps)', () => {
     const trace = generateWorkload({ requests: 120, seed: 5, concurrentChats: 4 });
     for (const params of [
       { blockSize: 16, maxRunning: 6, publishAfterPrefill: true },
@@ -147,9 +147,11 @@ describe('ReplayStepper', () => {
     ]) {
       const a = new BlockManagerPool({ numBlocks: 200, blockSize: params.blockSize });
       const b = new BlockManagerPool({ numBlocks: 200, blockSize: params.blockSize });
+      const c = new BlockManagerPool({ numBlocks: 200, blockSize: params.blockSize });
       try {
         const every = new PoolReplayTarget(b);
         let skipped = 0;
+        // The steps that fit counted (decodeRoom), every other call made.
         const counting = Object.assign(Object.create(new PoolReplayTarget(a)) as PoolReplayTarget, {
           decodeRoom(seq: Sequence): number {
             const k = a.decodeRoom(seq);
@@ -157,23 +159,33 @@ describe('ReplayStepper', () => {
             return k;
           },
         });
+        Object.defineProperty(counting, 'decodeSteps', { value: undefined });
         Object.defineProperty(every, 'decodeRoom', { value: undefined });
+        Object.defineProperty(every, 'decodeSteps', { value: undefined });
+        // The built-in target: the rest of a request's steps in one call (decodeSteps).
+        const runs = new PoolReplayTarget(c);
         const x = new ReplayStepper(counting, trace, params);
         const y = new ReplayStepper(every, trace, params);
+        const z = new ReplayStepper(runs, trace, params);
+        const view = (st: ReplayStepper<Sequence>) => st.running().map((s) => [[...s.tokens], s.kvCachedTokens, [...s.blockTable]]);
         while (true) {
           const sx = x.step();
-          expect(sx).toEqual(y.step());
-          expect(x.running().map((s) => [[...s.tokens], s.kvCachedTokens, [...s.blockTable]])).toEqual(
-            y.running().map((s) => [[...s.tokens], s.kvCachedTokens, [...s.blockTable]]),
-          );
+          const sy = y.step();
+          expect(sx).toEqual(sy);
+          expect(z.step()).toEqual(sy);
+          expect(view(x)).toEqual(view(y));
+          expect(view(z)).toEqual(view(y));
           if (sx === null) break;
         }
         expect(skipped).toBeGreaterThan(0);
         expect(withoutTimings(x.result())).toEqual(withoutTimings(y.result()));
+        expect(withoutTimings(z.result())).toEqual(withoutTimings(y.result()));
         expect([...a.managers[0]!.lruOrder()]).toEqual([...b.managers[0]!.lruOrder()]);
+        expect([...c.managers[0]!.lruOrder()]).toEqual([...b.managers[0]!.lruOrder()]);
       } finally {
         a.dispose();
         b.dispose();
+        c.dispose();
       }
     }
   });

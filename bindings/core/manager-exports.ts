@@ -17,6 +17,8 @@ export interface ManagerExports {
   /** (f64 priority, f64 expiry) per position of the next insert's batch; 0 unless the priority policy is on. */
   mgr_batch_ptr(m: number): number;
   mgr_allocate(m: number, n: number, out: number): number;
+  /** `k` one-id allocations in a row (ids to out, in step order), stopping at the first that fails; returns how many were made. */
+  mgr_allocate_steps(m: number, k: number, out: number): number;
   mgr_release(m: number, ids: number, n: number): number;
   mgr_retain(m: number, ids: number, n: number): number;
   /** flags: MATCH_TOUCH | MATCH_COUNT; `queried` is added to blocksQueried when counted */

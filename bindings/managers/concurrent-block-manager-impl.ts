@@ -256,6 +256,11 @@ export class ConcurrentBlockManagerImpl extends BlockManagerImpl implements Bloc
     });
   }
 
+  /** @internal Not in one call: its evictions go through its lock (makeRoom), one allocation at a time. */
+  override allocateStepsInto(): number {
+    return -1;
+  }
+
   /**
    * The creating manager gives the manager's memory back (every other thread
    * must be done with it); an attached one only stops being usable.

@@ -453,6 +453,24 @@ export abstract class CoreManager {
     return true;
   }
 
+  /**
+   * @internal allocateInto(1, ...) `k` times in a row, the ids to
+   * dst[at..] in step order, in one core call; stops at the first that
+   * fails (made and failed, as that call would be). Returns how many
+   * succeeded, or -1 when this manager makes them one call at a time.
+   */
+  allocateStepsInto(k: number, dst: Int32Array, at: number): number {
+    this.live();
+    const out = this.stg.idSpace(k);
+    const got = this.ex.mgr_allocate_steps(this.ptr, k, out);
+    if (this.recording) this.rt.views();
+    const i32 = this.mem.i32;
+    const base = out >>> 2;
+    if (got <= 8) for (let i = 0; i < got; i++) dst[at + i] = i32[base + i]!;
+    else dst.set(i32.subarray(base, base + got), at);
+    return got;
+  }
+
   /** @internal Drops one reference on each of `ids[start..end)`; returns the core's code. */
   releaseFrom(ids: Int32Array, start: number, end: number): number {
     this.live();

@@ -14,6 +14,7 @@ import type { PoolManager } from '../managers/pool-manager.js';
 import type { SingleBlockManager } from '../managers/single-block-manager.js';
 import type { LinearStateCacheOp, LinearStatePrefixCache, LinearStateStats } from '../linear-state/linear-state-prefix-cache.js';
 import { buildRank } from '../ranks/build-rank.js';
+import { BlockTableRank } from '../ranks/block-table-rank.js';
 import { CompositeRank } from '../ranks/composite-rank.js';
 import type { LinearStateAddOn } from '../ranks/linear-state-add-on.js';
 import type { BlockTransferInfo, RankManager } from '../ranks/rank-manager.js';
@@ -239,6 +240,36 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const cap = s.numBlocks * rank.blockSize;
     // fits() of a block-table rank holds for every count up to a held capacity it accepts.
     return rank.kind === 'plain' && cap > s.numTokens && this.fitsAsIs(s, cap) ? cap - s.numTokens : 0;
+  }
+
+  /**
+   * @internal The allocate() calls of `count` decode steps of a placed
+   * sequence, before their tokens are appended: step j is the call for
+   * numTokens + j + 1 tokens. Those that fit its blocks change nothing;
+   * each that passes them needs one block, and those are made in one core
+   * call, stopping at the first that fails (that call made and failed, as
+   * it would be). Returns the steps that succeeded (count, or the index of
+   * the step that failed), or -1 when this sequence's rank cannot make them
+   * so (the caller then makes the calls).
+   */
+  decodeSteps(sequence: Sequence, count: number): number {
+    const s = sequence.state;
+    if (this.disposed || s.owner !== this || s.single < 0 || !Number.isSafeInteger(count) || count < 1) return -1;
+    const rank = this.ranks[s.dpRank]!;
+    if (!(rank instanceof BlockTableRank)) return -1;
+    // Steps that fit need nothing; from there every blockSize-th needs a block.
+    const room = s.numBlocks * rank.blockSize - s.numTokens;
+    if (room < 0) return -1; // tokens past its blocks: a step could need several
+    if (count <= room) return count;
+    const blocks = Math.ceil((count - room) / rank.blockSize);
+    rank.enter();
+    try {
+      const got = rank.growSteps(s, blocks);
+      if (got < 0) return -1;
+      return got === blocks ? count : room + got * rank.blockSize;
+    } finally {
+      rank.exit();
+    }
   }
 
   tryAllocate(sequence: Sequence): boolean {

@@ -86,6 +86,23 @@ export class BlockTableRank implements RankManager {
     s.hashed = to;
   }
 
+  /**
+   * @internal `k` allocate() calls in a row that each need one block more
+   * than the sequence holds (decode steps whose count passes a multiple of
+   * the block size), made as one core call; stops at the first that fails,
+   * as the calls would. Only for a sequence holding blocks, owing no swap
+   * and adopting no beam, without linear state; -1 otherwise (and when the
+   * manager makes them one at a time). Returns the blocks added.
+   */
+  growSteps(s: SequenceState, k: number): number {
+    if (s.numBlocks === 0 || s.needSwap || s.beamSource !== null || this.linear !== null) return -1;
+    if (!(this.kv instanceof BlockManagerImpl)) return -1;
+    s.reserveBlocks(k);
+    const got = this.kv.allocateStepsInto(k, s.table, s.numBlocks);
+    if (got > 0) s.numBlocks += got;
+    return got;
+  }
+
   tryAllocate(s: SequenceState): boolean {
     const B = this.blockSize;
     const heldBefore = s.numBlocks;

@@ -62,6 +62,15 @@ export interface ReplayTarget<S extends ReplaySequence> {
    */
   blockIds?(seq: S): ArrayLike<number>;
   /**
+   * Optional: the allocate calls of the next `steps` decode steps of `seq`
+   * (step j: `allocate(seq, numTokens + j + 1)`), made before their tokens
+   * are appended and as those calls would make them, stopping at the first
+   * that fails (that call made, and failed). Returns the steps that
+   * succeeded, or -1 when it cannot (the loop then makes every call). The
+   * loop appends the tokens and counts the calls.
+   */
+  decodeSteps?(seq: S, steps: number): number;
+  /**
    * @internal Optional: true when the target's sequences read their prompt
    * from the very buffer newSequence was given, and nothing it does writes
    * that prompt. The loop then leaves each prompt in the core's staging

@@ -181,6 +181,9 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
   decodeRoom(seq: Sequence): number {
     return this.pool.decodeRoom(seq);
   }
+  decodeSteps(seq: Sequence, steps: number): number {
+    return this.pool.decodeSteps(seq, steps);
+  }
   appendOutputs(seq: Sequence, first: number, count: number): void {
     appendOutputRun(seq, first, count);
   }

@@ -200,6 +200,14 @@ export class ReplayStepper<S extends ReplaySequence> {
     return n - from;
   }
 
+  /** Appends output tokens `first`, ... (`count` of them) to `s` and counts their allocate calls: steps made or known to change nothing. */
+  private appendRun(s: S, first: number, count: number): void {
+    if (this.target.appendOutputs) this.target.appendOutputs(s, first, count);
+    else for (let j = 0, t = first; j < count; j++, t = nextOutputToken(t)) s.appendToken(t);
+    s.kvCachedTokens = s.numTokens - 1;
+    this.allocateCalls += count;
+  }
+
   /** One iteration of runReplay's request loop. */
   private admit(req: TraceRequest, r: number): ReplayStep {
     const { target, params } = this;
@@ -239,21 +247,33 @@ export class ReplayStepper<S extends ReplaySequence> {
     let token = outputToken(r, 0);
     const outputs = req.outputLength;
     for (let i = 0; i < outputs; i++, token = nextOutputToken(token)) {
+      // Step i's first allocation was made, and failed, by a run of steps below.
+      let failed = false;
       if (i > 0) {
         // Steps that cannot change the pool (the block has room): their
         // tokens are appended and their allocate calls counted, not made.
         // Step 0 always runs (it may publish).
-        let k = target.decodeRoom?.(s) ?? 0;
-        if (k > 0) {
-          if (k > outputs - i) k = outputs - i;
-          if (target.appendOutputs) {
-            target.appendOutputs(s, token, k);
+        // With decodeSteps, the rest of the steps are made in one call too
+        // (those that need a block together); it stops at a step that fails.
+        let k = -1;
+        if (target.decodeSteps !== undefined) {
+          const before = s.numBlocks;
+          k = target.decodeSteps(s, outputs - i);
+          if (k >= 0) {
+            this.appendRun(s, token, k);
             token = advanceOutputToken(token, k);
-          } else {
-            for (let j = 0; j < k; j++, token = nextOutputToken(token)) s.appendToken(token);
+            if (s.numBlocks > before) newBlocks += this.recordNew(s, before);
+            i += k;
+            if (i === outputs) break;
+            failed = true;
+            k = 0;
           }
-          s.kvCachedTokens = s.numTokens - 1;
-          this.allocateCalls += k;
+        }
+        if (k < 0) k = target.decodeRoom?.(s) ?? 0;
+        if (k > outputs - i) k = outputs - i;
+        if (k > 0) {
+          this.appendRun(s, token, k);
+          token = advanceOutputToken(token, k);
           i += k;
           if (i === outputs) break;
         }
@@ -264,7 +284,8 @@ export class ReplayStepper<S extends ReplaySequence> {
       const before = s.numBlocks;
       while (true) {
         this.allocateCalls++;
-        if (target.allocate(s, s.numTokens)) {
+        if (failed) failed = false;
+        else if (target.allocate(s, s.numTokens)) {
           ok = true;
           break;
         }

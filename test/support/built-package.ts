@@ -14,6 +14,10 @@ export const ROOT = resolve(new URL('../..', import.meta.url).pathname);
 
 function key(): string {
   const h = createHash('sha256');
+  // The checkout too: a build's source maps point into the checkout it was
+  // built from, and two clones on one machine must not share one (the test
+  // reading a map's source would read the other clone's file).
+  h.update(ROOT);
   const files = ['tsconfig.json', 'tsconfig.build.json', 'package.json', 'scripts/typings-platform.mjs'];
   for (const f of readdirSync(join(ROOT, 'bindings'), { recursive: true, encoding: 'utf8' }).sort()) if (f.endsWith('.ts')) files.push(join('bindings', f));
   for (const f of files) h.update(f).update(readFileSync(join(ROOT, f)));
