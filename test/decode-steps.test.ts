@@ -8,11 +8,11 @@ import type { EvictionPolicy } from '../bindings/managers/eviction-policy.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
-import type { ReplayTarget } from '../bindings/replay/kernel.js';
 import { mulberry32 } from '../bindings/replay/prng.js';
 import { PoolReplayTarget } from '../bindings/replay/replay.js';
 import { ReplayStepper } from '../bindings/replay/stepper.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
+import { targetWithout } from './support/target-without.js';
 
 const B = 4;
 
@@ -124,21 +124,8 @@ describe('BlockManagerPool.decodeSteps', () => {
 });
 
 describe('the replay loop with decodeSteps', () => {
-  /** The target without decodeSteps: the loop makes every call. */
-  function stepByStep(t: PoolReplayTarget): ReplayTarget<Sequence> {
-    return {
-      newSequence: (b, n) => t.newSequence(b, n),
-      allocate: (s, n) => t.allocate(s, n),
-      cache: (s) => t.cache(s),
-      deallocate: (s) => t.deallocate(s),
-      blocksEvicted: () => t.blocksEvicted(),
-      numFreeBlocks: () => t.numFreeBlocks(),
-      numBlocksInPrefixCache: () => t.numBlocksInPrefixCache(),
-      recycle: (s) => t.recycle(s),
-      decodeRoom: (s) => t.decodeRoom(s),
-      appendOutputs: (s, first, count) => t.appendOutputs(s, first, count),
-    };
-  }
+  /** The target without decodeSteps: the loop makes every call that needs a block. */
+  const stepByStep = (t: PoolReplayTarget) => targetWithout(t, ['decodeSteps']);
 
   it('gives what the loop that makes every call gives: ids, hits, evictions, truncations, calls, counters', () => {
     let truncated = 0;

@@ -12,6 +12,7 @@ import { LinearStateReplayTarget } from '../bindings/replay/linear-state-target.
 import { PoolReplayTarget } from '../bindings/replay/replay.js';
 import { runReplay } from '../bindings/replay/stepper.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
+import { targetWithout } from './support/target-without.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
 
 beforeAll(async () => {
@@ -64,19 +65,7 @@ describe('the replay loop and held prompts', () => {
   const params = { blockSize: 16, maxRunning: 6, publishAfterPrefill: false };
 
   /** The same target without holdsPrompt: every staging copies. */
-  function copying(t: ReplayTarget<Sequence>): ReplayTarget<Sequence> {
-    return {
-      prefilled: (s) => t.prefilled?.(s),
-      extraResult: () => t.extraResult?.() ?? {},
-      newSequence: (b, n) => t.newSequence(b, n),
-      allocate: (s, n) => t.allocate(s, n),
-      cache: (s) => t.cache(s),
-      deallocate: (s) => t.deallocate(s),
-      blocksEvicted: () => t.blocksEvicted(),
-      numFreeBlocks: () => t.numFreeBlocks(),
-      numBlocksInPrefixCache: () => t.numBlocksInPrefixCache(),
-    };
-  }
+  const copying = (t: ReplayTarget<Sequence>) => targetWithout(t, ['holdsPrompt']);
 
   it('gives the ids, hits and evictions of a replay that copies every prompt', () => {
     // With linear state the prefill also stamps the prompt's hashes: a second staging of the whole prompt.
