@@ -129,22 +129,18 @@ export function allocateSteps(m: Manager, k: i32, out: usize): i32 {
   let done = popped;
   if (popped > 0) allocate(m, popped, out);
   if (done < k && m.prefixOn != 0) {
-    const base = m.freeTop; // 0: the victims go to free[0, got), the first at the bottom
+    // The stack is empty: the victims go to free[0, got), the first at the
+    // bottom. Reversed, allocate() pops them in eviction order.
     const got = evict(m, k - done);
     const free = m.free;
-    const refs = m.refs;
-    const rs = <usize>m.refShift;
-    const flags = m.flags;
-    for (let i = 0; i < got; i++) {
-      const id = load<i32>(free + (<usize>(base + i) << 2));
-      store<i32>(refs + (<usize>id << rs), 1);
-      store<u8>(flags + <usize>id, 0);
-      store<i32>(out + (<usize>(done + i) << 2), id);
+    for (let i = 0, j = got - 1; i < j; i++, j--) {
+      const a = free + (<usize>i << 2);
+      const b = free + (<usize>j << 2);
+      const t = load<i32>(a);
+      store<i32>(a, load<i32>(b));
+      store<i32>(b, t);
     }
-    m.freeTop = base;
-    m.numUsed += got;
-    if (m.numUsed > m.peakUsed) m.peakUsed = m.numUsed;
-    m.blocksAllocated += <u64>got;
+    if (got > 0) allocate(m, got, out + (<usize>done << 2));
     done += got;
   }
   if (done < k) m.allocFailures++;

@@ -318,7 +318,7 @@ export function mgr_refs_stride(m: usize): u32 {
   return <u32>1 << changetype<Manager>(m).refShift;
 }
 
-/** Where id 0's recency stamp is (a u32 every META_SIZE bytes; stale without caching). */
+/** Where id 0's recency stamp is (a u32 every META_SIZE bytes; 0 without caching). */
 export function mgr_stamps_ptr(m: usize): usize {
   return changetype<Manager>(m).stamps;
 }
