@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCore, plainCore } from '../bindings/core/plain-core.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import type { Sequence } from '../bindings/pool/sequence.js';
-import { promptTokens, promptTokensJs, type ReplayTarget } from '../bindings/replay/kernel.js';
+import { holdPromptTokens, promptTokens, promptTokensJs, type ReplayTarget } from '../bindings/replay/kernel.js';
 import { LinearStateReplayTarget } from '../bindings/replay/linear-state-target.js';
 import { PoolReplayTarget } from '../bindings/replay/replay.js';
 import { runReplay } from '../bindings/replay/stepper.js';
@@ -28,7 +28,7 @@ const req = (first: number, inputLength: number): TraceRequest => ({
 describe('Staging.holdPrompt', () => {
   it('stages the held prompt in place, and copies what lies outside it, another array, or after dropPrompt', () => {
     const t = new Int32Array(2000);
-    promptTokens(req(7, 1500), t, true);
+    holdPromptTokens(req(7, 1500), t);
     const expected = [...t.subarray(0, 1500)];
     const at = staging().stageTokens(t, 0, 1500);
     expect(staged(at, 1500)).toEqual(expected);
@@ -48,13 +48,20 @@ describe('Staging.holdPrompt', () => {
     expect(staged(staging().stageTokens(t, 96, 112), 16)).toEqual([...t.subarray(96, 112)]);
   });
 
+  it('is never taken by the public promptTokens: its buffer is copied at every staging', () => {
+    const t = new Int32Array(1500);
+    promptTokens(req(9, 1500), t);
+    t[3] = -7;
+    expect(staged(staging().stageTokens(t, 0, 16), 16)).toEqual([...t.subarray(0, 16)]);
+  });
+
   it('ends when the same buffer is filled with another prompt, held or not', () => {
     const t = new Int32Array(3000);
-    promptTokens(req(3, 2048), t, true);
+    holdPromptTokens(req(3, 2048), t);
     promptTokens(req(40, 2048), t); // a recycled buffer: the next request's prompt, not held
     const b = promptTokensJs(req(40, 2048));
     expect(staged(staging().stageTokens(t, 0, 2048), 2048)).toEqual([...b]);
-    promptTokens(req(3, 600), t, true);
+    holdPromptTokens(req(3, 600), t);
     promptTokens(req(90, 300), t); // short prompts are written in JS
     expect(staged(staging().stageTokens(t, 0, 300), 300)).toEqual([...promptTokensJs(req(90, 300))]);
   });

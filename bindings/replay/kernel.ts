@@ -75,7 +75,7 @@ export interface ReplayTarget<S extends ReplaySequence> {
    * from the very buffer newSequence was given, and nothing it does writes
    * that prompt. The loop then leaves each prompt in the core's staging
    * memory until its prefill returns, and the pool's stagings of it copy
-   * nothing (promptTokens with `hold`).
+   * nothing (holdPromptTokens).
    */
   readonly holdsPrompt?: boolean;
 }
@@ -126,12 +126,23 @@ export const MAX_HASH_ID = Math.floor((0x7fffffff - (PROMPT_CHUNK - 1)) / PROMPT
 
 /**
  * Prompt tokens of a request, hash_ids[p / 512] * 512 + p % 512, written to
- * `out[0, inputLength)` (a new array when none is given). With `hold`, the
- * core's copy stays in its staging memory and the pool's stagings of the
- * returned array's prompt copy nothing until releasePromptTokens(): the
- * caller promises that nothing writes the prompt in between.
+ * `out[0, inputLength)` (a new array when none is given).
  */
-export function promptTokens(req: TraceRequest, out?: Int32Array, hold = false): Int32Array {
+export function promptTokens(req: TraceRequest, out?: Int32Array): Int32Array {
+  return writePrompt(req, out, false);
+}
+
+/**
+ * @internal promptTokens into `out`, the core's copy kept in its staging
+ * memory: the pool's stagings of `out`'s prompt copy nothing until
+ * releasePromptTokens(). The caller promises that nothing writes the prompt
+ * in between (the replay loop, for the length of a prefill).
+ */
+export function holdPromptTokens(req: TraceRequest, out: Int32Array): Int32Array {
+  return writePrompt(req, out, true);
+}
+
+function writePrompt(req: TraceRequest, out: Int32Array | undefined, hold: boolean): Int32Array {
   const t = checkPromptArgs(req, out);
   // With the core loaded (always, in a replay) it writes them with SIMD and
   // they are copied out in one go: 145 M tokens over the conversation trace.
@@ -148,7 +159,7 @@ export function promptTokens(req: TraceRequest, out?: Int32Array, hold = false):
   return t;
 }
 
-/** Ends what promptTokens(..., hold = true) promised: the pool copies every prompt in again. */
+/** @internal Ends what holdPromptTokens promised: the pool copies every prompt in again. */
 export function releasePromptTokens(): void {
   if (isCoreLoaded()) plainCore().staging.dropPrompt();
 }

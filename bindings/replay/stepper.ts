@@ -3,7 +3,7 @@
 // pool inspector) step it themselves. One loop, so both give the same result.
 
 import {
-  advanceOutputToken, nextOutputToken, outputToken, promptTokens, releasePromptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
+  advanceOutputToken, nextOutputToken, outputToken, holdPromptTokens, promptTokens, releasePromptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
 } from './kernel.js';
 import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { TraceRequest } from './trace.js';
@@ -217,7 +217,8 @@ export class ReplayStepper<S extends ReplaySequence> {
     let placed = false;
     let s: S;
     try {
-      s = target.newSequence(promptTokens(req, this.buffers.take(need), hold), L);
+      const buffer = this.buffers.take(need);
+      s = target.newSequence(hold ? holdPromptTokens(req, buffer) : promptTokens(req, buffer), L);
       while (this.live() >= params.maxRunning) this.finishOldest();
       while (true) {
         this.allocateCalls++;
