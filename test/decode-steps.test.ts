@@ -114,11 +114,45 @@ describe('BlockManagerPool.decodeSteps', () => {
       const free = pool.numFreeBlocks()[0]!;
       expect(pool.decodeSteps(s, 3 + (free + 2) * B)).toBe(3 + free * B);
       expect(s.numBlocks).toBe(4 + free);
+      const failures = pool.managers[0]!.stats().allocationFailures;
+      // A count far past what the rank has: the steps its blocks hold, one failure more, the table not sized for it.
+      const room = s.numBlocks * B - s.numTokens;
+      expect(pool.decodeSteps(s, 2 ** 40)).toBe(room);
+      expect(pool.managers[0]!.stats().allocationFailures).toBe(failures + 1);
+      expect(s.state.table.length).toBeLessThan(1024);
       pool.check();
     } finally {
       pool.dispose();
       linear.dispose();
       host.dispose();
+    }
+  });
+});
+
+describe('PoolReplayTarget.decodeSteps', () => {
+  it('refuses a bad argument by name and changes nothing', () => {
+    const pool = new BlockManagerPool({ numBlocks: 16, blockSize: B });
+    try {
+      const t = new PoolReplayTarget(pool);
+      const s = new Sequence([1, 2, 3, 4]);
+      expect(pool.allocate(s)).toBe(true);
+      const bad: Array<[unknown, unknown, RegExp]> = [
+        [{}, 1, /^seq must be a Sequence, got/],
+        [s, 0, /^steps must be in \[1, 268435456\], got 0/],
+        [s, 2 ** 40, /^steps must be in \[1, 268435456\], got/],
+        [s, 1.5, /^steps must be an integer/],
+        [s, '2', /^steps must be a number/],
+      ];
+      for (const [seq, steps, message] of bad) {
+        expect(() => t.decodeSteps(seq as Sequence, steps as number)).toThrow(message);
+        expect(s.numBlocks).toBe(1);
+        expect(pool.numFreeBlocks()).toEqual([14]);
+      }
+      expect(t.decodeSteps(s, 5)).toBe(5);
+      expect(s.numBlocks).toBe(3);
+      pool.check();
+    } finally {
+      pool.dispose();
     }
   });
 });

@@ -160,6 +160,7 @@ function useDisposed(m: BlockManagerImpl, which: number): void {
     () => m.cache(tokens(0, 4), [1, 2]),
     () => m.evict(3),
     () => m.drainEvents(),
+    () => m.allocateStepsInto(2, new Int32Array(2), 0),
   ];
   throwsClearly(calls[which % calls.length]!, DISPOSED);
 }
@@ -199,6 +200,15 @@ function attack(att: Attacker, op: AttackOp, victim: Victim, plain: boolean): vo
         () => throwsClearly(() => a.allocate(2 ** 31), /n must be at most 2147483647/),
         () => throwsClearly(() => a.allocate(2 ** 32 + 4), /n must be at most/),
         () => expect(a.evict(2 ** 31 - 1)).toBeGreaterThanOrEqual(0),
+        () => {
+          // Decode steps far past the manager's ids: what it has, then the step that fails.
+          const ids = new Int32Array(N);
+          const got = a.allocateStepsInto(2 ** 30, ids, 0);
+          // The shared build's manager makes its steps one call at a time (-1: none made here).
+          expect(got).toBeGreaterThanOrEqual(plain ? 0 : -1);
+          expect(got).toBeLessThan(plain ? N : 0);
+          att.held.push(...ids.subarray(0, Math.max(got, 0)));
+        },
         () => throwsClearly(() => promptTokens({ inputLength: 2 ** 30 + 512, outputLength: 0, hashIds: new Int32Array(4) }), /inputLength must be in \[0, 268435456\]/),
         () => throwsClearly(() => a.allocateShared({ length: -1 } as never), /length must be a non-negative integer/),
       ];

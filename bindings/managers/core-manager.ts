@@ -461,8 +461,11 @@ export abstract class CoreManager {
    */
   allocateStepsInto(k: number, dst: Int32Array, at: number): number {
     this.live();
-    const out = this.stg.idSpace(k);
-    const got = this.ex.mgr_allocate_steps(this.ptr, k, out);
+    // Past numBlocks - 1 steps one fails for sure, and the run stops there:
+    // a larger count stages room for ids it never writes.
+    const n = Math.min(k, this.numBlocks);
+    const out = this.stg.idSpace(n);
+    const got = this.ex.mgr_allocate_steps(this.ptr, n, out);
     if (this.recording) this.rt.views();
     const i32 = this.mem.i32;
     const base = out >>> 2;

@@ -261,7 +261,9 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const room = s.numBlocks * rank.blockSize - s.numTokens;
     if (room < 0) return -1; // tokens past its blocks: a step could need several
     if (count <= room) return count;
-    const blocks = Math.ceil((count - room) / rank.blockSize);
+    // More blocks than the rank has ids cannot all succeed: the step that
+    // fails comes before (a huge count neither sizes the table nor stages ids for nothing).
+    const blocks = Math.min(Math.ceil((count - room) / rank.blockSize), rank.kv.numBlocks);
     rank.enter();
     try {
       const got = rank.growSteps(s, blocks);

@@ -8,7 +8,7 @@ import { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import { Sequence, adoptBuffer } from '../pool/sequence.js';
 import { retentionFrom } from '../managers/retention.js';
-import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
+import { MAX_SEQUENCE_TOKENS, checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import {
   CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type CompositeReplaySequence, type SubManagerReplayStats,
 } from './composite-replay.js';
@@ -181,7 +181,10 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
   decodeRoom(seq: Sequence): number {
     return this.pool.decodeRoom(seq);
   }
+  /** Checks its arguments first (public here): a bad one throws and changes nothing. */
   decodeSteps(seq: Sequence, steps: number): number {
+    if (!(seq instanceof Sequence)) throw new TypeError(`seq must be a Sequence, got ${describe(seq)}`);
+    checkInt('steps', steps, 1, MAX_SEQUENCE_TOKENS);
     return this.pool.decodeSteps(seq, steps);
   }
   appendOutputs(seq: Sequence, first: number, count: number): void {

@@ -260,6 +260,7 @@ export class ReplayStepper<S extends ReplaySequence> {
         if (target.decodeSteps !== undefined) {
           const before = s.numBlocks;
           k = target.decodeSteps(s, outputs - i);
+          if (k > outputs - i) throw new Error(`decodeSteps made ${k} steps of the ${outputs - i} asked for`);
           if (k >= 0) {
             this.appendRun(s, token, k);
             token = advanceOutputToken(token, k);
