@@ -132,6 +132,7 @@ export class ReplayStepper<S extends ReplaySequence> {
     else {
       while (this.live() > 0) this.finishOldest();
       this.drained = true;
+      this.buffers.retire();
       out = { request: -1, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, finished: this.finishedInStep };
     }
     this.seconds += (performance.now() - t0) / 1000;
