@@ -108,6 +108,19 @@ describe('TokenBuffers', () => {
     const after = new TokenBuffers(4);
     const got = [after.take(1), after.take(1), after.take(1)];
     expect([got.includes(bufs[0]!), got.includes(bufs[1]!), got.includes(bufs[2]!)]).toEqual([false, true, true]);
+
+    // Two loops retire one after the other: the next loop starts with the largest of both.
+    const loopA = new TokenBuffers(1); // keeps 9
+    const loopB = new TokenBuffers(1);
+    const smalls = Array.from({ length: 9 }, () => loopA.take(100));
+    for (const buf of smalls) loopA.give(buf);
+    const large = loopB.take(3000);
+    loopB.give(large);
+    loopA.retire();
+    loopB.retire();
+    const next8 = new TokenBuffers(0); // takes 8 of the 10 waiting: the large one among them
+    expect(next8.take(2000)).toBe(large);
+    expect(smalls).toContain(next8.take(10));
   });
 
   it('replays give the same figures when later ones start on earlier ones\' buffers', async () => {

@@ -8,7 +8,7 @@
 //
 // A replay that ends hands its buffers on (retire) to the next one made in
 // this process, up to SPARE_BYTES: a sweep or a benchmark runs replay after
-// replay, and each started on fresh pages again (~1,300 faults, 4% of a
+// replay, and each started on fresh pages again (~1,100 faults, 1-4% of a
 // plain replay of the conversation trace in one process).
 
 /** At most this many bytes of buffers wait between replays. */
@@ -29,7 +29,7 @@ export class TokenBuffers {
    */
   constructor(maxRunning: number) {
     this.limit = maxRunning + 8;
-    this.kept = spare.splice(0, this.limit); // the largest (retire puts them first)
+    this.kept = spare.splice(0, this.limit); // the largest: retire keeps `spare` largest first
     for (const b of this.kept) spareBytes -= b.byteLength;
   }
 
@@ -46,6 +46,8 @@ export class TokenBuffers {
       spare.push(b);
       spareBytes += b.byteLength;
     }
+    // Several loops retire (a fleet's engines): the next one takes the largest of all.
+    spare.sort((a, b) => b.length - a.length);
   }
 
   /** A buffer of at least `need` tokens: the smallest kept one that fits, else a new one with a quarter to spare. */
