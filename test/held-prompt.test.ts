@@ -1,22 +1,28 @@
 // The replay's prompts held in the core's staging memory: the core writes a
-// prompt once, and the pool's stagings of it during the prefill read that
-// copy instead of copying the tokens in again -- only while the promise that
-// nothing writes them holds.
+// prompt once, and the pool's stagings of it read that copy instead of
+// copying the tokens in again -- only while the promise that nothing writes
+// them holds. runReplay's own loop keeps each prompt in the core only, from
+// admission to deallocation.
 
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadCore, plainCore } from '../bindings/core/plain-core.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import type { Sequence } from '../bindings/pool/sequence.js';
-import { holdPromptTokens, promptTokens, promptTokensJs, type ReplayTarget } from '../bindings/replay/kernel.js';
+import { holdPromptTokens, keepPromptTokens, promptTokens, promptTokensJs, releasePromptTokens, type ReplayTarget } from '../bindings/replay/kernel.js';
 import { LinearStateReplayTarget } from '../bindings/replay/linear-state-target.js';
 import { PoolReplayTarget } from '../bindings/replay/replay.js';
-import { runReplay } from '../bindings/replay/stepper.js';
+import { ReplayStepper, runReplay } from '../bindings/replay/stepper.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
 import { targetWithout } from './support/target-without.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
 
 beforeAll(async () => {
   await loadCore();
+});
+
+// A failed test may leave holds behind; the next starts without them (each checks its own).
+afterEach(() => {
+  staging().dropPrompts();
 });
 
 const staging = () => plainCore().staging;
@@ -40,12 +46,54 @@ describe('Staging.holdPrompt', () => {
     const other = Int32Array.from({ length: 64 }, (_, i) => i);
     expect(staged(staging().stageTokens(other, 0, 64), 64)).toEqual([...other]);
     expect(staging().stageTokens(t, 0, 16)).toBe(at);
-    // Past the held tokens the array itself is copied.
-    const past = staging().stageTokens(t, 96, 1600);
-    expect(staged(past, 1504)).toEqual([...t.subarray(96, 1600)]);
-    expect(past).not.toBe(at + 96 * 4);
-    staging().dropPrompt();
+    // Past the held tokens the array's own are copied in behind them.
+    t[1550] = -2;
+    const past = staging().stageTokens(t, 96, 1600); // the area grows (it was made for 1500)
+    expect(staged(past, 1504)).toEqual([...expected.slice(96), ...t.subarray(1500, 1600)]);
+    // Starting past them, the array is copied as any other.
+    expect(staged(staging().stageTokens(t, 1500, 1600), 100)).toEqual([...t.subarray(1500, 1600)]);
+    releasePromptTokens(t);
+    expect(staging().heldPrompts).toBe(0);
     expect(staged(staging().stageTokens(t, 96, 112), 16)).toEqual([...t.subarray(96, 112)]);
+  });
+
+  it('holds several prompts at once, each ended on its own', () => {
+    const a = new Int32Array(1100);
+    const b = new Int32Array(2100);
+    keepPromptTokens(req(11, 1024), a, 1100);
+    keepPromptTokens(req(50, 2048), b, 2100);
+    expect(staging().heldPrompts).toBe(2);
+    expect(staged(staging().stageTokens(a, 0, 1024), 1024)).toEqual([...promptTokensJs(req(11, 1024))]);
+    expect(staged(staging().stageTokens(b, 512, 2048), 1536)).toEqual([...promptTokensJs(req(50, 2048)).subarray(512)]);
+    releasePromptTokens(a);
+    expect(staging().heldPrompts).toBe(1);
+    a.fill(4);
+    expect(staged(staging().stageTokens(a, 0, 16), 16)).toEqual(Array(16).fill(4));
+    expect(staged(staging().stageTokens(b, 0, 16), 16)).toEqual([...promptTokensJs(req(50, 2048)).subarray(0, 16)]);
+    releasePromptTokens(b);
+    expect(staging().heldPrompts).toBe(0);
+  });
+
+  it('keepPromptTokens writes a long prompt into the core only, a short one into the array', () => {
+    const t = new Int32Array(1600).fill(-9);
+    expect(keepPromptTokens(req(21, 1500), t, 1600)).toBe(t);
+    expect([...t.subarray(0, 1500)]).toEqual(Array(1500).fill(-9));
+    expect(staged(staging().stageTokens(t, 0, 1500), 1500)).toEqual([...promptTokensJs(req(21, 1500))]);
+    keepPromptTokens(req(22, 300), t, 1600);
+    expect(staging().heldPrompts).toBe(0);
+    expect([...t.subarray(0, 300)]).toEqual([...promptTokensJs(req(22, 300))]);
+    expect(() => keepPromptTokens(req(22, 1500), t, -1)).toThrow(RangeError);
+  });
+
+  it('keeps the held prompt when tokens staged past it need a larger area', () => {
+    const t = new Int32Array(1 << 13);
+    for (let i = 0; i < t.length; i++) t[i] = -i;
+    keepPromptTokens(req(31, 1024), t, 1024);
+    const prompt = [...promptTokensJs(req(31, 1024))];
+    const at = staging().stageTokens(t, 0, t.length);
+    expect(staged(at, t.length)).toEqual([...prompt, ...[...t.subarray(1024)]]);
+    expect(staged(staging().stageTokens(t, 1000, 1030), 30)).toEqual([...prompt.slice(1000), ...t.subarray(1024, 1030)]);
+    releasePromptTokens(t);
   });
 
   it('is never taken by the public promptTokens: its buffer is copied at every staging', () => {
@@ -72,7 +120,7 @@ describe('the replay loop and held prompts', () => {
   const params = { blockSize: 16, maxRunning: 6, publishAfterPrefill: false };
 
   /** The same target without holdsPrompt: every staging copies. */
-  const copying = (t: ReplayTarget<Sequence>) => targetWithout(t, ['holdsPrompt']);
+  const copying = (t: ReplayTarget<Sequence>) => targetWithout(t, ['holdsPrompt', 'keepsPrompt']);
 
   it('gives the ids, hits and evictions of a replay that copies every prompt', () => {
     // With linear state the prefill also stamps the prompt's hashes: a second staging of the whole prompt.
@@ -95,6 +143,106 @@ describe('the replay loop and held prompts', () => {
       expect(held.evictedBlocks).toBeGreaterThan(0);
       expect(held).toEqual(run(false));
     }
+  });
+
+  describe('runReplay keeps each prompt in the core only', () => {
+    type Config = { evictionPolicy?: 'lru' | 'lfu' | 'priority'; dpSize?: number; publishAfterPrefill?: boolean };
+    const configs: Config[] = [{}, { publishAfterPrefill: true }, { evictionPolicy: 'lfu' }, { evictionPolicy: 'priority', publishAfterPrefill: true }, { dpSize: 2 }];
+    /** runReplay on a fresh pool; `mostHeld`: the most prompts the core held between two requests. */
+    const run = (c: Config, wrap: (t: ReplayTarget<Sequence>) => ReplayTarget<Sequence>) => {
+      const pool = new BlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true, evictionPolicy: c.evictionPolicy, dpSize: c.dpSize });
+      try {
+        // Another replay's, when this one runs inside its progress callback.
+        const heldBefore = staging().heldPrompts;
+        let mostHeld = 0;
+        const t = wrap(new PoolReplayTarget(pool, c.evictionPolicy === 'priority' ? 10 : undefined));
+        const r = runReplay(t, trace, { ...params, publishAfterPrefill: c.publishAfterPrefill === true }, () => {
+          mostHeld = Math.max(mostHeld, staging().heldPrompts - heldBefore);
+        });
+        pool.check();
+        expect(staging().heldPrompts).toBe(heldBefore);
+        return { result: { ...r, seconds: 0, allocateCallsPerSecond: 0 }, mostHeld };
+      } finally {
+        pool.dispose();
+      }
+    };
+
+    it('with the ids, hits and evictions of a replay that holds prompts only for the prefill, or copies them', () => {
+      for (const c of configs) {
+        const kept = run(c, (t) => t);
+        expect(kept.mostHeld).toBeGreaterThan(1);
+        expect(kept.result.matchedBlocks).toBeGreaterThan(0);
+        expect(kept.result.evictedBlocks).toBeGreaterThan(0);
+        const heldOnly = run(c, (t) => targetWithout(t, ['keepsPrompt']));
+        expect(heldOnly.mostHeld).toBe(0);
+        expect(kept.result).toEqual(heldOnly.result);
+        expect(kept.result).toEqual(run(c, copying).result);
+      }
+    });
+
+    it('but not in a stepper driven from outside: its sequences hold their prompts', () => {
+      const pool = new BlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true });
+      try {
+        const stepper = new ReplayStepper(new PoolReplayTarget(pool), trace, params);
+        let longPrompts = 0;
+        for (let i = 0; i < 40; i++) {
+          stepper.step();
+          expect(staging().heldPrompts).toBe(0);
+          const reqs = stepper.runningRequests();
+          stepper.running().forEach((s, j) => {
+            const r = trace[reqs[j]!]!;
+            if (r.inputLength >= 512) longPrompts++;
+            expect([...s.tokens.subarray(0, r.inputLength)]).toEqual([...promptTokensJs(r)]);
+          });
+        }
+        expect(longPrompts).toBeGreaterThan(0);
+      } finally {
+        pool.dispose();
+      }
+    });
+
+    it('and lets every prompt go when the target throws mid-replay', () => {
+      const pool = new BlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true });
+      try {
+        const inner = new PoolReplayTarget(pool);
+        let calls = 0;
+        let mostHeld = 0;
+        const target: ReplayTarget<Sequence> = {
+          ...targetWithout(inner, []),
+          keepsPrompt: true,
+          deallocate: (s) => {
+            mostHeld = Math.max(mostHeld, staging().heldPrompts);
+            if (++calls === 20) throw new Error('target failed');
+            inner.deallocate(s);
+          },
+        };
+        expect(() => runReplay(target, trace, params)).toThrow('target failed');
+        expect(mostHeld).toBeGreaterThan(1);
+        expect(staging().heldPrompts).toBe(0);
+      } finally {
+        pool.dispose();
+      }
+    });
+
+    it('while a replay run from another replay\'s progress callback keeps its own', () => {
+      const alone = run({}, (t) => t).result;
+      const pool = new BlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true });
+      try {
+        const inner: unknown[] = [];
+        const r = runReplay(new PoolReplayTarget(pool), trace, params, (done) => {
+          if (inner.length === 0 && done >= 20 && staging().heldPrompts > 0) {
+            const outerHeld = staging().heldPrompts;
+            inner.push(run({ dpSize: 2 }, (t) => t).result);
+            expect(staging().heldPrompts).toBe(outerHeld);
+          }
+        });
+        expect(inner).toEqual([run({ dpSize: 2 }, (t) => t).result]);
+        expect({ ...r, seconds: 0, allocateCallsPerSecond: 0 }).toEqual(alone);
+        expect(staging().heldPrompts).toBe(0);
+      } finally {
+        pool.dispose();
+      }
+    });
   });
 
   it('ends the promise when the target throws during the prefill', () => {

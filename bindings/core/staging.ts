@@ -35,12 +35,39 @@ class Area {
     private readonly initial: number,
     private readonly rt: StagingMemory,
     private readonly what: string,
+    /** Grow to exactly the bytes asked for (no doubling). */
+    private readonly exact = false,
   ) {}
 
   /** Byte pointer of an area holding at least `bytes` bytes. */
   ensure(bytes: number): number {
     if (bytes > this.capacity) this.grow(bytes);
     return this.region + HEADROOM;
+  }
+
+  /**
+   * ensure(bytes), keeping the area's first `keep` bytes: a larger region
+   * gets them copied over.
+   */
+  ensureKeeping(bytes: number, keep: number): number {
+    if (bytes <= this.capacity) return this.region + HEADROOM;
+    const old = this.region + HEADROOM;
+    const oldRegion = this.region;
+    const oldCapacity = this.capacity;
+    // grow() would give the old region back before the copy: take it over here.
+    this.region = 0;
+    this.capacity = 0;
+    try {
+      this.grow(bytes);
+    } catch (e) {
+      this.region = oldRegion;
+      this.capacity = oldCapacity;
+      throw e;
+    }
+    const now = this.region + HEADROOM;
+    this.rt.u8.copyWithin(now, old, old + keep);
+    if (oldRegion !== 0) this.rt.release(oldRegion);
+    return now;
   }
 
   /** Gives the region back (the area starts over empty). */
@@ -58,7 +85,7 @@ class Area {
           'the request is too large for a 32-bit core',
       );
     }
-    let cap = Math.max(this.initial, this.capacity * 2);
+    let cap = this.exact ? bytes : Math.max(this.initial, this.capacity * 2);
     while (cap < bytes) cap *= 2;
     if (cap > MAX_STAGING_BYTES) cap = bytes;
     const region = this.rt.alloc(cap + HEADROOM);
@@ -71,51 +98,103 @@ class Area {
   }
 }
 
+/** A prompt the core wrote into its own area, staged from there for the array it stands for. */
+interface HeldPrompt {
+  readonly area: Area;
+  /** The array whose tokens [0, end) the area holds; null when the slot is free. */
+  tokens: Int32Array | null;
+  end: number;
+}
+
 /** The staging areas of one core instance. */
 export class Staging {
   private readonly tokenArea: Area;
   private readonly idArea: Area;
   private readonly byteArea: Area;
-  private readonly promptArea: Area;
-  /** The array whose tokens [0, promptEnd) sit in the prompt area (holdPrompt), or null. */
-  private prompt: Int32Array | null = null;
-  private promptEnd = 0;
+  /**
+   * Slots for held prompts. A hold's area is exactly its size and is given
+   * back when the hold ends: the replay holds a prompt per running
+   * sequence, and areas kept for reuse came to hold the longest prompt each
+   * (16 MiB of core memory over the conversation trace, against ~2.6 MiB
+   * so; the first touch of each page is a fault).
+   */
+  private readonly held: HeldPrompt[] = [];
+  private heldCount = 0;
 
   constructor(private readonly mem: StagingMemory) {
     this.tokenArea = new Area(1 << 16, mem, 'tokens');
     this.idArea = new Area(1 << 14, mem, 'block ids');
     this.byteArea = new Area(1 << 12, mem, 'bytes');
-    this.promptArea = new Area(1 << 12, mem, 'prompt tokens');
   }
 
   /** Gives every area's region back to the core (a thread leaving a shared memory). */
   release(): void {
-    this.dropPrompt();
+    this.dropPrompts();
     this.tokenArea.release();
     this.idArea.release();
     this.byteArea.release();
-    this.promptArea.release();
+    this.held.length = 0;
   }
 
   /**
-   * Room for `n` tokens that the core is about to write and `src[0, n)` will
-   * hold too (the replay's prompts: the core writes them, they are copied
-   * out once). Until dropPrompt(), stageTokens of `src` within [0, n)
-   * returns their place here instead of copying them in again. The caller
-   * makes sure nothing writes `src[0, n)` in between.
+   * Room for `n` tokens that the core is about to write and that stand for
+   * `src[0, n)` (the replay's prompts: the core writes each once). Until
+   * dropPrompt(src), a stageTokens of `src` starting inside [0, n) reads
+   * them here instead of copying `src` (tokens past `n` are copied in behind
+   * them). `room`: tokens `src` may come to hold, reserved now. The caller
+   * makes sure nothing writes `src[0, n)` in between: the held tokens are
+   * what every staging of them gives, whatever `src` holds.
    */
-  holdPrompt(src: Int32Array, n: number): number {
-    this.prompt = null;
-    const p = this.promptArea.ensure(n * 4);
-    this.prompt = src;
-    this.promptEnd = n;
+  holdPrompt(src: Int32Array, n: number, room = n): number {
+    this.dropPrompt(src);
+    let h: HeldPrompt | null = null;
+    for (const x of this.held) {
+      if (x.tokens === null) {
+        h = x;
+        break;
+      }
+    }
+    if (h === null) {
+      h = { area: new Area(0, this.mem, 'prompt tokens', true), tokens: null, end: 0 };
+      this.held.push(h);
+    }
+    const p = h.area.ensure(Math.max(n, room, 1) * 4);
+    h.tokens = src;
+    h.end = n;
+    this.heldCount++;
     return p;
   }
 
-  /** Ends holdPrompt's promise: every stageTokens copies again. */
-  dropPrompt(): void {
-    this.prompt = null;
-    this.promptEnd = 0;
+  /** Ends holdPrompt's promise for `src` (if it holds one): its stagings copy again. */
+  dropPrompt(src: Int32Array): void {
+    if (this.heldCount === 0) return;
+    const h = this.heldOf(src);
+    if (h === null) return;
+    h.tokens = null;
+    h.end = 0;
+    h.area.release();
+    this.heldCount--;
+  }
+
+  /** Ends every hold. */
+  dropPrompts(): void {
+    for (const h of this.held) {
+      h.tokens = null;
+      h.end = 0;
+      h.area.release();
+    }
+    this.heldCount = 0;
+  }
+
+  /** Prompts held now. */
+  get heldPrompts(): number {
+    return this.heldCount;
+  }
+
+  private heldOf(tokens: ArrayLike<number>): HeldPrompt | null {
+    // A handful of slots (one per running replay sequence): a scan.
+    for (const h of this.held) if (h.tokens === tokens) return h;
+    return null;
   }
 
   /** Copies src[start, end) to linear memory at int32 index `at` (TypedArray.set takes plain arrays too). */
@@ -135,13 +214,26 @@ export class Staging {
 
   /** Copies tokens into linear memory; returns their byte pointer (16 writable bytes before it). */
   stageTokens(tokens: ArrayLike<number>, start = 0, end = tokens.length): number {
-    // Inside the held prompt, the 16 bytes before `start` are the area's
-    // headroom or earlier tokens: writable either way, and the core puts
-    // back what it borrows there.
-    if (tokens === this.prompt && start >= 0 && start < end && end <= this.promptEnd) return this.promptArea.ensure(0) + start * 4;
+    if (this.heldCount > 0 && start >= 0 && start < end) {
+      const h = this.heldOf(tokens);
+      if (h !== null && start < h.end) return this.stageHeld(h, tokens as Int32Array, start, end);
+    }
     const ptr = this.tokenArea.ensure((end - start) * 4);
     this.copyInto(tokens, start, end, ptr >>> 2);
     return ptr;
+  }
+
+  /** Tokens [start, end) of a held prompt's array, `start` inside the held part. */
+  private stageHeld(h: HeldPrompt, tokens: Int32Array, start: number, end: number): number {
+    // The 16 bytes before `start` are the area's headroom or earlier
+    // tokens: writable either way, and the core puts back what it borrows there.
+    let base = h.area.ensure(0);
+    if (end > h.end) {
+      // Tokens past the prompt (a sequence's outputs) come from the array, behind the held ones.
+      base = h.area.ensureKeeping(end * 4, h.end * 4);
+      this.copyInto(tokens, h.end, end, (base >>> 2) + h.end);
+    }
+    return base + start * 4;
   }
 
   /** Room for `n` int32 ids (to write into, or read back from). */

@@ -78,6 +78,14 @@ export interface ReplayTarget<S extends ReplaySequence> {
    * nothing (holdPromptTokens).
    */
   readonly holdsPrompt?: boolean;
+  /**
+   * @internal Optional, with holdsPrompt: true when, besides, every read the
+   * target makes of a sequence's tokens is a staging into the core (none
+   * reads them in JS). runReplay's loop, whose sequences no other code
+   * sees, then writes each prompt into the core only and holds it there
+   * until the sequence is deallocated (keepPromptTokens).
+   */
+  readonly keepsPrompt?: boolean;
 }
 
 /** What a replay with linear state adds to the result (docs/linear-state.md, replaying a trace). */
@@ -129,8 +137,13 @@ export const MAX_HASH_ID = Math.floor((0x7fffffff - (PROMPT_CHUNK - 1)) / PROMPT
  * `out[0, inputLength)` (a new array when none is given).
  */
 export function promptTokens(req: TraceRequest, out?: Int32Array): Int32Array {
-  return writePrompt(req, out, false);
+  return writePrompt(req, out, HOLD_NONE);
 }
+
+/** How writePrompt leaves a prompt: not held, held and copied out, or held only. */
+const HOLD_NONE = 0;
+const HOLD_COPY = 1;
+const HOLD_ONLY = 2;
 
 /**
  * @internal promptTokens into `out`, the core's copy kept in its staging
@@ -139,29 +152,44 @@ export function promptTokens(req: TraceRequest, out?: Int32Array): Int32Array {
  * in between (the replay loop, for the length of a prefill).
  */
 export function holdPromptTokens(req: TraceRequest, out: Int32Array): Int32Array {
-  return writePrompt(req, out, true);
+  return writePrompt(req, out, HOLD_COPY);
 }
 
-function writePrompt(req: TraceRequest, out: Int32Array | undefined, hold: boolean): Int32Array {
+/**
+ * @internal holdPromptTokens without the copy out: a prompt of 512 tokens or
+ * more is written only into the core's staging memory, and `out[0,
+ * inputLength)` is left as it was (shorter prompts are written to `out`).
+ * The hold lasts until releasePromptTokens(out), however many calls come
+ * in between; every staging of `out` in that time reads the core's copy.
+ * Only for a caller whose sequences no code but the pool's reads until
+ * then (the replay loop of runReplay). `room`: the tokens `out` may come
+ * to hold, reserved in the core now.
+ */
+export function keepPromptTokens(req: TraceRequest, out: Int32Array, room: number): Int32Array {
+  checkInt('room', room, 0, MAX_SEQUENCE_TOKENS);
+  return writePrompt(req, out, HOLD_ONLY, room);
+}
+
+function writePrompt(req: TraceRequest, out: Int32Array | undefined, hold: number, room = 0): Int32Array {
   const t = checkPromptArgs(req, out);
   // With the core loaded (always, in a replay) it writes them with SIMD and
   // they are copied out in one go: 145 M tokens over the conversation trace.
   if (!isCoreLoaded()) return fillPromptJs(req, t);
   const rt = plainCore();
   // `t` may be a recycled buffer the staging still holds as another prompt.
-  rt.staging.dropPrompt();
+  rt.staging.dropPrompt(t);
   const L = req.inputLength;
   if (L < 512) return fillPromptJs(req, t);
   const ids = rt.staging.stageIds(req.hashIds, 0, Math.ceil(L / PROMPT_CHUNK));
-  const dst = hold ? rt.staging.holdPrompt(t, L) : rt.staging.byteSpace(L * 4);
+  const dst = hold !== HOLD_NONE ? rt.staging.holdPrompt(t, L, room) : rt.staging.byteSpace(L * 4);
   rt.ex.replay_prompt_tokens(ids, L, dst);
-  t.set(rt.i32.subarray(dst >>> 2, (dst >>> 2) + L));
+  if (hold !== HOLD_ONLY) t.set(rt.i32.subarray(dst >>> 2, (dst >>> 2) + L));
   return t;
 }
 
-/** @internal Ends what holdPromptTokens promised: the pool copies every prompt in again. */
-export function releasePromptTokens(): void {
-  if (isCoreLoaded()) plainCore().staging.dropPrompt();
+/** @internal Ends what holdPromptTokens or keepPromptTokens promised for `out`: the pool copies its tokens in again. */
+export function releasePromptTokens(out: Int32Array): void {
+  if (isCoreLoaded()) plainCore().staging.dropPrompt(out);
 }
 
 /**

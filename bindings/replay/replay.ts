@@ -154,6 +154,8 @@ export const REPLAY_DECODE_PRIORITY = 10;
 export class PoolReplayTarget implements ReplayTarget<Sequence> {
   /** @internal The pool reads each prompt from the buffer it was given. */
   readonly holdsPrompt = true;
+  /** @internal The pool reads tokens only through its core's stagings. */
+  readonly keepsPrompt = true;
   /** `decodePriority`: mark every sequence's generated tokens with this priority (the 'priority' policy's replay rule). */
   constructor(readonly pool: BlockManagerPool, readonly decodePriority?: number) {
     if (decodePriority !== undefined) checkInt('decodePriority', decodePriority, 0, 100);

@@ -3,7 +3,7 @@
 // pool inspector) step it themselves. One loop, so both give the same result.
 
 import {
-  advanceOutputToken, nextOutputToken, outputToken, holdPromptTokens, promptTokens, releasePromptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
+  advanceOutputToken, nextOutputToken, outputToken, holdPromptTokens, keepPromptTokens, promptTokens, releasePromptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
 } from './kernel.js';
 import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { TraceRequest } from './trace.js';
@@ -25,6 +25,13 @@ export interface ReplayStep {
   finished: number;
 }
 
+/**
+ * True while runReplay constructs its stepper: no code outside this module
+ * ever sees that stepper's sequences, so their prompts may live in the core
+ * only (ReplayTarget.keepsPrompt).
+ */
+let constructingSealed = false;
+
 const PARAM_KEYS = ['blockSize', 'maxRunning', 'publishAfterPrefill', 'limit'];
 
 function checkParams(p: ReplayParams): ReplayParams {
@@ -44,6 +51,17 @@ export class ReplayStepper<S extends ReplaySequence> {
   private readonly B: number;
   private readonly fifo: S[] = [];
   private readonly fifoReq: number[] = [];
+  /** With `keep`: the token buffer each running sequence was made with (its prompt is held by that key). */
+  private readonly fifoBuf: Int32Array[] = [];
+  /**
+   * Each prompt is written into the core only and held there from the
+   * sequence's admission to its deallocation (keepPromptTokens): a stepper
+   * of runReplay's, on a target that reads tokens only through stagings.
+   * Saves copying each prompt out to its buffer and back in at cache().
+   */
+  private readonly keep: boolean;
+  /** With `keep`: the buffer of the request being admitted, held but not yet running. */
+  private admitting: Int32Array | null = null;
   private head = 0;
   private r = 0;
   private drained = false;
@@ -76,6 +94,7 @@ export class ReplayStepper<S extends ReplaySequence> {
     this.buffers = new TokenBuffers(this.params.maxRunning);
     this.total = Math.min(requests.length, this.params.limit ?? Infinity);
     this.evictedBefore = target.blocksEvicted();
+    this.keep = constructingSealed && target.holdsPrompt === true && target.keepsPrompt === true;
   }
 
   /** Requests admitted (or rejected) so far. */
@@ -125,18 +144,31 @@ export class ReplayStepper<S extends ReplaySequence> {
     const t0 = performance.now();
     this.finishedInStep = 0;
     let out: ReplayStep;
-    if (this.r < this.total) {
-      const r = this.r++;
-      out = this.admit(this.requests[r]!, r);
-    }
-    else {
-      while (this.live() > 0) this.finishOldest();
-      this.drained = true;
-      this.buffers.retire();
-      out = { request: -1, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, finished: this.finishedInStep };
+    try {
+      if (this.r < this.total) {
+        const r = this.r++;
+        out = this.admit(this.requests[r]!, r);
+      }
+      else {
+        while (this.live() > 0) this.finishOldest();
+        this.drained = true;
+        this.buffers.retire();
+        out = { request: -1, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, finished: this.finishedInStep };
+      }
+    } catch (e) {
+      // runReplay gives up on a stepper that threw: the prompts it holds go.
+      if (this.keep) this.releaseHeld();
+      throw e;
     }
     this.seconds += (performance.now() - t0) / 1000;
     return out;
+  }
+
+  /** With `keep`: ends the holds of every running sequence's prompt and of the one being admitted. */
+  private releaseHeld(): void {
+    for (let i = this.head; i < this.fifoBuf.length; i++) releasePromptTokens(this.fifoBuf[i]!);
+    if (this.admitting !== null) releasePromptTokens(this.admitting);
+    this.admitting = null;
   }
 
   /**
@@ -179,14 +211,24 @@ export class ReplayStepper<S extends ReplaySequence> {
   private finishOldest(): void {
     const s = this.fifo[this.head]!;
     this.fifo[this.head] = undefined as unknown as S;
+    const held = this.keep ? this.fifoBuf[this.head]! : null;
     this.head++;
     if (this.head > 1024 && this.head * 2 > this.fifo.length) {
       this.fifo.splice(0, this.head);
       this.fifoReq.splice(0, this.head);
+      if (this.keep) this.fifoBuf.splice(0, this.head);
       this.head = 0;
     }
     this.finishedInStep++;
-    this.target.deallocate(s);
+    // Kept prompts are held until their blocks are cached (at deallocation).
+    if (held === null) this.target.deallocate(s);
+    else {
+      try {
+        this.target.deallocate(s);
+      } finally {
+        releasePromptTokens(held);
+      }
+    }
     const buf = this.target.recycle?.(s);
     if (buf) this.buffers.give(buf);
   }
@@ -215,11 +257,16 @@ export class ReplayStepper<S extends ReplaySequence> {
     const L = req.inputLength;
     const need = L + req.outputLength + 1;
     const hold = target.holdsPrompt === true;
+    const keep = this.keep;
     let placed = false;
     let s: S;
+    let buffer: Int32Array | null = null;
     try {
-      const buffer = this.buffers.take(need);
-      s = target.newSequence(hold ? holdPromptTokens(req, buffer) : promptTokens(req, buffer), L);
+      buffer = this.buffers.take(need);
+      // A kept prompt's buffer: big enough that the sequence never moves to another (its prompt is held by this key).
+      if (keep) this.admitting = buffer;
+      const prompt = keep ? keepPromptTokens(req, buffer, need) : hold ? holdPromptTokens(req, buffer) : promptTokens(req, buffer);
+      s = target.newSequence(prompt, L);
       while (this.live() >= params.maxRunning) this.finishOldest();
       while (true) {
         this.allocateCalls++;
@@ -231,9 +278,12 @@ export class ReplayStepper<S extends ReplaySequence> {
         this.finishOldest();
       }
     } finally {
-      // Past the prefill the prompt is not staged again (cache() takes its
-      // stamps); the promise ends here, whatever happened.
-      if (hold) releasePromptTokens();
+      // A held prompt is staged again at cache() (unless its stamps cover
+      // it); a kept one stays held for that, the others end here.
+      if (hold && buffer !== null && !(keep && placed)) {
+        releasePromptTokens(buffer);
+        this.admitting = null;
+      }
     }
     if (!placed) {
       this.rejected++;
@@ -305,6 +355,10 @@ export class ReplayStepper<S extends ReplaySequence> {
     }
     this.fifo.push(s);
     this.fifoReq.push(r);
+    if (keep) {
+      this.fifoBuf.push(this.admitting!);
+      this.admitting = null;
+    }
     return { request: r, placed: true, matchedBlocks: matched, newBlocks, truncated: cut, finished: this.finishedInStep };
   }
 }
@@ -317,7 +371,13 @@ export function runReplay<S extends ReplaySequence>(
   onProgress?: ReplayProgress,
 ): ReplayResult {
   const { blockSize, maxRunning, publishAfterPrefill, limit } = params;
-  const stepper = new ReplayStepper(target, requests, { blockSize, maxRunning, publishAfterPrefill, limit });
+  constructingSealed = true;
+  let stepper: ReplayStepper<S>;
+  try {
+    stepper = new ReplayStepper(target, requests, { blockSize, maxRunning, publishAfterPrefill, limit });
+  } finally {
+    constructingSealed = false;
+  }
   const total = stepper.total;
   const progressEvery = Math.max(1, Math.floor(total / 200));
   while (stepper.step()) {
