@@ -4,6 +4,7 @@
 // them holds. runReplay's own loop keeps each prompt in the core only, from
 // admission to deallocation.
 
+import fc from 'fast-check';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadCore, plainCore } from '../bindings/core/plain-core.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
@@ -112,6 +113,100 @@ describe('Staging.holdPrompt', () => {
     holdPromptTokens(req(3, 600), t);
     promptTokens(req(90, 300), t); // short prompts are written in JS
     expect(staged(staging().stageTokens(t, 0, 300), 300)).toEqual([...promptTokensJs(req(90, 300))]);
+  });
+});
+
+describe('the ring of held prompts', () => {
+  // Holds made, ended (oldest first mostly, as the replay does, or any) and
+  // staged with tokens past them, many at once: the ring wraps, grows with
+  // live holds in it, and moves a hold whose tokens outgrow its room. Every
+  // staging must give the held tokens, then the array's.
+  type Op = { kind: 'hold'; n: number; room: number } | { kind: 'drop'; pick: number } | { kind: 'stage'; pick: number; from: number; past: number };
+  // Sizes whose holds (with the gap before each) fill the first ring exactly, to meet its edges, and any.
+  const holdSize = fc.oneof(fc.constantFrom(508, 1020, 2044, 4092), fc.integer({ min: 1, max: 6000 }));
+  const op = fc.oneof(
+    { weight: 4, arbitrary: fc.record({ kind: fc.constant('hold' as const), n: holdSize, room: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 8000 })) }) },
+    { weight: 3, arbitrary: fc.record({ kind: fc.constant('drop' as const), pick: fc.oneof({ weight: 4, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.nat(40) }) }) },
+    { weight: 4, arbitrary: fc.record({ kind: fc.constant('stage' as const), pick: fc.nat(40), from: fc.nat(30000), past: fc.nat(9000) }) },
+  );
+
+  it('meets the ring\'s edges exactly: fills it, wraps at its start, grows when a hold would pass an edge', () => {
+    // With the first ring's 64 KiB and 16 bytes before each hold, 1020 tokens take 4096 bytes: 16 fill it.
+    const holds: Int32Array[] = [];
+    const hold = (n: number) => {
+      const t = new Int32Array(n);
+      const p = staging().holdPrompt(t, n);
+      plainCore().i32.fill(holds.length + 1, p >>> 2, (p >>> 2) + n);
+      holds.push(t);
+      staging().checkHeld();
+    };
+    const intact = () => holds.forEach((t, i) => {
+      if (staging().heldPrompts > 0 && t.length > 0) {
+        const at = staging().stageTokens(t, 0, t.length);
+        if (plainCore().i32.subarray(at >>> 2, (at >>> 2) + t.length).some((v) => v !== i + 1)) throw new Error(`hold ${i} was overwritten`);
+      }
+    });
+    // Tests share the core's staging: start each part on a first ring.
+    staging().release();
+    try {
+      for (let i = 0; i < 15; i++) hold(1020);
+      hold(1032); // 48 bytes past the end: the ring grows rather than write there
+      intact();
+      for (const t of holds) staging().dropPrompt(t);
+      holds.length = 0;
+      staging().release();
+      for (let i = 0; i < 16; i++) hold(1020);
+      staging().dropPrompt(holds[0]!);
+      holds[0] = new Int32Array(0);
+      hold(1028); // 32 bytes more than the oldest left free: no wrap over the next one
+      intact();
+      staging().dropPrompt(holds[1]!);
+      holds[1] = new Int32Array(0);
+      hold(1020);
+      intact();
+    } finally {
+      staging().dropPrompts();
+    }
+  });
+
+  it('gives every hold its own tokens through wraps, growth and moves', () => {
+    let label = 0;
+    fc.assert(
+      fc.property(fc.array(op, { minLength: 100, maxLength: 300 }), (ops: Op[]) => {
+        const live: { array: Int32Array; n: number; held: number[] }[] = []; // oldest first
+        try {
+          for (const o of ops) {
+            if (o.kind === 'hold') {
+              const array = new Int32Array(o.n + 9000);
+              for (let i = 0; i < array.length; i++) array[i] = -(label * 100000 + i);
+              const held = Array.from({ length: o.n }, (_, i) => label * 100000 + i);
+              label++;
+              const p = staging().holdPrompt(array, o.n, o.room);
+              plainCore().i32.set(held, p >>> 2);
+              live.push({ array, n: o.n, held });
+            } else if (o.kind === 'drop' && live.length > 0) {
+              const [h] = live.splice(o.pick % live.length, 1);
+              staging().dropPrompt(h!.array);
+            } else if (o.kind === 'stage' && live.length > 0) {
+              const h = live[o.pick % live.length]!;
+              const start = o.from % h.n;
+              const end = Math.min(h.array.length, h.n + o.past);
+              const at = staging().stageTokens(h.array, start, end);
+              const want = [...h.held.slice(start), ...h.array.subarray(h.n, end)];
+              expect(staged(at, end - start)).toEqual(want);
+            }
+            expect(staging().heldPrompts).toBe(live.length);
+            staging().checkHeld();
+          }
+          // Every live hold still gives its tokens after all that.
+          for (const h of live) expect(staged(staging().stageTokens(h.array, 0, h.n), h.n)).toEqual(h.held);
+        } finally {
+          for (const h of live) staging().dropPrompt(h.array);
+        }
+        expect(staging().heldPrompts).toBe(0);
+      }),
+      { numRuns: 60 },
+    );
   });
 });
 

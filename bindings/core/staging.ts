@@ -11,6 +11,7 @@
 
 import { MAX_REGION_BYTES, STAGING_HEADROOM } from './abi.js';
 import type { MemViews } from './views.js';
+import { HeldPrompts, type HeldPrompt } from './held-prompts.js';
 
 /** What staging needs of its core instance. */
 export interface StagingMemory extends MemViews {
@@ -35,39 +36,12 @@ class Area {
     private readonly initial: number,
     private readonly rt: StagingMemory,
     private readonly what: string,
-    /** Grow to exactly the bytes asked for (no doubling). */
-    private readonly exact = false,
   ) {}
 
   /** Byte pointer of an area holding at least `bytes` bytes. */
   ensure(bytes: number): number {
     if (bytes > this.capacity) this.grow(bytes);
     return this.region + HEADROOM;
-  }
-
-  /**
-   * ensure(bytes), keeping the area's first `keep` bytes: a larger region
-   * gets them copied over.
-   */
-  ensureKeeping(bytes: number, keep: number): number {
-    if (bytes <= this.capacity) return this.region + HEADROOM;
-    const old = this.region + HEADROOM;
-    const oldRegion = this.region;
-    const oldCapacity = this.capacity;
-    // grow() would give the old region back before the copy: take it over here.
-    this.region = 0;
-    this.capacity = 0;
-    try {
-      this.grow(bytes);
-    } catch (e) {
-      this.region = oldRegion;
-      this.capacity = oldCapacity;
-      throw e;
-    }
-    const now = this.region + HEADROOM;
-    this.rt.u8.copyWithin(now, old, old + keep);
-    if (oldRegion !== 0) this.rt.release(oldRegion);
-    return now;
   }
 
   /** Gives the region back (the area starts over empty). */
@@ -85,7 +59,7 @@ class Area {
           'the request is too large for a 32-bit core',
       );
     }
-    let cap = this.exact ? bytes : Math.max(this.initial, this.capacity * 2);
+    let cap = Math.max(this.initial, this.capacity * 2);
     while (cap < bytes) cap *= 2;
     if (cap > MAX_STAGING_BYTES) cap = bytes;
     const region = this.rt.alloc(cap + HEADROOM);
@@ -98,42 +72,26 @@ class Area {
   }
 }
 
-/** A prompt the core wrote into its own area, staged from there for the array it stands for. */
-interface HeldPrompt {
-  readonly area: Area;
-  /** The array whose tokens [0, end) the area holds; null when the slot is free. */
-  tokens: Int32Array | null;
-  end: number;
-}
-
 /** The staging areas of one core instance. */
 export class Staging {
   private readonly tokenArea: Area;
   private readonly idArea: Area;
   private readonly byteArea: Area;
-  /**
-   * Slots for held prompts. A hold's area is exactly its size and is given
-   * back when the hold ends: the replay holds a prompt per running
-   * sequence, and areas kept for reuse came to hold the longest prompt each
-   * (16 MiB of core memory over the conversation trace, against ~2.6 MiB
-   * so; the first touch of each page is a fault).
-   */
-  private readonly held: HeldPrompt[] = [];
-  private heldCount = 0;
+  private readonly held: HeldPrompts;
 
   constructor(private readonly mem: StagingMemory) {
     this.tokenArea = new Area(1 << 16, mem, 'tokens');
     this.idArea = new Area(1 << 14, mem, 'block ids');
     this.byteArea = new Area(1 << 12, mem, 'bytes');
+    this.held = new HeldPrompts(mem);
   }
 
   /** Gives every area's region back to the core (a thread leaving a shared memory). */
   release(): void {
-    this.dropPrompts();
     this.tokenArea.release();
     this.idArea.release();
     this.byteArea.release();
-    this.held.length = 0;
+    this.held.release();
   }
 
   /**
@@ -147,54 +105,29 @@ export class Staging {
    */
   holdPrompt(src: Int32Array, n: number, room = n): number {
     this.dropPrompt(src);
-    let h: HeldPrompt | null = null;
-    for (const x of this.held) {
-      if (x.tokens === null) {
-        h = x;
-        break;
-      }
-    }
-    if (h === null) {
-      h = { area: new Area(0, this.mem, 'prompt tokens', true), tokens: null, end: 0 };
-      this.held.push(h);
-    }
-    const p = h.area.ensure(Math.max(n, room, 1) * 4);
-    h.tokens = src;
-    h.end = n;
-    this.heldCount++;
-    return p;
+    return this.held.ptr(this.held.add(src, n, room));
   }
 
   /** Ends holdPrompt's promise for `src` (if it holds one): its stagings copy again. */
   dropPrompt(src: Int32Array): void {
-    if (this.heldCount === 0) return;
-    const h = this.heldOf(src);
-    if (h === null) return;
-    h.tokens = null;
-    h.end = 0;
-    h.area.release();
-    this.heldCount--;
+    if (this.held.count === 0) return;
+    const h = this.held.of(src);
+    if (h !== null) this.held.drop(h);
   }
 
   /** Ends every hold. */
   dropPrompts(): void {
-    for (const h of this.held) {
-      h.tokens = null;
-      h.end = 0;
-      h.area.release();
-    }
-    this.heldCount = 0;
+    this.held.dropAll();
   }
 
   /** Prompts held now. */
   get heldPrompts(): number {
-    return this.heldCount;
+    return this.held.count;
   }
 
-  private heldOf(tokens: ArrayLike<number>): HeldPrompt | null {
-    // A handful of slots (one per running replay sequence): a scan.
-    for (const h of this.held) if (h.tokens === tokens) return h;
-    return null;
+  /** Audit of the held prompts (tests): throws when one lies outside their ring or over another. */
+  checkHeld(): void {
+    this.held.check();
   }
 
   /** Copies src[start, end) to linear memory at int32 index `at` (TypedArray.set takes plain arrays too). */
@@ -214,9 +147,9 @@ export class Staging {
 
   /** Copies tokens into linear memory; returns their byte pointer (16 writable bytes before it). */
   stageTokens(tokens: ArrayLike<number>, start = 0, end = tokens.length): number {
-    if (this.heldCount > 0 && start >= 0 && start < end) {
-      const h = this.heldOf(tokens);
-      if (h !== null && start < h.end) return this.stageHeld(h, tokens as Int32Array, start, end);
+    if (this.held.count > 0 && start >= 0 && start < end) {
+      const h = this.held.of(tokens);
+      if (h !== null && start < h.end) return this.stageHeld(h, start, end);
     }
     const ptr = this.tokenArea.ensure((end - start) * 4);
     this.copyInto(tokens, start, end, ptr >>> 2);
@@ -224,15 +157,13 @@ export class Staging {
   }
 
   /** Tokens [start, end) of a held prompt's array, `start` inside the held part. */
-  private stageHeld(h: HeldPrompt, tokens: Int32Array, start: number, end: number): number {
-    // The 16 bytes before `start` are the area's headroom or earlier
-    // tokens: writable either way, and the core puts back what it borrows there.
-    let base = h.area.ensure(0);
-    if (end > h.end) {
-      // Tokens past the prompt (a sequence's outputs) come from the array, behind the held ones.
-      base = h.area.ensureKeeping(end * 4, h.end * 4);
-      this.copyInto(tokens, h.end, end, (base >>> 2) + h.end);
-    }
+  private stageHeld(h: HeldPrompt, start: number, end: number): number {
+    // The 16 bytes before `start` are a gap left free or earlier tokens:
+    // writable either way, and the core puts back what it borrows there.
+    if (end <= h.end) return this.held.ptr(h) + start * 4;
+    // Tokens past the prompt (a sequence's outputs) come from the array, behind the held ones.
+    const base = this.held.reserve(h, end);
+    this.copyInto(h.tokens, h.end, end, (base >>> 2) + h.end);
     return base + start * 4;
   }
 
