@@ -148,22 +148,28 @@ export function touchReversed(m: Manager, ids: usize, n: i32): void {
  * Checks that every one of ids[0..n) is held by someone other than the cache.
  * Returns 0, or an error code with errorIndex set.
  */
-export function checkInsertIds(m: Manager, ids: usize, n: i32): i32 {
+export function checkInsertIds(m: Manager, ids: usize, n: i32, touchHashes: bool = false): i32 {
   // The header's fields in locals: read once, not once per id.
   const numBlocks = m.numBlocks;
   const refs = m.refs;
   const rs = <usize>m.refShift;
   const flags = m.flags;
+  const hashes = m.hashes;
+  let s: u32 = 0;
   for (let b = 0; b < n; b++) {
     const id = load<i32>(ids + (<usize>b << 2));
     let code = 0;
     if (id <= 0 || id >= numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-    else if (load<i32>(refs + (<usize>id << rs)) - <i32>(load<u8>(flags + <usize>id) & CACHED) <= 0) code = ERR_NOT_HELD;
+    else {
+      if (touchHashes) s += load<u32>(hashes + (<usize>id << 4));
+      if (load<i32>(refs + (<usize>id << rs)) - <i32>(load<u8>(flags + <usize>id) & CACHED) <= 0) code = ERR_NOT_HELD;
+    }
     if (code != 0) {
       setErrorIndex(b);
       return code;
     }
   }
+  sink += s;
   return 0;
 }
 
@@ -316,7 +322,8 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
   if (staged > 0 && !stampsCover(m, ids, staged < nBlocks ? staged : nBlocks)) return ERR_TOKENS_MISSING;
   // Block b's tokens sit at block (b - staged)'s place.
   tokens -= <usize>staged * (<usize>m.blockSize << 2);
-  const bad = checkInsertIds(m, ids, nBlocks);
+  // The ids' hash slots are read here too: their misses overlap the records'.
+  const bad = checkInsertIds(m, ids, nBlocks, m.prefixOn != 0);
   if (bad != 0) {
     // Nothing changes: the staged priorities are dropped too. (An unstamped
     // parent keeps them: the bindings retry the same insert.)
@@ -350,7 +357,7 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
     let s: u32 = 0;
     for (let b = w; b < end; b++) {
       const h = hashes + (<usize>(b - w) << 4);
-      s += load<u32>(tableHome(m, h)) + load<u32>(hashPtr(m, load<i32>(ids + (<usize>b << 2))));
+      s += load<u32>(tableHome(m, h));
     }
     sink += s;
     added += insertRange(m, ids, w, end, hashes, m.eventsOn != 0, tokens, bytes, w == 0 ? parent0 : carry, w == 0 ? parentKind(parentId, parent0) : EV_PARENT_CHAIN);
