@@ -8,6 +8,10 @@ import fc from 'fast-check';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadCore, plainCore } from '../bindings/core/plain-core.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
+import { ConcurrentBlockManagerImpl } from '../bindings/managers/concurrent-block-manager-impl.js';
+import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-manager-pool.js';
+import { HierarchyReplayTarget } from '../bindings/replay/hierarchy-replay.js';
+import type { KVEvent } from '../bindings/managers/kv-events.js';
 import type { Sequence } from '../bindings/pool/sequence.js';
 import { holdPromptTokens, keepPromptTokens, promptTokens, promptTokensJs, releasePromptTokens, type ReplayTarget } from '../bindings/replay/kernel.js';
 import { LinearStateReplayTarget } from '../bindings/replay/linear-state-target.js';
@@ -273,6 +277,62 @@ describe('the replay loop and held prompts', () => {
         expect(kept.result).toEqual(heldOnly.result);
         expect(kept.result).toEqual(run(c, copying).result);
       }
+    });
+
+    it('on a host-tier pool too, its stored events (their tokens read through the core) included', () => {
+      const run = (wrap: (t: ReplayTarget<Sequence>) => ReplayTarget<Sequence>, events: boolean) => {
+        const pool = new HierarchyBlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true, hostNumBlocks: 3000 });
+        try {
+          if (events) pool.recordEvents(true);
+          const seen: KVEvent[] = [];
+          let mostHeld = 0;
+          const r = runReplay(wrap(new HierarchyReplayTarget(pool)), trace, params, () => {
+            mostHeld = Math.max(mostHeld, staging().heldPrompts);
+            if (events) seen.push(...pool.drainEvents());
+          });
+          if (events) seen.push(...pool.drainEvents());
+          pool.check();
+          const host = pool.hierarchyStats()[0]!;
+          return { result: { ...r, seconds: 0, allocateCallsPerSecond: 0 }, host, mostHeld, seen };
+        } finally {
+          pool.dispose();
+        }
+      };
+      for (const events of [false, true]) {
+        const kept = run((t) => t, events);
+        expect(kept.mostHeld).toBeGreaterThan(1);
+        expect(kept.host.blocksLoaded).toBeGreaterThan(0);
+        expect(kept.host.blocksOffloaded).toBeGreaterThan(0);
+        const copied = run(copying, events);
+        expect(copied.mostHeld).toBe(0);
+        expect(kept.result).toEqual(copied.result);
+        expect(kept.host).toEqual(copied.host);
+        if (events) {
+          expect(kept.seen.filter((e) => e.type === 'stored' && e.medium === 'CPU').length).toBeGreaterThan(0);
+          expect(kept.seen).toEqual(copied.seen);
+        }
+      }
+    });
+
+    it('but not on a pool whose managers stage into another core (thread-safe managers): the prompt is copied out', async () => {
+      await ConcurrentBlockManagerImpl.ready();
+      const run = (wrap: (t: ReplayTarget<Sequence>) => ReplayTarget<Sequence>) => {
+        const pool = new BlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true, enableDisaggPd: true });
+        try {
+          let mostHeld = 0;
+          const r = runReplay(wrap(new PoolReplayTarget(pool)), trace, params, () => {
+            mostHeld = Math.max(mostHeld, staging().heldPrompts);
+          });
+          pool.check();
+          return { result: { ...r, seconds: 0, allocateCallsPerSecond: 0 }, mostHeld };
+        } finally {
+          pool.dispose();
+        }
+      };
+      const kept = run((t) => t);
+      expect(kept.mostHeld).toBe(0);
+      expect(kept.result.matchedBlocks).toBeGreaterThan(0);
+      expect(kept.result).toEqual(run(copying).result);
     });
 
     it('but not in a stepper driven from outside: its sequences hold their prompts', () => {

@@ -15,6 +15,7 @@ import type { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import { EV_PARENT_CHAIN, EV_PARENT_NONE, EV_PARENT_SALT } from '../core/abi.js';
 import type { BlocksAnnounced } from '../managers/core-manager.js';
+import type { CoreInstance } from '../core/core-instance.js';
 import { CPU_SOURCE, type KVEventRecordVisitor, type RecordEventsOptions } from '../managers/kv-events.js';
 import { BlockTableRank, compareHolders } from './block-table-rank.js';
 import type { BlockTransferInfo, RankManager } from './rank-manager.js';
@@ -445,7 +446,7 @@ export class HostTierRank implements RankManager {
           q.src[at] = d;
           q.dst[at] = hid;
           dev.blockHashInto(d, q.hashes, at * 16);
-          this.queuedAbout.push(announced(s, i, B, chain));
+          this.queuedAbout.push(announced(this.host.rt, s, i, B, chain));
           moved++;
         } else {
           s.table[keep] = d;
@@ -547,7 +548,7 @@ export class HostTierRank implements RankManager {
     const plan = h.prefetch!;
     const about: AnnouncedBlock[] = [];
     for (let i = 0; i < n; i++) {
-      const tokens = s.tokens.slice((from + i) * B, (from + i + 1) * B);
+      const tokens = stagedTokens(this.host.rt, s, (from + i) * B, (from + i + 1) * B);
       if (i > 0) about.push({ kind: EV_PARENT_CHAIN, parent: plan.hashes.subarray((i - 1) * 16, i * 16), tokens });
       else if (from > 0) {
         const parent = new Uint8Array(16);
@@ -744,9 +745,19 @@ interface AnnouncedBlock {
   tokens: Int32Array;
 }
 
+/**
+ * Tokens [from, to) of `s` as `rt` stages them: a copy of the sequence's,
+ * or of the prompt a replay keeps in the core only (docs/replay-kernel.md),
+ * whose buffer does not hold it.
+ */
+function stagedTokens(rt: CoreInstance, s: SequenceState, from: number, to: number): Int32Array {
+  const p = rt.staging.stageTokens(s.tokens, from, to) >>> 2;
+  return rt.i32.slice(p, p + (to - from));
+}
+
 /** Block `i` of `s`: its parent is block i - 1's chain hash (`chain`, 16 bytes a block), or the salt, or none. */
-function announced(s: SequenceState, i: number, B: number, chain: Uint8Array): AnnouncedBlock {
-  const tokens = s.tokens.slice(i * B, (i + 1) * B);
+function announced(rt: CoreInstance, s: SequenceState, i: number, B: number, chain: Uint8Array): AnnouncedBlock {
+  const tokens = stagedTokens(rt, s, i * B, (i + 1) * B);
   if (i > 0) return { kind: EV_PARENT_CHAIN, parent: chain.slice((i - 1) * 16, i * 16), tokens };
   return s.saltKey !== null ? { kind: EV_PARENT_SALT, parent: s.saltKey, tokens } : { kind: EV_PARENT_NONE, parent: null, tokens };
 }

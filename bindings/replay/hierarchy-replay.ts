@@ -13,6 +13,7 @@ import { checkInt } from '../validate.js';
 import type { ReplayTarget } from './kernel.js';
 import { appendOutputRun } from './output-run.js';
 import type { KvStoreResult, ReplayKvStore } from './kv-store.js';
+import { stageInPlainCore } from './plain-core-managers.js';
 
 /** What the host tier did during a replay. */
 export interface HostTierResult {
@@ -36,6 +37,10 @@ export interface HostTierResult {
 export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   /** @internal The pool reads each prompt from the buffer it was given. */
   readonly holdsPrompt = true;
+  /** @internal As PoolReplayTarget's: both tiers read tokens only through their core's stagings. */
+  get keepsPrompt(): boolean {
+    return stageInPlainCore([...this.tiered.managers, ...this.tiered.hosts]);
+  }
   /**
    * `decodePriority`: as PoolReplayTarget's, for the device cache's 'priority'
    * policy; `store`: the KV-cache store behind the host (the pool was made

@@ -22,6 +22,7 @@ import { HierarchyReplayTarget, hostTierResult, type HostTierResult } from './hi
 import { replayWarnings } from './warnings.js';
 import { ReplayKvStore } from './kv-store.js';
 import { appendOutputRun } from './output-run.js';
+import { stageInPlainCore } from './plain-core-managers.js';
 
 export interface ReplayOptions {
   /**
@@ -154,8 +155,14 @@ export const REPLAY_DECODE_PRIORITY = 10;
 export class PoolReplayTarget implements ReplayTarget<Sequence> {
   /** @internal The pool reads each prompt from the buffer it was given. */
   readonly holdsPrompt = true;
-  /** @internal The pool reads tokens only through its core's stagings. */
-  readonly keepsPrompt = true;
+  /**
+   * @internal The pool reads tokens only through its core's stagings; a
+   * prompt stays in the core only when that is the core the replay writes
+   * prompts in (not the thread-safe managers' shared core).
+   */
+  get keepsPrompt(): boolean {
+    return stageInPlainCore(this.pool.managers);
+  }
   /** `decodePriority`: mark every sequence's generated tokens with this priority (the 'priority' policy's replay rule). */
   constructor(readonly pool: BlockManagerPool, readonly decodePriority?: number) {
     if (decodePriority !== undefined) checkInt('decodePriority', decodePriority, 0, 100);
