@@ -27,7 +27,8 @@ import { checkInsertIds, insertRange, touchVisited, sideScratch } from "./prefix
  */
 export function mgr_insert_hashes(mp: usize, ids: usize, hashes: usize, n: i32, tokens: usize, parents: usize): i32 {
   const m = changetype<Manager>(mp);
-  const bad = checkInsertIds(m, ids, n);
+  // The ids' hash slots are read in the pass that checks them (insert does the same).
+  const bad = checkInsertIds(m, ids, n, m.prefixOn != 0);
   if (bad != 0) return bad;
   if (m.prefixOn == 0) return 0;
   const record = m.eventsOn != 0 && tokens != 0 && parents != 0;
@@ -46,10 +47,7 @@ export function mgr_insert_hashes(mp: usize, ids: usize, hashes: usize, n: i32, 
     for (let w = 0; w < n; w += PREFETCH_WINDOW) {
       const end = w + PREFETCH_WINDOW < n ? w + PREFETCH_WINDOW : n;
       let s: u32 = 0;
-      for (let b = w; b < end; b++) {
-        const id = load<i32>(ids + (<usize>b << 2));
-        s += load<u32>(tableHome(m, hashes + (<usize>b << 4))) + load<u32>(hashPtr(m, id));
-      }
+      for (let b = w; b < end; b++) s += load<u32>(tableHome(m, hashes + (<usize>b << 4)));
       prefetchSink += s;
       added += insertRange(m, ids, w, end, hashes + (<usize>w << 4), false, 0, 0, 0, 0);
     }
