@@ -13,7 +13,7 @@ import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-mana
 import { HierarchyReplayTarget } from '../bindings/replay/hierarchy-replay.js';
 import type { KVEvent } from '../bindings/managers/kv-events.js';
 import type { Sequence } from '../bindings/pool/sequence.js';
-import { holdPromptTokens, keepPromptTokens, promptTokens, promptTokensJs, releasePromptTokens, type ReplayTarget } from '../bindings/replay/kernel.js';
+import { holdPromptTokens, keepPromptTokens, promptTokens, promptTokensJs, releasePromptTokens, type ReplayParams, type ReplayTarget } from '../bindings/replay/kernel.js';
 import { LinearStateReplayTarget } from '../bindings/replay/linear-state-target.js';
 import { PoolReplayTarget } from '../bindings/replay/replay.js';
 import { ReplayStepper, runReplay } from '../bindings/replay/stepper.js';
@@ -221,21 +221,43 @@ describe('the replay loop and held prompts', () => {
   /** The same target without holdsPrompt: every staging copies. */
   const copying = (t: ReplayTarget<Sequence>) => targetWithout(t, ['holdsPrompt', 'keepsPrompt']);
 
+  /**
+   * runReplay of the target `makeTarget` makes on `pool`, then pool.check(),
+   * the holds back to what they were, and the pool disposed. `mostHeld`: the
+   * most prompts the core held between two requests, beyond those held
+   * before (another replay's, when this one runs in its progress callback).
+   * `onStep` runs after each request and once at the end, before the checks.
+   */
+  const replayOn = <P extends BlockManagerPool>(
+    pool: P, makeTarget: (pool: P) => ReplayTarget<Sequence>, p: ReplayParams = params, onStep: () => void = () => {},
+  ) => {
+    try {
+      const heldBefore = staging().heldPrompts;
+      let mostHeld = 0;
+      const r = runReplay(makeTarget(pool), trace, p, () => {
+        mostHeld = Math.max(mostHeld, staging().heldPrompts - heldBefore);
+        onStep();
+      });
+      onStep();
+      pool.check();
+      expect(staging().heldPrompts).toBe(heldBefore);
+      return { result: { ...r, seconds: 0, allocateCallsPerSecond: 0 }, mostHeld };
+    } finally {
+      pool.dispose();
+    }
+  };
+
   it('gives the ids, hits and evictions of a replay that copies every prompt', () => {
     // With linear state the prefill also stamps the prompt's hashes: a second staging of the whole prompt.
     for (const enableLinearState of [false, true]) {
       const run = (hold: boolean) => {
         const pool = new BlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true, enableLinearState, linearStateNumSlots: enableLinearState ? 8 : undefined });
-        try {
+        return replayOn(pool, (pool) => {
           const base = new PoolReplayTarget(pool);
           const t: ReplayTarget<Sequence> = enableLinearState ? new LinearStateReplayTarget(base, (s) => s) : base;
           expect(t.holdsPrompt).toBe(true);
-          const r = runReplay(hold ? t : copying(t), trace, params);
-          pool.check();
-          return { ...r, seconds: 0, allocateCallsPerSecond: 0 };
-        } finally {
-          pool.dispose();
-        }
+          return hold ? t : copying(t);
+        }).result;
       };
       const held = run(true);
       expect(held.matchedBlocks).toBeGreaterThan(0);
@@ -247,24 +269,13 @@ describe('the replay loop and held prompts', () => {
   describe('runReplay keeps each prompt in the core only', () => {
     type Config = { evictionPolicy?: 'lru' | 'lfu' | 'priority'; dpSize?: number; publishAfterPrefill?: boolean };
     const configs: Config[] = [{}, { publishAfterPrefill: true }, { evictionPolicy: 'lfu' }, { evictionPolicy: 'priority', publishAfterPrefill: true }, { dpSize: 2 }];
-    /** runReplay on a fresh pool; `mostHeld`: the most prompts the core held between two requests. */
-    const run = (c: Config, wrap: (t: ReplayTarget<Sequence>) => ReplayTarget<Sequence>) => {
-      const pool = new BlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true, evictionPolicy: c.evictionPolicy, dpSize: c.dpSize });
-      try {
-        // Another replay's, when this one runs inside its progress callback.
-        const heldBefore = staging().heldPrompts;
-        let mostHeld = 0;
-        const t = wrap(new PoolReplayTarget(pool, c.evictionPolicy === 'priority' ? 10 : undefined));
-        const r = runReplay(t, trace, { ...params, publishAfterPrefill: c.publishAfterPrefill === true }, () => {
-          mostHeld = Math.max(mostHeld, staging().heldPrompts - heldBefore);
-        });
-        pool.check();
-        expect(staging().heldPrompts).toBe(heldBefore);
-        return { result: { ...r, seconds: 0, allocateCallsPerSecond: 0 }, mostHeld };
-      } finally {
-        pool.dispose();
-      }
-    };
+    /** A replay of configuration `c` on a fresh pool, its target wrapped by `wrap`. */
+    const run = (c: Config, wrap: (t: ReplayTarget<Sequence>) => ReplayTarget<Sequence>) =>
+      replayOn(
+        new BlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true, evictionPolicy: c.evictionPolicy, dpSize: c.dpSize }),
+        (pool) => wrap(new PoolReplayTarget(pool, c.evictionPolicy === 'priority' ? 10 : undefined)),
+        { ...params, publishAfterPrefill: c.publishAfterPrefill === true },
+      );
 
     it('with the ids, hits and evictions of a replay that holds prompts only for the prefill, or copies them', () => {
       for (const c of configs) {
@@ -282,21 +293,14 @@ describe('the replay loop and held prompts', () => {
     it('on a host-tier pool too, its stored events (their tokens read through the core) included', () => {
       const run = (wrap: (t: ReplayTarget<Sequence>) => ReplayTarget<Sequence>, events: boolean) => {
         const pool = new HierarchyBlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true, hostNumBlocks: 3000 });
-        try {
-          if (events) pool.recordEvents(true);
-          const seen: KVEvent[] = [];
-          let mostHeld = 0;
-          const r = runReplay(wrap(new HierarchyReplayTarget(pool)), trace, params, () => {
-            mostHeld = Math.max(mostHeld, staging().heldPrompts);
-            if (events) seen.push(...pool.drainEvents());
-          });
+        if (events) pool.recordEvents(true);
+        const seen: KVEvent[] = [];
+        let host = pool.hierarchyStats()[0]!;
+        const r = replayOn(pool, (pool) => wrap(new HierarchyReplayTarget(pool)), params, () => {
           if (events) seen.push(...pool.drainEvents());
-          pool.check();
-          const host = pool.hierarchyStats()[0]!;
-          return { result: { ...r, seconds: 0, allocateCallsPerSecond: 0 }, host, mostHeld, seen };
-        } finally {
-          pool.dispose();
-        }
+          host = pool.hierarchyStats()[0]!;
+        });
+        return { ...r, host, seen };
       };
       for (const events of [false, true]) {
         const kept = run((t) => t, events);
@@ -316,19 +320,8 @@ describe('the replay loop and held prompts', () => {
 
     it('but not on a pool whose managers stage into another core (thread-safe managers): the prompt is copied out', async () => {
       await ConcurrentBlockManagerImpl.ready();
-      const run = (wrap: (t: ReplayTarget<Sequence>) => ReplayTarget<Sequence>) => {
-        const pool = new BlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true, enableDisaggPd: true });
-        try {
-          let mostHeld = 0;
-          const r = runReplay(wrap(new PoolReplayTarget(pool)), trace, params, () => {
-            mostHeld = Math.max(mostHeld, staging().heldPrompts);
-          });
-          pool.check();
-          return { result: { ...r, seconds: 0, allocateCallsPerSecond: 0 }, mostHeld };
-        } finally {
-          pool.dispose();
-        }
-      };
+      const run = (wrap: (t: ReplayTarget<Sequence>) => ReplayTarget<Sequence>) =>
+        replayOn(new BlockManagerPool({ numBlocks: 600, blockSize: 16, enablePrefixCache: true, enableDisaggPd: true }), (pool) => wrap(new PoolReplayTarget(pool)));
       const kept = run((t) => t);
       expect(kept.mostHeld).toBe(0);
       expect(kept.result.matchedBlocks).toBeGreaterThan(0);

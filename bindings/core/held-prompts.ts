@@ -99,13 +99,17 @@ export class HeldPrompts {
     return this.ptr(h);
   }
 
-  /** Ends the hold. */
-  drop(h: HeldPrompt): void {
-    const i = this.holds.indexOf(h);
-    if (i < 0) return;
-    this.holds[i] = this.holds[this.holds.length - 1]!;
-    this.holds.pop();
-    this.free(h.place);
+  /** Ends the hold standing for `tokens`, if there is one. */
+  drop(tokens: Int32Array): void {
+    const holds = this.holds;
+    for (let i = 0; i < holds.length; i++) {
+      const h = holds[i]!;
+      if (h.tokens !== tokens) continue;
+      holds[i] = holds[holds.length - 1]!;
+      holds.pop();
+      this.free(h.place);
+      return;
+    }
   }
 
   /** Ends every hold. */

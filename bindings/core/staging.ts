@@ -110,9 +110,7 @@ export class Staging {
 
   /** Ends holdPrompt's promise for `src` (if it holds one): its stagings copy again. */
   dropPrompt(src: Int32Array): void {
-    if (this.held.count === 0) return;
-    const h = this.held.of(src);
-    if (h !== null) this.held.drop(h);
+    this.held.drop(src);
   }
 
   /** Ends every hold. */
