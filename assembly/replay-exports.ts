@@ -20,3 +20,15 @@ export function replay_prompt_tokens(ids: usize, len: i32, out: usize): void {
     for (let k = base + (p & 511); p < end; p++, k++) store<i32>(out + (<usize>p << 2), k);
   }
 }
+
+/** Writes `count` consecutive tokens `first`, `first` + 1, ... to `out` (a request's output tokens, between their wrap-arounds). */
+export function replay_token_run(out: usize, first: i32, count: i32): void {
+  let v = i32x4.add(i32x4.splat(first), i32x4(0, 1, 2, 3));
+  const step = i32x4.splat(4);
+  let j = 0;
+  for (; j + 4 <= count; j += 4) {
+    v128.store(out + (<usize>j << 2), v);
+    v = i32x4.add(v, step);
+  }
+  for (; j < count; j++) store<i32>(out + (<usize>j << 2), first + j);
+}

@@ -13,7 +13,10 @@ import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-mana
 import { HierarchyReplayTarget } from '../bindings/replay/hierarchy-replay.js';
 import type { KVEvent } from '../bindings/managers/kv-events.js';
 import type { Sequence } from '../bindings/pool/sequence.js';
-import { holdPromptTokens, keepPromptTokens, promptTokens, promptTokensJs, releasePromptTokens, type ReplayParams, type ReplayTarget } from '../bindings/replay/kernel.js';
+import {
+  OUTPUT_BASE, OUTPUT_LAST, holdPromptTokens, keepPromptTokens, nextOutputToken, outputToken, promptTokens, promptTokensJs, releasePromptTokens,
+  type ReplayParams, type ReplayTarget,
+} from '../bindings/replay/kernel.js';
 import { LinearStateReplayTarget } from '../bindings/replay/linear-state-target.js';
 import { PoolReplayTarget } from '../bindings/replay/replay.js';
 import { ReplayStepper, runReplay } from '../bindings/replay/stepper.js';
@@ -65,8 +68,8 @@ describe('Staging.holdPrompt', () => {
   it('holds several prompts at once, each ended on its own', () => {
     const a = new Int32Array(1100);
     const b = new Int32Array(2100);
-    keepPromptTokens(req(11, 1024), a, 1100);
-    keepPromptTokens(req(50, 2048), b, 2100);
+    keepPromptTokens(req(11, 1024), a, 1100, OUTPUT_BASE);
+    keepPromptTokens(req(50, 2048), b, 2100, OUTPUT_BASE);
     expect(staging().heldPrompts).toBe(2);
     expect(staged(staging().stageTokens(a, 0, 1024), 1024)).toEqual([...promptTokensJs(req(11, 1024))]);
     expect(staged(staging().stageTokens(b, 512, 2048), 1536)).toEqual([...promptTokensJs(req(50, 2048)).subarray(512)]);
@@ -79,25 +82,44 @@ describe('Staging.holdPrompt', () => {
     expect(staging().heldPrompts).toBe(0);
   });
 
-  it('keepPromptTokens writes a long prompt into the core only, a short one into the array', () => {
+  it('keepPromptTokens writes the prompt and its outputs into the core only, whatever its length', () => {
     const t = new Int32Array(1600).fill(-9);
-    expect(keepPromptTokens(req(21, 1500), t, 1600)).toBe(t);
-    expect([...t.subarray(0, 1500)]).toEqual(Array(1500).fill(-9));
-    expect(staged(staging().stageTokens(t, 0, 1500), 1500)).toEqual([...promptTokensJs(req(21, 1500))]);
-    keepPromptTokens(req(22, 300), t, 1600);
-    expect(staging().heldPrompts).toBe(0);
-    expect([...t.subarray(0, 300)]).toEqual([...promptTokensJs(req(22, 300))]);
-    expect(() => keepPromptTokens(req(22, 1500), t, -1)).toThrow(RangeError);
+    const first = outputToken(5, 0);
+    expect(keepPromptTokens(req(21, 1500), t, 1600, first)).toBe(true);
+    expect([...t]).toEqual(Array(1600).fill(-9));
+    const outputs = (from: number, n: number) => Array.from({ length: n - 1 }, () => (from = nextOutputToken(from)));
+    const whole = (r: TraceRequest, from: number) => [...promptTokensJs(r), from, ...outputs(from, r.outputLength)];
+    expect(staged(staging().stageTokens(t, 0, 1504), 1504)).toEqual(whole(req(21, 1500), first));
+    // A short prompt too; outputs that reach the last output token go on from the first.
+    keepPromptTokens(req(22, 300), t, 1600, OUTPUT_LAST - 1);
+    expect(staging().heldPrompts).toBe(1);
+    expect([...t]).toEqual(Array(1600).fill(-9));
+    expect(staged(staging().stageTokens(t, 0, 304), 304)).toEqual(whole(req(22, 300), OUTPUT_LAST - 1));
+    expect(staged(staging().stageTokens(t, 300, 304), 4)).toEqual([OUTPUT_LAST - 1, OUTPUT_LAST, OUTPUT_BASE, OUTPUT_BASE + 1]);
+    // Bad arguments throw before the hold changes.
+    const bad: [TraceRequest, number, number][] = [
+      [req(22, 1500), -1, first], // no room
+      [req(22, 1500), 1503, first], // less than prompt and outputs
+      [req(22, 1500), 1601, first], // more than the array holds
+      [req(22, 1500), 1600, OUTPUT_BASE - 1], // not an output token
+      [{ ...req(22, 1500), outputLength: -1 }, 1600, first],
+    ];
+    for (const [r, room, from] of bad) {
+      expect(() => keepPromptTokens(r, t, room, from)).toThrow(RangeError);
+      expect(staging().heldPrompts).toBe(1);
+      expect(staged(staging().stageTokens(t, 0, 304), 304)).toEqual(whole(req(22, 300), OUTPUT_LAST - 1));
+    }
+    releasePromptTokens(t);
   });
 
   it('keeps the held prompt when tokens staged past it need a larger area', () => {
     const t = new Int32Array(1 << 13);
     for (let i = 0; i < t.length; i++) t[i] = -i;
-    keepPromptTokens(req(31, 1024), t, 1024);
-    const prompt = [...promptTokensJs(req(31, 1024))];
+    keepPromptTokens(req(31, 1024), t, 1028, OUTPUT_BASE);
+    const prompt = [...promptTokensJs(req(31, 1024)), OUTPUT_BASE, OUTPUT_BASE + 1, OUTPUT_BASE + 2, OUTPUT_BASE + 3];
     const at = staging().stageTokens(t, 0, t.length);
-    expect(staged(at, t.length)).toEqual([...prompt, ...[...t.subarray(1024)]]);
-    expect(staged(staging().stageTokens(t, 1000, 1030), 30)).toEqual([...prompt.slice(1000), ...t.subarray(1024, 1030)]);
+    expect(staged(at, t.length)).toEqual([...prompt, ...[...t.subarray(1028)]]);
+    expect(staged(staging().stageTokens(t, 1000, 1030), 30)).toEqual([...prompt.slice(1000), ...t.subarray(1028, 1030)]);
     releasePromptTokens(t);
   });
 
@@ -288,6 +310,44 @@ describe('the replay loop and held prompts', () => {
         expect(kept.result).toEqual(heldOnly.result);
         expect(kept.result).toEqual(run(c, copying).result);
       }
+    });
+
+    it('with each sequence\'s outputs in the core only too, and not without advanceOutputs', () => {
+      // At deallocation a kept sequence's stagings give its prompt and outputs; its own buffer holds neither.
+      const watched = (t: ReplayTarget<Sequence>, seen: { kept: number; copied: number }) => {
+        const running = new Map<Sequence, TraceRequest>();
+        let next = 0;
+        return {
+          ...targetWithout(t, []),
+          newSequence: (buffer: Int32Array, promptLength: number) => {
+            const s = t.newSequence(buffer, promptLength);
+            running.set(s, trace[next++]!);
+            return s;
+          },
+          deallocate: (s: Sequence) => {
+            const r = running.get(s)!;
+            running.delete(s);
+            const n = s.numTokens;
+            let token = outputToken(trace.indexOf(r), 0);
+            const want = [...promptTokensJs(r)];
+            while (want.length < n) { want.push(token); token = nextOutputToken(token); }
+            const buffer = s.state.tokens; // the array the prompt is held by (s.tokens is a new view)
+            expect(staged(staging().stageTokens(buffer, 0, n), n)).toEqual(want);
+            if ([...buffer.subarray(0, n)].join() === want.join()) seen.copied++;
+            else seen.kept++;
+            t.deallocate(s);
+          },
+        } as ReplayTarget<Sequence>;
+      };
+      const seen = { kept: 0, copied: 0 };
+      const kept = run({}, (t) => watched(t, seen));
+      expect(seen.kept).toBe(trace.length - kept.result.rejected);
+      expect(seen.copied).toBe(0);
+      const without = { kept: 0, copied: 0 };
+      const r = run({}, (t) => watched(targetWithout(t, ['advanceOutputs']), without));
+      expect(r.mostHeld).toBe(0);
+      expect(without.copied).toBe(trace.length - r.result.rejected);
+      expect(r.result).toEqual(kept.result);
     });
 
     it('on a host-tier pool too, its stored events (their tokens read through the core) included', () => {

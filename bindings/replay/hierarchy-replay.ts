@@ -11,7 +11,7 @@ import { retentionFrom } from '../managers/retention.js';
 import { Sequence, adoptBuffer } from '../pool/sequence.js';
 import { checkInt } from '../validate.js';
 import type { ReplayTarget } from './kernel.js';
-import { appendOutputRun } from './output-run.js';
+import { advanceOutputRun, appendOutputRun } from './output-run.js';
 import type { KvStoreResult, ReplayKvStore } from './kv-store.js';
 import { stageInPlainCore } from './plain-core-managers.js';
 
@@ -90,6 +90,10 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   }
   appendOutputs(seq: Sequence, first: number, count: number): void {
     appendOutputRun(seq, first, count);
+  }
+  /** @internal */
+  advanceOutputs(seq: Sequence, count: number): void {
+    advanceOutputRun(seq, count);
   }
   cache(seq: Sequence): void {
     this.tiered.cache(seq);

@@ -83,9 +83,16 @@ export interface ReplayTarget<S extends ReplaySequence> {
    * target makes of a sequence's tokens is a staging into the core (none
    * reads them in JS). runReplay's loop, whose sequences no other code
    * sees, then writes each prompt into the core only and holds it there
-   * until the sequence is deallocated (keepPromptTokens).
+   * until the sequence is deallocated (keepPromptTokens). Needs
+   * advanceOutputs.
    */
   readonly keepsPrompt?: boolean;
+  /**
+   * @internal Optional, with keepsPrompt: appendOutputs for a sequence whose
+   * output tokens the core holds already (keepPromptTokens wrote them):
+   * advances `seq` past `count` tokens without writing its buffer.
+   */
+  advanceOutputs?(seq: S, count: number): void;
 }
 
 /** What a replay with linear state adds to the result (docs/linear-state.md, replaying a trace). */
@@ -140,10 +147,9 @@ export function promptTokens(req: TraceRequest, out?: Int32Array): Int32Array {
   return writePrompt(req, out, HOLD_NONE);
 }
 
-/** How writePrompt leaves a prompt: not held, held and copied out, or held only. */
+/** How writePrompt leaves a prompt: not held, or held (and copied out either way). */
 const HOLD_NONE = 0;
 const HOLD_COPY = 1;
-const HOLD_ONLY = 2;
 
 /**
  * @internal promptTokens into `out`, the core's copy kept in its staging
@@ -156,21 +162,39 @@ export function holdPromptTokens(req: TraceRequest, out: Int32Array): Int32Array
 }
 
 /**
- * @internal holdPromptTokens without the copy out: a prompt of 512 tokens or
- * more is written only into the core's staging memory, and `out[0,
- * inputLength)` is left as it was (shorter prompts are written to `out`).
- * The hold lasts until releasePromptTokens(out), however many calls come
- * in between; every staging of `out` in that time reads the core's copy.
- * Only for a caller whose sequences no code but the pool's reads until
- * then (the replay loop of runReplay). `room`: the tokens `out` may come
- * to hold, reserved in the core now.
+ * @internal holdPromptTokens without the copy out, outputs included: the
+ * request's prompt and its `req.outputLength` output tokens (`firstOutput`
+ * then each the next, as nextOutputToken gives them) are written only into
+ * the core's staging memory, and `out` is left as it was. The hold lasts
+ * until releasePromptTokens(out), however many calls come in between;
+ * every staging of `out[0, inputLength + outputLength)` in that time reads
+ * the core's copy, so the caller may advance its sequence past output
+ * tokens without writing them (ReplayTarget.advanceOutputs). Only for a
+ * caller whose sequences no code but the pool's reads until then (the
+ * replay loop of runReplay). `room`: the tokens `out` may come to hold
+ * (at least both counts, at most its length), reserved in the core now. Returns false, having
+ * written the prompt to `out` and held nothing, when the core is not loaded.
  */
-export function keepPromptTokens(req: TraceRequest, out: Int32Array, room: number): Int32Array {
-  checkInt('room', room, 0, MAX_SEQUENCE_TOKENS);
-  return writePrompt(req, out, HOLD_ONLY, room);
+export function keepPromptTokens(req: TraceRequest, out: Int32Array, room: number, firstOutput: number): boolean {
+  const t = checkPromptArgs(req, out);
+  const outputs = checkInt('req.outputLength', req.outputLength, 0, MAX_SEQUENCE_TOKENS - req.inputLength);
+  checkInt('room', room, req.inputLength + outputs, out.length);
+  checkInt('firstOutput', firstOutput, OUTPUT_BASE, OUTPUT_LAST);
+  if (!isCoreLoaded()) {
+    fillPromptJs(req, t);
+    return false;
+  }
+  const rt = plainCore();
+  const L = req.inputLength;
+  const dst = writeCorePrompt(req, t, rt.staging.holdPrompt(t, L + outputs, room));
+  // Consecutive tokens up to OUTPUT_LAST, then on from OUTPUT_BASE.
+  const straight = Math.min(outputs, OUTPUT_LAST - firstOutput + 1);
+  rt.ex.replay_token_run(dst + L * 4, firstOutput, straight);
+  if (straight < outputs) rt.ex.replay_token_run(dst + (L + straight) * 4, OUTPUT_BASE, outputs - straight);
+  return true;
 }
 
-function writePrompt(req: TraceRequest, out: Int32Array | undefined, hold: number, room = 0): Int32Array {
+function writePrompt(req: TraceRequest, out: Int32Array | undefined, hold: number): Int32Array {
   const t = checkPromptArgs(req, out);
   // With the core loaded (always, in a replay) it writes them with SIMD and
   // they are copied out in one go: 145 M tokens over the conversation trace.
@@ -180,11 +204,17 @@ function writePrompt(req: TraceRequest, out: Int32Array | undefined, hold: numbe
   rt.staging.dropPrompt(t);
   const L = req.inputLength;
   if (L < 512) return fillPromptJs(req, t);
-  const ids = rt.staging.stageIds(req.hashIds, 0, Math.ceil(L / PROMPT_CHUNK));
-  const dst = hold !== HOLD_NONE ? rt.staging.holdPrompt(t, L, room) : rt.staging.byteSpace(L * 4);
-  rt.ex.replay_prompt_tokens(ids, L, dst);
-  if (hold !== HOLD_ONLY) t.set(rt.i32.subarray(dst >>> 2, (dst >>> 2) + L));
+  const dst = writeCorePrompt(req, t, hold === HOLD_COPY ? rt.staging.holdPrompt(t, L) : rt.staging.byteSpace(L * 4));
+  t.set(rt.i32.subarray(dst >>> 2, (dst >>> 2) + L));
   return t;
+}
+
+/** Writes the request's prompt tokens at `dst` (core memory, taken after `t`'s old hold ended); returns `dst`. */
+function writeCorePrompt(req: TraceRequest, t: Int32Array, dst: number): number {
+  const rt = plainCore();
+  const ids = rt.staging.stageIds(req.hashIds, 0, Math.ceil(req.inputLength / PROMPT_CHUNK));
+  rt.ex.replay_prompt_tokens(ids, req.inputLength, dst);
+  return dst;
 }
 
 /** @internal Ends what holdPromptTokens or keepPromptTokens promised for `out`: the pool copies its tokens in again. */

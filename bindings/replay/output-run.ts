@@ -26,3 +26,16 @@ export function appendOutputRun(seq: Sequence, first: number, count: number): vo
   for (let j = straight; j < count; j++) t[n + j] = OUTPUT_BASE + (j - straight);
   s.numTokens = need;
 }
+
+/**
+ * appendOutputRun without writing the tokens: `seq` grows by `count` tokens
+ * its buffer does not hold (the core holds them, keepPromptTokens). Checks
+ * its arguments first, as appendOutputRun does.
+ */
+export function advanceOutputRun(seq: Sequence, count: number): void {
+  if (!(seq instanceof Sequence)) throw new TypeError(`seq must be a Sequence, got ${describe(seq)}`);
+  const s = seq.state;
+  checkInt('count', count, 0, MAX_SEQUENCE_TOKENS - s.numTokens);
+  s.reserveTokens(count);
+  s.numTokens += count;
+}

@@ -21,7 +21,7 @@ import { LinearStateReplayTarget } from './linear-state-target.js';
 import { HierarchyReplayTarget, hostTierResult, type HostTierResult } from './hierarchy-replay.js';
 import { replayWarnings } from './warnings.js';
 import { ReplayKvStore } from './kv-store.js';
-import { appendOutputRun } from './output-run.js';
+import { advanceOutputRun, appendOutputRun } from './output-run.js';
 import { stageInPlainCore } from './plain-core-managers.js';
 
 export interface ReplayOptions {
@@ -198,6 +198,10 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
   }
   appendOutputs(seq: Sequence, first: number, count: number): void {
     appendOutputRun(seq, first, count);
+  }
+  /** @internal */
+  advanceOutputs(seq: Sequence, count: number): void {
+    advanceOutputRun(seq, count);
   }
   blockIds(seq: Sequence): Int32Array {
     return seq.state.table;

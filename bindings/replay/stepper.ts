@@ -94,7 +94,7 @@ export class ReplayStepper<S extends ReplaySequence> {
     this.buffers = new TokenBuffers(this.params.maxRunning);
     this.total = Math.min(requests.length, this.params.limit ?? Infinity);
     this.evictedBefore = target.blocksEvicted();
-    this.keep = constructingSealed && target.holdsPrompt === true && target.keepsPrompt === true;
+    this.keep = constructingSealed && target.holdsPrompt === true && target.keepsPrompt === true && target.advanceOutputs !== undefined;
   }
 
   /** Requests admitted (or rejected) so far. */
@@ -243,9 +243,14 @@ export class ReplayStepper<S extends ReplaySequence> {
     return n - from;
   }
 
-  /** Appends output tokens `first`, ... (`count` of them) to `s` and counts their allocate calls: steps made or known to change nothing. */
-  private appendRun(s: S, first: number, count: number): void {
-    if (this.target.appendOutputs) this.target.appendOutputs(s, first, count);
+  /**
+   * Appends output tokens `first`, ... (`count` of them) to `s` and counts
+   * their allocate calls: steps made or known to change nothing. `kept`: the
+   * core holds the tokens already (keepPromptTokens).
+   */
+  private appendRun(s: S, first: number, count: number, kept: boolean): void {
+    if (kept) this.target.advanceOutputs!(s, count);
+    else if (this.target.appendOutputs) this.target.appendOutputs(s, first, count);
     else for (let j = 0, t = first; j < count; j++, t = nextOutputToken(t)) s.appendToken(t);
     s.kvCachedTokens = s.numTokens - 1;
     this.allocateCalls += count;
@@ -261,12 +266,15 @@ export class ReplayStepper<S extends ReplaySequence> {
     let placed = false;
     let s: S;
     let buffer: Int32Array | null = null;
+    let kept = false;
     try {
       buffer = this.buffers.take(need);
       // A kept prompt's buffer: big enough that the sequence never moves to another (its prompt is held by this key).
       if (keep) this.admitting = buffer;
-      const prompt = keep ? keepPromptTokens(req, buffer, need) : hold ? holdPromptTokens(req, buffer) : promptTokens(req, buffer);
-      s = target.newSequence(prompt, L);
+      if (keep) kept = keepPromptTokens(req, buffer, need, outputToken(r, 0));
+      else if (hold) holdPromptTokens(req, buffer);
+      else promptTokens(req, buffer);
+      s = target.newSequence(buffer, L);
       while (this.live() >= params.maxRunning) this.finishOldest();
       while (true) {
         this.allocateCalls++;
@@ -313,7 +321,7 @@ export class ReplayStepper<S extends ReplaySequence> {
           k = target.decodeSteps(s, outputs - i);
           if (k > outputs - i) throw new Error(`decodeSteps made ${k} steps of the ${outputs - i} asked for`);
           if (k >= 0) {
-            this.appendRun(s, token, k);
+            this.appendRun(s, token, k, kept);
             token = advanceOutputToken(token, k);
             if (s.numBlocks > before) newBlocks += this.recordNew(s, before);
             i += k;
@@ -325,7 +333,7 @@ export class ReplayStepper<S extends ReplaySequence> {
         if (k < 0) k = target.decodeRoom?.(s) ?? 0;
         if (k > outputs - i) k = outputs - i;
         if (k > 0) {
-          this.appendRun(s, token, k);
+          this.appendRun(s, token, k, kept);
           token = advanceOutputToken(token, k);
           i += k;
           if (i === outputs) break;

@@ -12,7 +12,7 @@ export function targetWithout(t: ReplayTarget<Sequence>, drop: readonly Optional
   const out: Record<string, unknown> = {};
   const all: Array<keyof ReplayTarget<Sequence>> = [
     'newSequence', 'allocate', 'cache', 'deallocate', 'blocksEvicted', 'numFreeBlocks', 'numBlocksInPrefixCache',
-    'prefilled', 'extraResult', 'recycle', 'decodeRoom', 'decodeSteps', 'appendOutputs', 'blockIds', 'holdsPrompt', 'keepsPrompt',
+    'prefilled', 'extraResult', 'recycle', 'decodeRoom', 'decodeSteps', 'appendOutputs', 'blockIds', 'holdsPrompt', 'keepsPrompt', 'advanceOutputs',
   ];
   for (const k of all) {
     if ((drop as readonly string[]).includes(k)) continue;
