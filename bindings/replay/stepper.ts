@@ -237,7 +237,15 @@ export class ReplayStepper<S extends ReplaySequence> {
     const table = this.target.blockIds?.(s) ?? s.blockTable;
     const n = s.numBlocks;
     let h = this.idChecksum; // a local: 8.8 M ids over the trace
-    for (let i = from; i < n; i++) h = (Math.imul(h, 31) + table[i]!) >>> 0;
+    let i = from;
+    // Four ids at a time, h * 31^4 + a * 31^3 + b * 31^2 + c * 31 + d: the
+    // products are independent, where one id at a time waits on the last
+    // multiply. Each product is an int32 and their sum is exact in a
+    // double, so the result is the same mod 2^32.
+    for (; i + 4 <= n; i += 4) {
+      h = (Math.imul(h, 923521) + Math.imul(table[i]!, 29791) + Math.imul(table[i + 1]!, 961) + Math.imul(table[i + 2]!, 31) + table[i + 3]!) >>> 0;
+    }
+    for (; i < n; i++) h = (Math.imul(h, 31) + table[i]!) >>> 0;
     this.idChecksum = h;
     this.allocatedBlocks += n - from;
     return n - from;
@@ -339,7 +347,8 @@ export class ReplayStepper<S extends ReplaySequence> {
           if (i === outputs) break;
         }
       }
-      s.appendToken(token);
+      if (kept) this.target.advanceOutputs!(s, 1);
+      else s.appendToken(token);
       s.kvCachedTokens = s.numTokens - 1;
       let ok = false;
       const before = s.numBlocks;
