@@ -505,25 +505,27 @@ export abstract class CoreManager {
     // a time (8 blocks, then 4x larger each time), going on only while a whole
     // window hit. The LRU update is deferred to one re-append over all hits,
     // as a single walk would do.
-    if (nBlocks <= MATCH_WINDOW) return this.matchWindow(tokens, first, nBlocks, parentId, dst, at, MATCH_TOUCH | MATCH_COUNT, nBlocks, salt);
+    // The windows write their hits one after another into the id area,
+    // where the touch reads them: sized for every block first, no window
+    // moves it.
+    const ids = this.stg.idSpace(nBlocks);
+    if (nBlocks <= MATCH_WINDOW) return this.matchWindow(tokens, first, nBlocks, parentId, dst, at, MATCH_TOUCH | MATCH_COUNT, nBlocks, salt, ids);
     let hits = 0;
     let parent = parentId;
     let window = MATCH_WINDOW;
     while (hits < nBlocks) {
       const n = Math.min(window, nBlocks - hits);
-      const h = this.matchWindow(tokens, first + hits, n, parent, dst, at + hits, hits === 0 ? MATCH_COUNT : 0, nBlocks, salt);
+      const h = this.matchWindow(tokens, first + hits, n, parent, dst, at + hits, hits === 0 ? MATCH_COUNT : 0, nBlocks, salt, ids + hits * 4);
       hits += h;
       if (h < n) break;
       parent = dst[at + hits - 1]!;
       window *= 4;
     }
-    if (hits > 0) {
-      const p = this.stg.stageIds(dst, at, at + hits);
-      this.ex.mgr_touch_reversed(this.ptr, p, hits);
-    }
+    if (hits > 0) this.ex.mgr_touch_reversed(this.ptr, ids, hits);
     return hits;
   }
 
+  /** One window of matchInto: hits to `out` (id area) and to dst[at..]; MATCH_* `flags`. */
   private matchWindow(
     tokens: ArrayLike<number>,
     first: number,
@@ -534,10 +536,10 @@ export abstract class CoreManager {
     flags: number,
     queried: number,
     salt: Uint8Array | null,
+    out: number,
   ): number {
     const e = this.ex;
     const B = this.blockSize;
-    const out = this.stg.idSpace(nBlocks);
     let tok = this.stg.stageTokens(tokens, first * B, (first + nBlocks) * B);
     let hits = e.mgr_match(this.ptr, tok, nBlocks, parentId, first === 0 ? this.stageSalt(salt) : 0, out, flags, queried);
     if (hits === ERR_UNSTAMPED_PARENT) {
