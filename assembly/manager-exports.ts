@@ -16,7 +16,7 @@ import { initIds, allocate, allocateSteps, release, retain, evict, evictAll } fr
 import { match, insert, touchReversed, stampChain } from "./prefix";
 import { isLinked, inHeap, lruAudit, listBytes, moveClock } from "./lru";
 import { tableCount } from "./table";
-import { resetBatch, advanceTime, expAudit } from "./priority";
+import { resetBatch, advanceTime, expAudit, stageRange } from "./priority";
 import { setRecording, clearEvents, rewindEvents, snapshotEvents } from "./events";
 
 @inline function align16(n: usize): usize {
@@ -174,6 +174,12 @@ export function mgr_time(m: usize): f64 {
 /** Where the next insert's (f64 priority, f64 expiry) per batch position are staged (0 unless POLICY_PRIORITY). */
 export function mgr_batch_ptr(m: usize): usize {
   return changetype<Manager>(m).batch;
+}
+
+/** Stages one retention for the next insert's first `n` blocks: (priority, expiry) on [from, to), the default elsewhere (stageRange in priority.ts; nothing unless POLICY_PRIORITY). */
+export function mgr_stage_retention(m: usize, n: i32, from: i32, to: i32, priority: f64, expiry: f64): void {
+  const mg = changetype<Manager>(m);
+  if (mg.batch != 0) stageRange(mg, n, from, to, priority, expiry);
 }
 
 export function mgr_policy(m: usize): i32 {

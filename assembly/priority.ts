@@ -69,6 +69,23 @@ export function expDrop(m: Manager, id: i32): void {
   else expDown(m, i, last);
 }
 
+/**
+ * Stages one retention for the next insert: (priority, expiry) at batch
+ * positions [from, to), the default at the others of [0, n); clamped to the
+ * batch's numBlocks positions.
+ */
+export function stageRange(m: Manager, n: i32, from: i32, to: i32, priority: f64, expiry: f64): void {
+  const lim = n < 0 ? 0 : n < m.numBlocks ? n : m.numBlocks;
+  const a = from < 0 ? 0 : from < lim ? from : lim;
+  const z = to < a ? a : to < lim ? to : lim;
+  const dflt = f64x2(<f64>DEFAULT_PRIORITY, Infinity);
+  const kept = f64x2.replace_lane(f64x2.splat(priority), 1, expiry);
+  const batch = m.batch;
+  for (let b = 0; b < a; b++) v128.store(batch + (<usize>b << 4), dflt);
+  for (let b = a; b < z; b++) v128.store(batch + (<usize>b << 4), kept);
+  for (let b = z; b < lim; b++) v128.store(batch + (<usize>b << 4), dflt);
+}
+
 /** Writes the default (priority, expiry) into batch positions [0, n). */
 export function resetBatch(m: Manager, n: i32): void {
   for (let b = 0; b < n; b++) {

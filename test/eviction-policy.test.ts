@@ -9,6 +9,7 @@ import { PoolReplayTarget, replaySync } from '../bindings/replay/replay.js';
 import { parseRetention, retentionFrom, writeRetention } from '../bindings/managers/retention.js';
 import { mulberry32 } from '../bindings/replay/prng.js';
 import { capture } from './support/capture.js';
+import { plainCore } from '../bindings/core/plain-core.js';
 
 /** Caches `tokens` (block size 1) in fresh blocks and lets them go; returns the ids. */
 function cacheAndRelease(m: BlockManagerImpl, tokens: number[]): number[] {
@@ -263,6 +264,39 @@ describe('writeRetention', () => {
       writeRetention([r!], first, n, B, now, one, 2);
       writeRetention([r!, r!], first, n, B, now, two, 2);
       expect([...one], JSON.stringify({ r, first, n, B, now })).toEqual([...two]);
+    }
+  });
+
+  it('a manager stages one range in the core as writeRetention writes it, ends at the int32 limit and counts past its blocks included', () => {
+    const rand = mulberry32(23);
+    const int = (lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
+    const m = new BlockManagerImpl({ numBlocks: 48, blockSize: 4, enablePrefixCache: true, evictionPolicy: 'priority' });
+    try {
+      m.setTime(7);
+      const rt = plainCore();
+      const batch = rt.ex.mgr_batch_ptr(m.ptr) >>> 3;
+      for (let t = 0; t < 400; t++) {
+        const top = 2 ** 31 - 1;
+        const start = rand() < 0.2 ? top - int(1, 9) : int(0, 250);
+        const end = rand() < 0.4 ? undefined : rand() < 0.2 ? top : Math.min(top, start + int(1, 200));
+        const duration = rand() < 0.5 ? undefined : int(0, 50);
+        const [r] = parseRetention('r', [{ start, end, priority: int(0, 100), duration }]);
+        const first = int(0, 60);
+        const n = int(0, 70); // past the 48 batch positions at times
+        const lim = Math.min(n, m.numBlocks);
+        rt.ex.mgr_stage_retention(m.ptr, m.numBlocks, 0, 0, 99, 99); // every position at the default
+        const f64 = new Float64Array(rt.i32.buffer);
+        f64.fill(-1, batch + 2 * lim, batch + 2 * m.numBlocks); // positions past n stay as they are
+        m.stageRetention([r!], first, n);
+        const want = new Float64Array(2 * lim);
+        writeRetention([r!], first, lim, 4, m.time, want, 0);
+        const got = new Float64Array(rt.i32.buffer);
+        const ctx = JSON.stringify({ r, first, n });
+        expect([...got.subarray(batch, batch + 2 * lim)], ctx).toEqual([...want]);
+        expect([...got.subarray(batch + 2 * lim, batch + 2 * m.numBlocks)], ctx).toEqual(Array(2 * (m.numBlocks - lim)).fill(-1));
+      }
+    } finally {
+      m.dispose();
     }
   });
 

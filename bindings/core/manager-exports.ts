@@ -16,6 +16,8 @@ export interface ManagerExports {
   mgr_time(m: number): number;
   /** (f64 priority, f64 expiry) per position of the next insert's batch; 0 unless the priority policy is on. */
   mgr_batch_ptr(m: number): number;
+  /** Stages (priority, expiry) on batch positions [from, to) and the default on the rest of [0, n), clamped to the batch; nothing unless the priority policy is on. */
+  mgr_stage_retention(m: number, n: number, from: number, to: number, priority: number, expiry: number): void;
   mgr_allocate(m: number, n: number, out: number): number;
   /** `k` one-id allocations in a row (ids to out, in step order), stopping at the first that fails; returns how many were made. */
   mgr_allocate_steps(m: number, k: number, out: number): number;

@@ -7,7 +7,7 @@ import type { BlockManager } from './block-manager.js';
 import type { CoreInstance } from '../core/core-instance.js';
 import { CoreManager } from './core-manager.js';
 import { throwIdError } from './core-errors.js';
-import { parseRetention, writeRetention, type Retention, type RetentionRange } from './retention.js';
+import { parseRetention, rangeFrom, rangeTo, writeRetention, type Retention, type RetentionRange } from './retention.js';
 import { EVICTION_POLICIES, parseEvictionPolicy, type EvictionPolicy } from './eviction-policy.js';
 
 export interface BlockManagerOptions {
@@ -94,6 +94,17 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
    */
   stageRetention(ranges: readonly Retention[], first: number, n: number): void {
     this.live();
+    if (ranges.length === 1) {
+      // The replay's case (one range per sequence): the core writes the
+      // batch, 16 bytes per block, where JS wrote two f64 each.
+      // Positions clamped here: a range's ends may lie past int32.
+      const r = ranges[0]!;
+      const lim = Math.min(n, this.numBlocks);
+      const from = Math.min(Math.max(rangeFrom(r, first, this.blockSize) - first, 0), lim);
+      const to = Math.min(Math.max(rangeTo(r, first, n, this.blockSize) - first, from), lim);
+      this.ex.mgr_stage_retention(this.ptr, lim, from, to, r.priority, this.time + r.duration);
+      return;
+    }
     const p = this.ex.mgr_batch_ptr(this.ptr);
     if (p === 0 || ranges.length === 0) return;
     writeRetention(ranges, first, Math.min(n, this.numBlocks), this.blockSize, this.time, this.mem.f64, p >>> 3);

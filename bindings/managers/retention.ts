@@ -70,8 +70,8 @@ export function writeRetention(ranges: readonly Retention[], first: number, n: n
   for (let k = 0; k < ranges.length; k++) {
     const r = ranges[k]!;
     // Blocks b with b*B < r.end and (b+1)*B > r.start.
-    const from = Math.max(first, Math.floor(r.start / B));
-    const to = Math.min(first + n, r.end === Infinity ? first + n : Math.ceil(r.end / B));
+    const from = rangeFrom(r, first, B);
+    const to = rangeTo(r, first, n, B);
     for (let b = from; b < to; b++) {
       const i = at + 2 * (b - first);
       const prio = f64[i]!;
@@ -89,10 +89,20 @@ export function writeRetention(ranges: readonly Retention[], first: number, n: n
   }
 }
 
+/** The first of blocks first..first+n (of B tokens) that range `r` overlaps. */
+export function rangeFrom(r: Retention, first: number, B: number): number {
+  return Math.max(first, Math.floor(r.start / B));
+}
+
+/** One past the last of blocks first..first+n that range `r` overlaps (at most rangeFrom: none). */
+export function rangeTo(r: Retention, first: number, n: number, B: number): number {
+  return Math.min(first + n, r.end === Infinity ? first + n : Math.ceil(r.end / B));
+}
+
 /** writeRetention of a single range, in one pass: its blocks get its priority, the others the default. */
 function writeOneRange(r: Retention, first: number, n: number, B: number, now: number, f64: Float64Array, at: number): void {
-  const from = Math.max(first, Math.floor(r.start / B));
-  const to = Math.min(first + n, r.end === Infinity ? first + n : Math.ceil(r.end / B));
+  const from = rangeFrom(r, first, B);
+  const to = rangeTo(r, first, n, B);
   const expiry = now + r.duration;
   for (let b = first; b < first + n; b++) {
     const i = at + 2 * (b - first);
