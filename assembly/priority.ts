@@ -57,8 +57,12 @@ function expDown(m: Manager, i: i32, id: i32): void {
 }
 
 /** Forgets an entry's retention (it is evicted or re-keyed). */
-export function expDrop(m: Manager, id: i32): void {
-  if (m.expSize == 0) return; // nothing has a retention that ends (no read of the id's fields)
+@inline export function expDrop(m: Manager, id: i32): void {
+  // Mostly nothing has a retention that ends: no call, no read of the id's fields.
+  if (m.expSize != 0) expRemove(m, id);
+}
+
+function expRemove(m: Manager, id: i32): void {
   const posAddr = aux(m, id) + AUX_EXP_POS;
   const i = load<i32>(posAddr) - 1;
   if (i < 0) return;
