@@ -88,7 +88,7 @@ export function listBytes(numBlocks: i32): usize {
 }
 
 /** Appends the entry (key < KEY_LISTS, newest stamp) to its key's list. */
-function listAppend(m: Manager, id: i32, k: u32): void {
+@inline function listAppend(m: Manager, id: i32, k: u32): void {
   const tail = load<i32>(tailAddr(m, k));
   const l = linkAddr(m, id);
   store<i32>(l, tail);
@@ -104,7 +104,7 @@ function listAppend(m: Manager, id: i32, k: u32): void {
 }
 
 /** Takes a listed entry out of its key's list (its key must not have changed since it was appended). */
-function listUnlink(m: Manager, id: i32): void {
+@inline function listUnlink(m: Manager, id: i32): void {
   const k = keyOf(m, id);
   const l = linkAddr(m, id);
   const prev = load<i32>(l);
@@ -377,7 +377,7 @@ export function relabel(m: Manager): void {
 // ---- the operations the cache uses ----
 
 /** Gives the entry the newest recency (a match or insert visited it). */
-export function touch(m: Manager, id: i32): void {
+@inline export function touch(m: Manager, id: i32): void {
   if (isLinked(m, id)) unlink(m, id);
   else if (inHeap(m, id)) heapRemove(m, id);
   if (m.policy == POLICY_LRU) appendNewest(m, id);
@@ -469,7 +469,7 @@ export function lruAdd(m: Manager, id: i32): void {
 }
 
 /** Removes an entry being evicted (or dropped) from whichever structure holds it. */
-export function lruRemove(m: Manager, id: i32): void {
+@inline export function lruRemove(m: Manager, id: i32): void {
   if (isLinked(m, id)) unlink(m, id);
   else if (inHeap(m, id)) heapRemove(m, id);
 }
