@@ -97,7 +97,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     if (ranges.length === 1) {
       // The replay's case (one range per sequence): the core writes the
       // batch, 16 bytes per block, where JS wrote two f64 each.
-      // Positions clamped here: a range's ends may lie past int32.
+      // Positions relative to `first`, clamped to the batch (the core takes int32s).
       const r = ranges[0]!;
       const lim = Math.min(n, this.numBlocks);
       const from = Math.min(Math.max(rangeFrom(r, first, this.blockSize) - first, 0), lim);

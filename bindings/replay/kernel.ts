@@ -172,8 +172,9 @@ export function holdPromptTokens(req: TraceRequest, out: Int32Array): Int32Array
  * tokens without writing them (ReplayTarget.advanceOutputs). Only for a
  * caller whose sequences no code but the pool's reads until then (the
  * replay loop of runReplay). `room`: the tokens `out` may come to hold
- * (at least both counts, at most its length), reserved in the core now. Returns false, having
- * written the prompt to `out` and held nothing, when the core is not loaded.
+ * (at least both counts, at most its length), reserved in the core now.
+ * Returns false, having written the prompt to `out` and held nothing, when
+ * the core is not loaded.
  */
 export function keepPromptTokens(req: TraceRequest, out: Int32Array, room: number, firstOutput: number): boolean {
   const t = checkPromptArgs(req, out);
@@ -186,7 +187,7 @@ export function keepPromptTokens(req: TraceRequest, out: Int32Array, room: numbe
   }
   const rt = plainCore();
   const L = req.inputLength;
-  const dst = writeCorePrompt(req, t, rt.staging.holdPrompt(t, L + outputs, room));
+  const dst = writeCorePrompt(req, rt.staging.holdPrompt(t, L + outputs, room));
   // Consecutive tokens up to OUTPUT_LAST, then on from OUTPUT_BASE.
   const straight = Math.min(outputs, OUTPUT_LAST - firstOutput + 1);
   rt.ex.replay_token_run(dst + L * 4, firstOutput, straight);
@@ -204,13 +205,13 @@ function writePrompt(req: TraceRequest, out: Int32Array | undefined, hold: numbe
   rt.staging.dropPrompt(t);
   const L = req.inputLength;
   if (L < 512) return fillPromptJs(req, t);
-  const dst = writeCorePrompt(req, t, hold === HOLD_COPY ? rt.staging.holdPrompt(t, L) : rt.staging.byteSpace(L * 4));
+  const dst = writeCorePrompt(req, hold === HOLD_COPY ? rt.staging.holdPrompt(t, L) : rt.staging.byteSpace(L * 4));
   t.set(rt.i32.subarray(dst >>> 2, (dst >>> 2) + L));
   return t;
 }
 
-/** Writes the request's prompt tokens at `dst` (core memory, taken after `t`'s old hold ended); returns `dst`. */
-function writeCorePrompt(req: TraceRequest, t: Int32Array, dst: number): number {
+/** Writes the request's prompt tokens at `dst` (core memory); returns `dst`. */
+function writeCorePrompt(req: TraceRequest, dst: number): number {
   const rt = plainCore();
   const ids = rt.staging.stageIds(req.hashIds, 0, Math.ceil(req.inputLength / PROMPT_CHUNK));
   rt.ex.replay_prompt_tokens(ids, req.inputLength, dst);
