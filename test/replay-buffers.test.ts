@@ -56,6 +56,38 @@ describe('PoolReplayTarget.appendOutputs', () => {
   });
 });
 
+describe('PoolReplayTarget.advanceOutputs', () => {
+  it('refuses a bad argument by name and changes nothing; else grows the sequence without writing its buffer', () => {
+    const pool = new BlockManagerPool({ numBlocks: 8, blockSize: 4 });
+    try {
+      const t = new PoolReplayTarget(pool);
+      const buffer = new Int32Array(8).fill(-3);
+      buffer.set([1, 2, 3]);
+      const s = Sequence.fromBuffer(buffer, 3);
+      const bad: Array<[unknown, unknown, RegExp]> = [
+        [{}, 2, /^seq must be a Sequence/],
+        [s, -1, /^count must be in \[0, 268435453\], got -1/],
+        [s, 0.5, /^count must be an integer/],
+        [s, MAX_SEQUENCE_TOKENS, /^count must be in \[0, 268435453\], got 268435456/],
+      ];
+      for (const [seq, count, message] of bad) {
+        expect(() => t.advanceOutputs(seq as Sequence, count as number)).toThrow(message);
+        expect(s.numTokens).toBe(3);
+      }
+      t.advanceOutputs(s, 4);
+      expect(s.numTokens).toBe(7);
+      expect(s.state.tokens).toBe(buffer);
+      expect([...s.tokens]).toEqual([1, 2, 3, -3, -3, -3, -3]);
+      // Past the buffer it grows as appends do (a kept replay's buffer is sized so it never does).
+      t.advanceOutputs(s, 5);
+      expect(s.numTokens).toBe(12);
+      expect([...s.tokens.subarray(0, 3)]).toEqual([1, 2, 3]);
+    } finally {
+      pool.dispose();
+    }
+  });
+});
+
 describe('TokenBuffers', () => {
   it('hands out the smallest kept buffer that fits, and a new one only when none does', () => {
     const pool = new TokenBuffers(2);
