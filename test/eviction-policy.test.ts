@@ -247,7 +247,7 @@ describe('priority eviction with retention', () => {
 });
 
 describe('writeRetention', () => {
-  it('writes one range as the general path writes it (the same range twice goes through that path)', () => {
+  it('writes a range given twice as it writes it once', () => {
     const rand = mulberry32(19);
     const int = (lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
     for (let t = 0; t < 400; t++) {

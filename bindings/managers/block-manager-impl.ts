@@ -96,11 +96,11 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
     this.live();
     if (ranges.length === 1) {
       // The replay's case (one range per sequence): the core writes the
-      // batch, 16 bytes per block, where JS wrote two f64 each.
-      // Positions relative to `first`, clamped to the batch (the core takes int32s).
+      // batch, 16 bytes per block, where writeRetention writes two f64
+      // each. Positions relative to `first`, clamped to the batch.
       const r = ranges[0]!;
       const lim = Math.min(n, this.numBlocks);
-      const from = Math.min(Math.max(rangeFrom(r, first, this.blockSize) - first, 0), lim);
+      const from = Math.min(rangeFrom(r, first, this.blockSize) - first, lim);
       const to = Math.min(Math.max(rangeTo(r, first, n, this.blockSize) - first, from), lim);
       this.ex.mgr_stage_retention(this.ptr, lim, from, to, r.priority, this.time + r.duration);
       return;

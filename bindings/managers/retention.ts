@@ -62,10 +62,6 @@ export function retentionFrom(start: number, priority: number): Retention[] {
  * in the hundreds, its ranges a few): NaN marks a block no range touched yet.
  */
 export function writeRetention(ranges: readonly Retention[], first: number, n: number, B: number, now: number, f64: Float64Array, at: number): void {
-  if (ranges.length === 1) {
-    writeOneRange(ranges[0]!, first, n, B, now, f64, at);
-    return;
-  }
   f64.fill(NaN, at, at + 2 * n);
   for (let k = 0; k < ranges.length; k++) {
     const r = ranges[k]!;
@@ -97,17 +93,4 @@ export function rangeFrom(r: Retention, first: number, B: number): number {
 /** One past the last of blocks first..first+n that range `r` overlaps (at most rangeFrom: none). */
 export function rangeTo(r: Retention, first: number, n: number, B: number): number {
   return Math.min(first + n, r.end === Infinity ? first + n : Math.ceil(r.end / B));
-}
-
-/** writeRetention of a single range, in one pass: its blocks get its priority, the others the default. */
-function writeOneRange(r: Retention, first: number, n: number, B: number, now: number, f64: Float64Array, at: number): void {
-  const from = rangeFrom(r, first, B);
-  const to = rangeTo(r, first, n, B);
-  const expiry = now + r.duration;
-  for (let b = first; b < first + n; b++) {
-    const i = at + 2 * (b - first);
-    const inside = b >= from && b < to;
-    f64[i] = inside ? r.priority : DEFAULT_PRIORITY;
-    f64[i + 1] = inside ? expiry : Infinity;
-  }
 }

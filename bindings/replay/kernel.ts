@@ -188,8 +188,7 @@ export function keepPromptTokens(req: TraceRequest, out: Int32Array, room: numbe
   const rt = plainCore();
   const L = req.inputLength;
   const dst = writeCorePrompt(req, rt.staging.holdPrompt(t, L + outputs, room));
-  // Consecutive tokens up to OUTPUT_LAST, then on from OUTPUT_BASE.
-  const straight = Math.min(outputs, OUTPUT_LAST - firstOutput + 1);
+  const straight = outputsBeforeWrap(firstOutput, outputs);
   rt.ex.replay_token_run(dst + L * 4, firstOutput, straight);
   if (straight < outputs) rt.ex.replay_token_run(dst + (L + straight) * 4, OUTPUT_BASE, outputs - straight);
   return true;
@@ -294,6 +293,11 @@ export function outputToken(r: number, i: number): number {
  */
 export function nextOutputToken(token: number): number {
   return token === OUTPUT_LAST ? OUTPUT_BASE : token + 1;
+}
+
+/** How many of `count` output tokens from `first` on come before the wrap back to OUTPUT_BASE. */
+export function outputsBeforeWrap(first: number, count: number): number {
+  return Math.min(count, OUTPUT_LAST - first + 1);
 }
 
 /** Output token i + k of a request, given token i (nextOutputToken k times). */

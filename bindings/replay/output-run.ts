@@ -5,7 +5,7 @@
 
 import { Sequence } from '../pool/sequence.js';
 import { MAX_SEQUENCE_TOKENS, checkInt, describe } from '../validate.js';
-import { OUTPUT_BASE, OUTPUT_LAST } from './kernel.js';
+import { OUTPUT_BASE, OUTPUT_LAST, outputsBeforeWrap } from './kernel.js';
 
 /**
  * Appends `count` output tokens from `first` on (wrapping as nextOutputToken
@@ -21,7 +21,7 @@ export function appendOutputRun(seq: Sequence, first: number, count: number): vo
   const need = n + count;
   s.reserveTokens(count);
   const t = s.tokens;
-  const straight = Math.min(count, OUTPUT_LAST - first + 1);
+  const straight = outputsBeforeWrap(first, count);
   for (let j = 0; j < straight; j++) t[n + j] = first + j;
   for (let j = straight; j < count; j++) t[n + j] = OUTPUT_BASE + (j - straight);
   s.numTokens = need;
