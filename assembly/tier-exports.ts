@@ -4,7 +4,7 @@
 // count of prefix hits (so a load plan's precondition is checked before
 // anything changes), and whether an id is a cache entry.
 
-import { Manager, CACHED, STAMPED, flagsOf, hashPtr, refOf, copyHash } from "./layout";
+import { Manager, CACHED, STAMPED, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, flagsOf, setFlags, hashPtr, refOf, copyHash, setErrorIndex } from "./layout";
 import { tableFind, tableHome } from "./table";
 
 const PREFETCH_WINDOW: i32 = 32;
@@ -123,6 +123,51 @@ export function mgr_offload_pick(mp: usize, devIds: usize, hostIds: usize, n: i3
     }
   }
   return moved;
+}
+
+/**
+ * A load plan's hashes: the hash stamped on each source (host) id
+ * srcIds[i] goes to `out` + 16i, and is stamped on the destination (device)
+ * id dstIds[i] unless that block is cached (its key stays), so a later
+ * insert of the destination blocks takes their keys as known instead of
+ * hashing their tokens. Every source id must be in range and every
+ * destination id held by someone other than the cache; else nothing
+ * changes and the result is a negative code (errorIndex set). Returns how
+ * many leading destination ids now carry their source's hash.
+ */
+export function mgr_stamp_loaded(dp: usize, sp: usize, srcIds: usize, dstIds: usize, n: i32, out: usize): i32 {
+  const d = changetype<Manager>(dp);
+  const src = changetype<Manager>(sp);
+  for (let i = 0; i < n; i++) {
+    const s = load<i32>(srcIds + (<usize>i << 2));
+    const t = load<i32>(dstIds + (<usize>i << 2));
+    let code = 0;
+    if (s <= 0 || s >= src.numBlocks) code = s == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+    else if (t <= 0 || t >= d.numBlocks) code = t == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+    else if (refOf(d, t) - <i32>(flagsOf(d, t) & CACHED) <= 0) code = ERR_NOT_HELD;
+    if (code != 0) {
+      setErrorIndex(i);
+      return code;
+    }
+  }
+  const stamp = d.prefixOn != 0 && src.prefixOn != 0;
+  let leading = 0;
+  let run = true;
+  for (let i = 0; i < n; i++) {
+    const s = load<i32>(srcIds + (<usize>i << 2));
+    const o = out + (<usize>i << 4);
+    hashOrZero(src, s, o);
+    const t = load<i32>(dstIds + (<usize>i << 2));
+    const f = flagsOf(d, t);
+    const ok = stamp && (flagsOf(src, s) & STAMPED) != 0 && (f & CACHED) == 0;
+    if (ok) {
+      copyHash(hashPtr(d, t), o);
+      setFlags(d, t, f | STAMPED);
+    }
+    run = run && ok;
+    if (run) leading++;
+  }
+  return leading;
 }
 
 /** The hashes stamped on ids[0, n) to `out` (16 bytes each, zeros for an id that carries none or is out of range). */

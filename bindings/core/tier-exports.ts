@@ -13,6 +13,12 @@ export interface TierExports {
   mgr_is_cached(m: number, id: number): number;
   /** The offload choice: moved pairs and their hashes out, kept pairs compacted in place; returns the number moved. */
   mgr_offload_pick(m: number, devIds: number, hostIds: number, n: number, movedDev: number, movedHost: number, hashes: number): number;
+  /**
+   * A load plan's hashes: each source id's stamped hash to out + 16i and onto
+   * the destination id (unless cached); leading destination ids stamped, or a
+   * negative code when an id is out of range or a destination not held.
+   */
+  mgr_stamp_loaded(dst: number, src: number, srcIds: number, dstIds: number, n: number, out: number): number;
   /** Hashes stamped on ids[0, n) (16 bytes each; zeros for none). */
   mgr_block_hashes(m: number, ids: number, n: number, out: number): void;
 }

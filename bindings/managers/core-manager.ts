@@ -680,6 +680,27 @@ export abstract class CoreManager {
     return moved;
   }
 
+  /**
+   * @internal A load plan's hashes: the hashes stamped on `src`'s ids
+   * srcIds[from..from+n) go to out[16*at..] and are stamped on this
+   * manager's ids dstIds[from..from+n) (a cached one keeps its key), so a
+   * later insertFrom takes the loaded blocks as known. Returns how many
+   * leading destination ids carry their source's hash, or a negative core
+   * code (an id out of range, a destination nothing holds).
+   */
+  stampLoadedInto(src: CoreManager, srcIds: Int32Array, dstIds: Int32Array, from: number, n: number, out: Uint8Array, at: number): number {
+    this.sameCore(src, 'the source manager');
+    if (n <= 0) return 0;
+    const p = this.stg.byteSpace(n * 24);
+    const i32 = this.mem.i32;
+    const q = p >>> 2;
+    i32.set(srcIds.subarray(from, from + n), q);
+    i32.set(dstIds.subarray(from, from + n), q + n);
+    const r = this.ex.mgr_stamp_loaded(this.ptr, src.ptr, p, p + 4 * n, n, p + 8 * n);
+    if (r >= 0) out.set(this.mem.u8.subarray(p + 8 * n, p + 24 * n), at * 16);
+    return r;
+  }
+
   /** @internal The hashes stamped on ids[start..end) into out[16*at..] (zeros for an id that carries none). */
   blockHashesInto(ids: Int32Array, start: number, end: number, out: Uint8Array, at: number): void {
     this.live();

@@ -19,12 +19,6 @@ export class BlockTableRank implements RankManager {
   readonly blockSize: number;
   readonly prefixCache: boolean;
   readonly transfers: BlockTransferInfo[] = [];
-  /**
-   * A cache() after a publish (or a match) takes the hashes already stamped
-   * on the sequence's blocks (SequenceState.hashed) instead of hashing its
-   * tokens again. The host tier rearranges tables and turns it off.
-   */
-  reuseStampedHashes = true;
   private readonly scratch = new Int32Array(1);
 
   constructor(
@@ -64,7 +58,7 @@ export class BlockTableRank implements RankManager {
     // The block a swap would have copied is full now; growth makes it moot (no swap when growing).
     s.needSwap = false;
     s.numBlocks = need;
-    if (startedEmpty && this.linear !== null && this.prefixCache && this.reuseStampedHashes) this.stampPrompt(s);
+    if (startedEmpty && this.linear !== null && this.prefixCache) this.stampPrompt(s);
     return true;
   }
 
@@ -213,13 +207,13 @@ export class BlockTableRank implements RankManager {
     const kv = this.kv as BlockManagerImpl;
     // Stamps are trusted only below a block a sibling may have keyed with its own tokens.
     const trusted = s.forkSharedFrom < 0 ? n : Math.min(n, s.forkSharedFrom);
-    const known = this.reuseStampedHashes ? Math.max(0, Math.min(s.hashed, trusted) - first) : 0;
+    const known = Math.max(0, Math.min(s.hashed, trusted) - first);
     const r =
       s.retention !== null
         ? kv.insertWithRetention(s.retention, s.tokens, s.table, first, n - first, parent, s.saltKey)
         : kv.insertFrom(s.tokens, s.table, first, n - first, parent, s.saltKey, known);
     if (r < 0) throw new Error(`kvpool: internal error caching a sequence (core code ${r})`);
-    if (this.reuseStampedHashes && s.hashed < trusted) s.hashed = trusted;
+    if (s.hashed < trusted) s.hashed = trusted;
   }
 
   release(s: SequenceState, cacheFirst: boolean): void {

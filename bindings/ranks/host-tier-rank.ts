@@ -213,8 +213,6 @@ export class HostTierRank implements RankManager {
   ) {
     this.blockSize = inner.blockSize;
     this.prefixCache = inner.prefixCache;
-    // Offloads rearrange device tables, so stamped hashes are not reused (see SequenceState.hashed).
-    inner.reuseStampedHashes = false;
   }
 
   get kv() {
@@ -366,7 +364,10 @@ export class HostTierRank implements RankManager {
     if (copied > 0) {
       const l = this.loads;
       l.reserve(copied);
-      this.host.blockHashesInto(h.table, from, from + copied, l.hashes, l.n);
+      // The loaded device blocks carry the host blocks' hashes from now on: caching them later hashes nothing.
+      const stamped = this.device.stampLoadedInto(this.host, h.table, s.table, from, copied, l.hashes, l.n);
+      if (stamped < 0) throw new Error(`kvpool: internal error stamping loaded blocks (core code ${stamped})`);
+      if (s.hashed >= from) s.hashed = Math.max(s.hashed, from + stamped);
       l.src.set(h.table.subarray(from, from + copied), l.n);
       l.dst.set(s.table.subarray(from, from + copied), l.n);
       l.n += copied;
@@ -462,6 +463,7 @@ export class HostTierRank implements RankManager {
     // Close the gaps the moved blocks left; the rest keep their order.
     s.table.copyWithin(end - moved, end, s.numBlocks);
     h.table.copyWithin(end - moved, end, h.numBlocks);
+    s.unstampFrom(cachedHost);
     s.numBlocks -= moved;
     if (s.shared > s.numBlocks) s.shared = s.numBlocks;
     h.numBlocks -= moved;
