@@ -9,6 +9,7 @@ import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { mulberry32 } from '../bindings/replay/prng.js';
+import { HierarchyReplayTarget } from '../bindings/replay/hierarchy-replay.js';
 import { PoolReplayTarget } from '../bindings/replay/replay.js';
 import { ReplayStepper } from '../bindings/replay/stepper.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
@@ -90,11 +91,25 @@ describe('BlockManagerPool.decodeSteps', () => {
       expect(linear.decodeSteps(l, 1)).toBe(-1);
       const h = new Sequence([1, 2, 3, 4]);
       expect(host.allocate(h)).toBe(true);
-      expect(host.decodeSteps(h, 1)).toBe(-1);
+      expect(host.decodeSteps(h, 1)).toBe(-1); // in prefill: its next allocation may still match the host
+      // The same with room in its last block: a step that fits is not one that needs nothing.
+      const h2 = new Sequence([1, 2, 3, 4, 5]);
+      expect(host.allocate(h2)).toBe(true);
+      expect(host.decodeSteps(h2, 2)).toBe(-1);
+      // A pending beam: the next allocation takes the source's blocks first.
+      const src = new Sequence([9, 9]);
+      expect(pool.allocate(src)).toBe(true);
+      const child = new Sequence([1, 2, 3, 4, 5]);
+      expect(pool.allocate(child)).toBe(true);
+      pool.adoptBeam(child, src, { swapLastBlock: true });
+      expect(pool.decodeSteps(child, 1)).toBe(-1);
+      expect([...child.blockTable]).toHaveLength(2);
+      pool.deallocate([child, src]);
       for (const [p, q] of [[pool, s], [linear, l], [host, h]] as const) {
         expect(q.numBlocks).toBe(1);
         p.check();
       }
+      expect(h2.numBlocks).toBe(2);
       // Tokens past the blocks: a step could need more than one block.
       const past = new Sequence([1, 2, 3, 4]);
       expect(pool.allocate(past)).toBe(true);
@@ -125,6 +140,50 @@ describe('BlockManagerPool.decodeSteps', () => {
       pool.dispose();
       linear.dispose();
       host.dispose();
+    }
+  });
+});
+
+describe('HierarchyBlockManagerPool.decodeSteps', () => {
+  it('makes the steps of a sequence out of prefill as its allocate calls would, and refuses one owed a host load', () => {
+    const make = () => new HierarchyBlockManagerPool({ numBlocks: 24, blockSize: B, hostNumBlocks: 64 });
+    const [a, b] = [make(), make()];
+    try {
+      const prompt = Array.from({ length: 12 }, (_, i) => 100 + i); // 3 full blocks
+      for (const p of [a, b]) {
+        // Put the prompt's blocks on the host: computed, offloaded, completed.
+        const first = new Sequence(prompt);
+        expect(p.allocate(first)).toBe(true);
+        first.kvCachedTokens = 12;
+        p.deallocate(first);
+        p.completeTransfersNow();
+        p.resetPrefixCache();
+      }
+      const [sa, sb] = [new Sequence([...prompt, 7]), new Sequence([...prompt, 7])];
+      // A chunked prefill that loads one of the three host blocks: two are still owed.
+      expect(a.allocateChunked(sa, 13, 1)).toBe(true);
+      expect(b.allocateChunked(sb, 13, 1)).toBe(true);
+      expect(a.hierarchyStats()[0]!.blocksLoaded).toBe(1);
+      expect(a.decodeSteps(sa, 5)).toBe(-1);
+      expect(sa.numBlocks).toBe(4);
+      expect(a.hierarchyStats()[0]!.blocksLoaded).toBe(1);
+      // The loads done and the prompt computed: steps need device blocks only.
+      for (const [p, s] of [[a, sa], [b, sb]] as const) {
+        expect(p.allocateChunked(s, 13, 10)).toBe(true);
+        s.kvCachedTokens = 13;
+      }
+      expect(a.hierarchyStats()[0]!.blocksLoaded).toBe(3);
+      expect(a.decodeSteps(sa, 11)).toBe(11);
+      expect(sa.numBlocks).toBe(6);
+      for (let t = 14; t <= 24; t++) expect(b.allocate(sb, t)).toBe(true);
+      expect([...sa.blockTable]).toEqual([...sb.blockTable]);
+      expect(a.stats()).toEqual(b.stats());
+      expect(a.hierarchyStats()).toEqual(b.hierarchyStats());
+      a.check();
+      b.check();
+    } finally {
+      a.dispose();
+      b.dispose();
     }
   });
 });
@@ -187,5 +246,40 @@ describe('the replay loop with decodeSteps', () => {
       truncated += batched.truncated;
     }
     expect(truncated).toBeGreaterThan(0); // runs cut short by a failed step were among them
+  });
+
+  it('gives the same with the host tier: device and host counters, loads and offloads', () => {
+    const trace = generateWorkload({ requests: 150, seed: 7, concurrentChats: 5 }).map((r) => ({
+      ...r, inputLength: Math.min(r.inputLength, 100 + (r.inputLength % 400)), outputLength: 1 + (r.outputLength % 200),
+    }));
+    let loaded = 0;
+    let made = 0;
+    for (const [numBlocks, hostNumBlocks] of [[120, 400], [64, 96]] as const) {
+      const run = (batched: boolean) => {
+        const pool = new HierarchyBlockManagerPool({ numBlocks, blockSize: 16, hostNumBlocks });
+        try {
+          const t = new HierarchyReplayTarget(pool);
+          const steps = t.decodeSteps.bind(t);
+          // Count the runs made in one call (a run the pool refuses is made step by step).
+          t.decodeSteps = (seq, k) => {
+            const got = steps(seq, k);
+            if (got > 0) made++;
+            return got;
+          };
+          const stepper = new ReplayStepper(batched ? t : targetWithout(t, ['decodeSteps']), trace, { blockSize: 16, maxRunning: 4, publishAfterPrefill: false });
+          while (stepper.step()) pool.check();
+          const r = stepper.result();
+          const calls = (stepper as unknown as { allocateCalls: number }).allocateCalls;
+          return { ...r, seconds: 0, allocateCallsPerSecond: 0, calls, stats: pool.stats(), host: pool.hierarchyStats(), hostStats: pool.hostStats() };
+        } finally {
+          pool.dispose();
+        }
+      };
+      const batched = run(true);
+      expect(batched, `${numBlocks} / ${hostNumBlocks} blocks`).toEqual(run(false));
+      loaded += batched.host[0]!.blocksLoaded;
+    }
+    expect(loaded).toBeGreaterThan(0);
+    expect(made).toBeGreaterThan(100);
   });
 });

@@ -14,7 +14,6 @@ import type { PoolManager } from '../managers/pool-manager.js';
 import type { SingleBlockManager } from '../managers/single-block-manager.js';
 import type { LinearStateCacheOp, LinearStatePrefixCache, LinearStateStats } from '../linear-state/linear-state-prefix-cache.js';
 import { buildRank } from '../ranks/build-rank.js';
-import { BlockTableRank } from '../ranks/block-table-rank.js';
 import { CompositeRank } from '../ranks/composite-rank.js';
 import type { LinearStateAddOn } from '../ranks/linear-state-add-on.js';
 import type { BlockTransferInfo, RankManager } from '../ranks/rank-manager.js';
@@ -256,7 +255,8 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const s = sequence.state;
     if (this.disposed || s.owner !== this || s.single < 0 || !Number.isSafeInteger(count) || count < 1) return -1;
     const rank = this.ranks[s.dpRank]!;
-    if (!(rank instanceof BlockTableRank)) return -1;
+    // Only from a state that needs nothing (no swap, beam, host load or live slot owed).
+    if (rank.growSteps === undefined || !this.fitsAsIs(s, s.numTokens)) return -1;
     // Steps that fit need nothing; from there every blockSize-th needs a block.
     const room = s.numBlocks * rank.blockSize - s.numTokens;
     if (room < 0) return -1; // tokens past its blocks: a step could need several

@@ -258,6 +258,15 @@ export class HostTierRank implements RankManager {
     return true;
   }
 
+  /**
+   * @internal Decode steps of a sequence that fits as is (no host load owed,
+   * out of prefill): allocate() would only grow its device table, as the
+   * inner rank's steps do.
+   */
+  growSteps(s: SequenceState, k: number): number {
+    return this.fits(s, s.numTokens) ? this.inner.growSteps(s, k) : -1;
+  }
+
   tryAllocate(s: SequenceState): boolean {
     return this.inner.tryAllocate(s);
   }

@@ -54,6 +54,13 @@ export interface RankManager {
    * blocks: `s` is then as before (what eviction did on the way stays done).
    */
   allocate(s: SequenceState, numTokens: number, maxCopyBlocks?: number): boolean;
+  /**
+   * @internal `k` allocate() calls in a row that each need one block more
+   * than `s` holds, made as one core call (see BlockTableRank.growSteps), for
+   * a sequence whose current tokens fit as is; -1 when the rank cannot.
+   * Absent on ranks that make them one at a time.
+   */
+  growSteps?(s: SequenceState, k: number): number;
   /** Matches more of the prompt if `s` holds only shared blocks, then allocates the rest; kvCached = numTokens. */
   tryAllocate(s: SequenceState): boolean;
   /** Attaches the prefix-cache hits of a sequence that holds no blocks. */

@@ -11,7 +11,7 @@ import { retentionFrom } from '../managers/retention.js';
 import { Sequence, adoptBuffer } from '../pool/sequence.js';
 import { checkInt } from '../validate.js';
 import type { ReplayTarget } from './kernel.js';
-import { advanceOutputRun, appendOutputRun } from './output-run.js';
+import { advanceOutputRun, appendOutputRun, decodeStepsOf } from './output-run.js';
 import type { KvStoreResult, ReplayKvStore } from './kv-store.js';
 import { stageInPlainCore } from './plain-core-managers.js';
 
@@ -87,6 +87,10 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   /** A decode step that fits plans no copy either (the host tier's fits() waits for pending loads). */
   decodeRoom(seq: Sequence): number {
     return this.tiered.decodeRoom(seq);
+  }
+  /** As PoolReplayTarget's: decode steps load and offload nothing, so no copy is left to complete. */
+  decodeSteps(seq: Sequence, steps: number): number {
+    return decodeStepsOf(this.tiered, seq, steps);
   }
   appendOutputs(seq: Sequence, first: number, count: number): void {
     appendOutputRun(seq, first, count);

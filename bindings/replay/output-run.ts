@@ -3,6 +3,7 @@
 // ~4.5 M tokens over the conversation trace, and one appendToken call each
 // was a visible part of the loop.
 
+import type { BlockManagerPool } from '../pool/block-manager-pool.js';
 import { Sequence } from '../pool/sequence.js';
 import { MAX_SEQUENCE_TOKENS, checkInt, describe } from '../validate.js';
 import { OUTPUT_BASE, OUTPUT_LAST, outputsBeforeWrap } from './kernel.js';
@@ -25,6 +26,16 @@ export function appendOutputRun(seq: Sequence, first: number, count: number): vo
   for (let j = 0; j < straight; j++) t[n + j] = first + j;
   for (let j = straight; j < count; j++) t[n + j] = OUTPUT_BASE + (j - straight);
   s.numTokens = need;
+}
+
+/**
+ * The pool's decodeSteps for a replay target that makes it public: checks
+ * its arguments first (a bad one throws and changes nothing).
+ */
+export function decodeStepsOf(pool: BlockManagerPool, seq: Sequence, steps: number): number {
+  if (!(seq instanceof Sequence)) throw new TypeError(`seq must be a Sequence, got ${describe(seq)}`);
+  checkInt('steps', steps, 1, MAX_SEQUENCE_TOKENS);
+  return pool.decodeSteps(seq, steps);
 }
 
 /**

@@ -8,7 +8,7 @@ import { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import { Sequence, adoptBuffer } from '../pool/sequence.js';
 import { retentionFrom } from '../managers/retention.js';
-import { MAX_SEQUENCE_TOKENS, checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
+import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import {
   CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type CompositeReplaySequence, type SubManagerReplayStats,
 } from './composite-replay.js';
@@ -21,7 +21,7 @@ import { LinearStateReplayTarget } from './linear-state-target.js';
 import { HierarchyReplayTarget, hostTierResult, type HostTierResult } from './hierarchy-replay.js';
 import { replayWarnings } from './warnings.js';
 import { ReplayKvStore } from './kv-store.js';
-import { advanceOutputRun, appendOutputRun } from './output-run.js';
+import { advanceOutputRun, appendOutputRun, decodeStepsOf } from './output-run.js';
 import { stageInPlainCore } from './plain-core-managers.js';
 
 export interface ReplayOptions {
@@ -192,9 +192,7 @@ export class PoolReplayTarget implements ReplayTarget<Sequence> {
   }
   /** Checks its arguments first (public here): a bad one throws and changes nothing. */
   decodeSteps(seq: Sequence, steps: number): number {
-    if (!(seq instanceof Sequence)) throw new TypeError(`seq must be a Sequence, got ${describe(seq)}`);
-    checkInt('steps', steps, 1, MAX_SEQUENCE_TOKENS);
-    return this.pool.decodeSteps(seq, steps);
+    return decodeStepsOf(this.pool, seq, steps);
   }
   appendOutputs(seq: Sequence, first: number, count: number): void {
     appendOutputRun(seq, first, count);
