@@ -4,8 +4,9 @@
 // count of prefix hits (so a load plan's precondition is checked before
 // anything changes), and whether an id is a cache entry.
 
-import { Manager, CACHED, STAMPED, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, flagsOf, setFlags, hashPtr, refOf, copyHash, setErrorIndex } from "./layout";
+import { Manager, CACHED, STAMPED, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_EVENTS_ON, flagsOf, setFlags, hashPtr, refOf, copyHash, setErrorIndex } from "./layout";
 import { tableFind, tableHome } from "./table";
+import { allocate, release } from "./idpool";
 
 const PREFETCH_WINDOW: i32 = 32;
 /** Keeps the prefetch loads of mgr_insert_hashes alive (never read). */
@@ -26,7 +27,10 @@ import { checkInsertIds, insertRange, touchVisited, sideScratch } from "./prefix
  * for its stored event; both 0 when not recording.
  */
 export function mgr_insert_hashes(mp: usize, ids: usize, hashes: usize, n: i32, tokens: usize, parents: usize): i32 {
-  const m = changetype<Manager>(mp);
+  return insertHashes(changetype<Manager>(mp), ids, hashes, n, tokens, parents);
+}
+
+function insertHashes(m: Manager, ids: usize, hashes: usize, n: i32, tokens: usize, parents: usize): i32 {
   // The ids' hash slots are read in the pass that checks them (insert does the same).
   const bad = checkInsertIds(m, ids, n, m.prefixOn != 0);
   if (bad != 0) return bad;
@@ -105,7 +109,10 @@ export function mgr_is_cached(mp: usize, id: i32): i32 {
  * front of devIds/hostIds. Changes no manager state. Returns the number moved.
  */
 export function mgr_offload_pick(mp: usize, devIds: usize, hostIds: usize, n: i32, movedDev: usize, movedHost: usize, hashes: usize): i32 {
-  const m = changetype<Manager>(mp);
+  return offloadPick(changetype<Manager>(mp), devIds, hostIds, n, movedDev, movedHost, hashes);
+}
+
+function offloadPick(m: Manager, devIds: usize, hostIds: usize, n: i32, movedDev: usize, movedHost: usize, hashes: usize): i32 {
   let moved = 0;
   let kept = 0;
   for (let i = 0; i < n; i++) {
@@ -123,6 +130,77 @@ export function mgr_offload_pick(mp: usize, devIds: usize, hostIds: usize, n: i3
     }
   }
   return moved;
+}
+
+/**
+ * A finished sequence's release on a host tier whose offload completes at
+ * once, as the bindings make it in calls (HostTierRank.release, then
+ * completeTransfersNow with nothing else queued), in one: on the host,
+ * blocks for the device's computed blocks it lacks (`cachedDev` of them in
+ * all, the host's table growing from `heldHost`; none when the host is
+ * short), then of the pairs from `cachedHost` on, those whose device block
+ * only the sequence and the device cache hold move to the offload (the
+ * others close up in order); the host table and then the device table are
+ * released; the moved host blocks are cached under the device blocks'
+ * hashes; the moved device blocks and then the moved host blocks are
+ * released. `devIds` holds the device table (`nDev` ids), `hostIds` the
+ * host table with room for `cachedDev` ids, `q` room for 24 bytes per
+ * computed block; no events may be recorded on either manager. Every id of
+ * both tables must be in range and held by someone other than the cache,
+ * else nothing changes. Returns the blocks offloaded, or a negative code
+ * (errorIndex set: an index into devIds, or nDev + an index into hostIds).
+ */
+export function tier_release_offload(
+  dp: usize, hp: usize, devIds: usize, nDev: i32, hostIds: usize, heldHost: i32, cachedHost: i32, cachedDev: i32, q: usize,
+): i32 {
+  const dev = changetype<Manager>(dp);
+  const host = changetype<Manager>(hp);
+  if (dev.eventsOn != 0 || host.eventsOn != 0) return ERR_EVENTS_ON;
+  let bad = heldIds(dev, devIds, nDev, 0);
+  if (bad == 0) bad = heldIds(host, hostIds, heldHost, nDev);
+  if (bad != 0) return bad;
+  let nHost = heldHost;
+  let moved = 0;
+  const qDev = q;
+  const qHost = q + (<usize>cachedDev << 2);
+  const qHash = q + (<usize>cachedDev << 3);
+  // The offload: only when the host holds fewer blocks than the device.
+  if (heldHost < nDev) {
+    if (cachedDev > heldHost && allocate(host, cachedDev - heldHost, hostIds + (<usize>heldHost << 2)) >= 0) nHost = cachedDev;
+    const end = min(min(cachedDev, nHost), nDev);
+    if (nHost > 0 && end > cachedHost) {
+      moved = offloadPick(dev, devIds + (<usize>cachedHost << 2), hostIds + (<usize>cachedHost << 2), end - cachedHost, qDev, qHost, qHash);
+      // The moved pairs' places close up; the rest keep their order.
+      memory.copy(devIds + (<usize>(end - moved) << 2), devIds + (<usize>end << 2), <usize>(nDev - end) << 2);
+      memory.copy(hostIds + (<usize>(end - moved) << 2), hostIds + (<usize>end << 2), <usize>(nHost - end) << 2);
+      nDev -= moved;
+      nHost -= moved;
+    }
+  }
+  let code = release(host, hostIds, nHost);
+  if (code >= 0) code = release(dev, devIds, nDev);
+  if (code < 0 || moved == 0) return code < 0 ? code : 0;
+  // The insert overwrites its ids with the entries it visited: the host ids to release go to hostIds (free now).
+  memory.copy(hostIds, qHost, <usize>moved << 2);
+  code = insertHashes(host, qHost, qHash, moved, 0, 0);
+  if (code >= 0) code = release(dev, qDev, moved);
+  if (code >= 0) code = release(host, hostIds, moved);
+  return code < 0 ? code : moved;
+}
+
+/** 0 when ids[0, n) are in range and held by someone other than the cache; else a code, with errorIndex = base + the index. */
+function heldIds(m: Manager, ids: usize, n: i32, base: i32): i32 {
+  for (let i = 0; i < n; i++) {
+    const id = load<i32>(ids + (<usize>i << 2));
+    let code = 0;
+    if (id <= 0 || id >= m.numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+    else if (refOf(m, id) - <i32>(flagsOf(m, id) & CACHED) <= 0) code = ERR_NOT_HELD;
+    if (code != 0) {
+      setErrorIndex(base + i);
+      return code;
+    }
+  }
+  return 0;
 }
 
 /**

@@ -3,10 +3,15 @@
 // and completeOffload(plan, true), the other with completeTransfersNow(),
 // must agree after every step -- results, sequences' device and host tables,
 // both tiers' free stacks and eviction orders, statistics and (when
-// recording) the KV-cache events -- with check() on both.
+// recording) the KV-cache events -- with check() on both. The same harness
+// compares a pool whose offloads complete within each release
+// (completeOffloadsAtRelease, the replay's path: one core call) with one
+// that calls completeTransfersNow() after every operation.
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { ERR_EVENTS_ON, ERR_NOT_HELD, ERR_OUT_OF_RANGE, ERR_PADDING } from '../bindings/core/abi.js';
+import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { agree } from './support/agree.js';
@@ -44,17 +49,31 @@ function promptTokens(p: number, len: number): number[] {
 /** What the runs exercised, so the test fails if the generator stops reaching offloads and loads. */
 const seen = { offloaded: 0, loaded: 0 };
 
-function run(ops: Op[], numBlocks: number, hostNumBlocks: number, dpSize: number, events: boolean): void {
+/**
+ * With `atRelease`, `now` completes each offload within its release and
+ * `plan` calls completeTransfersNow() after every operation (as does `now`,
+ * for its loads and for what it queued while recording events).
+ */
+function run(ops: Op[], numBlocks: number, hostNumBlocks: number, dpSize: number, events: boolean, atRelease = false): void {
   const opts = { numBlocks, blockSize: 4, dpSize, hostNumBlocks };
   const plan = new HierarchyBlockManagerPool(opts);
   const now = new HierarchyBlockManagerPool(opts);
+  if (atRelease) now.completeOffloadsAtRelease();
   if (events) for (const p of [plan, now]) p.recordEvents(true);
   const seqs: Array<[Sequence, Sequence]> = [];
   const both = (f: (p: HierarchyBlockManagerPool, s: Sequence) => unknown, i: number) => {
     const [a, b] = seqs[i % seqs.length]!;
     sameOutcome(() => f(plan, a), () => f(now, b));
   };
+  const offloaded = (p: HierarchyBlockManagerPool) => p.hierarchyStats().reduce((x, s) => x + s.blocksOffloaded, 0);
+  const flushBoth = () => {
+    const n = plan.completeTransfersNow();
+    now.completeTransfersNow();
+    expect(offloaded(now)).toBe(offloaded(plan));
+    return n;
+  };
   const flush = () => {
+    if (atRelease) return flushBoth();
     // What each path says was offloaded: the plans' hashes, and what onOffload sees.
     const planned: string[] = [];
     for (const t of plan.takeTransfers()) {
@@ -138,11 +157,13 @@ function run(ops: Op[], numBlocks: number, hostNumBlocks: number, dpSize: number
           }
         }
       }
+      if (atRelease) seen.offloaded += flushBoth();
       compare();
     }
     for (const [a, b] of seqs) {
       plan.deallocate(a);
       now.deallocate(b);
+      if (atRelease) seen.offloaded += flushBoth();
     }
     seen.offloaded += flush();
     compare();
@@ -180,6 +201,23 @@ describe('completeTransfersNow', () => {
     expect(seen.loaded).toBeGreaterThan(0);
   });
 
+  it('with offloads completed within each release, leaves the state completing them after every operation leaves', () => {
+    const before = { ...seen };
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 6, max: 24 }),
+        fc.integer({ min: 8, max: 40 }),
+        fc.integer({ min: 1, max: 2 }),
+        fc.boolean(),
+        (ops, numBlocks, hostNumBlocks, dpSize, events) => run([...warmUp, ...ops], numBlocks, hostNumBlocks, dpSize, events, true),
+      ),
+      { numRuns: soak(150) },
+    );
+    expect(seen.offloaded).toBeGreaterThan(before.offloaded);
+    expect(seen.loaded).toBeGreaterThan(before.loaded);
+  });
+
   it('drops pending loads, keeps plans already taken in flight, and counts the blocks it offloads', () => {
     const p = new HierarchyBlockManagerPool({ numBlocks: 8, blockSize: 4, hostNumBlocks: 16 });
     const a = new Sequence(promptTokens(2, 13));
@@ -212,5 +250,45 @@ describe('completeTransfersNow', () => {
     expect(() => p.completeTransfersNow(42 as never)).toThrow(/onOffload must be a function, got 42/);
     p.dispose();
     expect(() => p.completeTransfersNow()).toThrow();
+  });
+});
+
+describe('releaseOffloadNow (the core call behind it)', () => {
+  it('refuses a table with an id out of range, free or not held, or a manager recording events, and changes nothing', () => {
+    const device = new BlockManagerImpl({ numBlocks: 16, blockSize: 4 });
+    const host = new BlockManagerImpl({ numBlocks: 16, blockSize: 4 });
+    try {
+      const dev = Int32Array.from(device.allocate(3)!);
+      const held = Int32Array.from(host.allocate(1)!);
+      const freeDev = device.allocate(1)!;
+      device.deallocate(freeDev);
+      const figures = () => [device.stats(), host.stats(), device.holderCounts(), host.holderCounts()];
+      const before = figures();
+      const cases: Array<[Int32Array, Int32Array, number]> = [
+        [Int32Array.from([dev[0]!, 16, dev[2]!]), held, ERR_OUT_OF_RANGE],
+        [Int32Array.from([dev[0]!, 0, dev[2]!]), held, ERR_PADDING],
+        [Int32Array.from([dev[0]!, freeDev[0]!, dev[2]!]), held, ERR_NOT_HELD],
+        [dev, Int32Array.from([held[0]! + 1]), ERR_NOT_HELD],
+      ];
+      for (const [d, h, code] of cases) {
+        expect(device.releaseOffloadNow(host, d, 3, h, 1, 0, 3)).toBe(code);
+        expect(figures()).toEqual(before);
+      }
+      for (const m of [device, host]) {
+        m.recordEvents(true);
+        expect(device.releaseOffloadNow(host, dev, 3, held, 1, 0, 3)).toBe(ERR_EVENTS_ON);
+        expect(figures()).toEqual(before);
+        m.recordEvents(false);
+      }
+      // The same tables accepted: the device's 3 computed blocks are not cached, so none moves; all are given back.
+      expect(device.releaseOffloadNow(host, dev, 3, held, 1, 0, 3)).toBe(0);
+      expect(device.numUsedBlocks()).toBe(0);
+      expect(host.numUsedBlocks()).toBe(0);
+      device.check();
+      host.check();
+    } finally {
+      device.dispose();
+      host.dispose();
+    }
   });
 });

@@ -53,6 +53,8 @@ export const ERR_FREE = -6;
 export const LS_ERR_STATE = -7;
 /** An insert needs tokens of a block it was not given (a `known` block without its hash stamped, or events on). */
 export const ERR_TOKENS_MISSING = -8;
+/** A call that records no events was made on a manager recording them. */
+export const ERR_EVENTS_ON = -9;
 
 // ---- audit codes (mgr_check, ls_check) ----
 

@@ -19,6 +19,13 @@ export interface TierExports {
    * negative code when an id is out of range or a destination not held.
    */
   mgr_stamp_loaded(dst: number, src: number, srcIds: number, dstIds: number, n: number, out: number): number;
+  /**
+   * A finished sequence's release with its offload completed at once (both
+   * managers, no events): blocks offloaded, or a negative code.
+   */
+  tier_release_offload(
+    dev: number, host: number, devIds: number, nDev: number, hostIds: number, heldHost: number, cachedHost: number, cachedDev: number, q: number,
+  ): number;
   /** Hashes stamped on ids[0, n) (16 bytes each; zeros for none). */
   mgr_block_hashes(m: number, ids: number, n: number, out: number): void;
 }

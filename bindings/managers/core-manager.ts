@@ -701,6 +701,28 @@ export abstract class CoreManager {
     return r;
   }
 
+  /**
+   * @internal The host tier's release of a finished sequence whose offload
+   * completes at once (the replay's worker), in one core call: this is the
+   * device manager, `devIds[0..nDev)` the sequence's device table,
+   * `hostIds[0..heldHost)` its host table, `cachedHost` and `cachedDev` its
+   * computed blocks on each tier. Neither manager may record events.
+   * Returns the blocks offloaded, or a negative core code.
+   */
+  releaseOffloadNow(
+    host: CoreManager, devIds: Int32Array, nDev: number, hostIds: Int32Array | null, heldHost: number, cachedHost: number, cachedDev: number,
+  ): number {
+    this.sameCore(host, 'the host manager');
+    const hostRoom = Math.max(heldHost, cachedDev);
+    const p = this.stg.byteSpace(4 * (nDev + hostRoom) + 24 * cachedDev);
+    const i32 = this.mem.i32;
+    const q = p >>> 2;
+    i32.set(devIds.subarray(0, nDev), q);
+    if (hostIds !== null) i32.set(hostIds.subarray(0, heldHost), q + nDev);
+    const hp = p + 4 * nDev;
+    return this.ex.tier_release_offload(this.ptr, host.ptr, p, nDev, hp, heldHost, cachedHost, cachedDev, hp + 4 * hostRoom);
+  }
+
   /** @internal The hashes stamped on ids[start..end) into out[16*at..] (zeros for an id that carries none). */
   blockHashesInto(ids: Int32Array, start: number, end: number, out: Uint8Array, at: number): void {
     this.live();

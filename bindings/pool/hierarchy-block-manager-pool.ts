@@ -171,6 +171,18 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
     return n;
   }
 
+  /**
+   * @internal From now on, a deallocate whose rank has nothing queued
+   * completes its offload at once, in one core call, as completeTransfersNow()
+   * right after it would: for a caller that completes every transfer as soon
+   * as it is made and reads no plan (the replay). While the rank records
+   * events its offloads queue as before, for that caller to complete.
+   */
+  completeOffloadsAtRelease(): void {
+    this.ensureOpen();
+    for (const t of this.tiers) t.completeAtRelease = true;
+  }
+
   /** Offload plans taken and not completed yet. */
   offloadsInFlight(): readonly OffloadPlan[] {
     this.ensureOpen();

@@ -204,6 +204,12 @@ export class HostTierRank implements RankManager {
   private queuedAbout: AnnouncedBlock[] = [];
   /** The same for each plan in flight that has it. */
   private readonly planAbout = new Map<OffloadPlan, AnnouncedBlock[]>();
+  /**
+   * @internal Offloads complete as they are queued, as completeTransfersNow()
+   * right after each release would complete them (the replay's worker; see
+   * HierarchyBlockManagerPool.completeOffloadsAtRelease).
+   */
+  completeAtRelease = false;
 
   constructor(
     readonly inner: BlockTableRank,
@@ -396,10 +402,34 @@ export class HostTierRank implements RankManager {
     this.takeBeamHost(s);
     if (cacheFirst) {
       this.inner.cache(s, s.kvCached);
+      if (this.completeAtRelease && this.queued.n === 0 && s.beamSource === null && !this.host.recordingEvents && !this.device.recordingEvents) {
+        this.releaseCompleting(s);
+        return;
+      }
       if (this.hostBlocksOf(s) < s.numBlocks) this.queueOffload(s);
     }
     this.releaseHost(s);
     this.inner.release(s, false);
+  }
+
+  /**
+   * release(s, true) after the cache, with the offload completed at once as
+   * completeTransfersNow() would complete it (nothing else is queued), in
+   * one core call.
+   */
+  private releaseCompleting(s: SequenceState): void {
+    const B = this.blockSize;
+    const h = s.host;
+    const moved = this.device.releaseOffloadNow(
+      this.host, s.table, s.numBlocks, h?.table ?? null, h?.numBlocks ?? 0, h === null ? 0 : Math.floor(h.kvTokens / B), Math.floor(s.kvCached / B),
+    );
+    if (moved < 0) throw new Error(`kvpool: internal error releasing and offloading a sequence (core code ${moved})`);
+    this.counters.blocksOffloaded += moved;
+    if (h !== null) {
+      s.host = null;
+      if (this.spareTables.length < 64) this.spareTables.push(h.table);
+    }
+    s.resetBlocks();
   }
 
   /** Gives back the sequence's host blocks in ascending logical order. */

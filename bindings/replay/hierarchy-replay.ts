@@ -52,6 +52,8 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
     readonly store?: ReplayKvStore,
   ) {
     if (decodePriority !== undefined) checkInt('decodePriority', decodePriority, 0, 100);
+    // Without a store nothing sees the offloaded hashes: a finished sequence's offload completes within its release.
+    if (store === undefined) tiered.completeOffloadsAtRelease();
   }
   /** The pool (what the linear-state target steps). */
   get pool(): HierarchyBlockManagerPool {
