@@ -8,7 +8,7 @@ import {
   ERR_UNSTAMPED_PARENT as E_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE as E_OUT_OF_RANGE, ERR_PADDING as E_PADDING,
   ERR_NOT_HELD as E_NOT_HELD, ERR_FREE as E_FREE, ERR_TOKENS_MISSING as E_TOKENS_MISSING, ERR_EVENTS_ON as E_EVENTS_ON,
   AUX_SIZE as A_SIZE, AUX_EXPIRY as A_EXPIRY, AUX_EXP_POS as A_EXP_POS,
-  META_SIZE as M_SIZE, META_SHIFT as M_SHIFT, META_REFS as M_REFS, META_STAMP as M_STAMP, META_FP as M_FP, META_HEAP_POS as M_HEAP_POS,
+  META_SIZE as M_SIZE, META_SHIFT as M_SHIFT, META_REFS as M_REFS, META_STAMP as M_STAMP, META_FP as M_FP, META_HEAP_POS as M_HEAP_POS, META_HASH as M_HASH,
   POLICY_LRU as P_LRU, POLICY_LFU as P_LFU, POLICY_PRIORITY as P_PRIORITY,
 } from "../bindings/core/abi";
 
@@ -38,17 +38,18 @@ export class Manager {
   clock: u64 = 0; // LRU recency: each touch gets the next value (u32 stamps; see relabel in lru.ts)
 
   // Per-id state: a record of META_SIZE bytes per id (references, stamp,
-  // fingerprint, side-heap position: what eviction, release and insert read
-  // together, one cache line), and separate dense arrays for the flags and
-  // the hashes, which are read in batches whose misses overlap (prefix.ts,
-  // idpool.ts). refs, stamps, fps and heapPos point at their field of id
-  // 0's record: field f of id i is at f + (i << META_SHIFT). Random reads on
+  // fingerprint, side-heap position and the 16-byte hash: what eviction,
+  // release and insert read together, one cache line; the records start on
+  // a line), and a separate dense array for the flags, read in batches
+  // whose misses overlap (prefix.ts, idpool.ts). refs, stamps, fps, heapPos
+  // and hashes point at their field of id 0's record: field f of id i is at
+  // f + (i << META_SHIFT). Random reads on
   // this machine cost ~20 ns in a 2-3 MB working set and 100+ ns past ~4 MB.
   refs: usize = 0; // i32 per record (per 4 bytes without caching, see refShift): every reference, the cache's included
   flags: usize = 0; // u8[numBlocks]: CACHED | STAMPED | ...
   stamps: usize = 0; // u32 per record: recency of a cached entry (caching on only; 0 otherwise)
   fps: usize = 0; // u32 per record: a cached entry's table fingerprint (eviction finds its slot without the hash; caching on only)
-  hashes: usize = 0; // 16 bytes per id: the chain hash stamped on the block (caching on only)
+  hashes: usize = 0; // 16 bytes per record: the chain hash stamped on the block (caching on only)
   heapPos: usize = 0; // i32 per record: index + 1 in the side heap, 0 when absent (caching on only)
   keys: usize = 0; // u32[numBlocks]: policy key, lower evicted first (LFU: hits; priority); policies other than LRU only
   aux: usize = 0; // AUX_SIZE bytes per id: the priority policy's retention fields (that policy only)
@@ -128,6 +129,7 @@ export const META_REFS: usize = <usize>M_REFS;
 export const META_STAMP: usize = <usize>M_STAMP;
 export const META_FP: usize = <usize>M_FP;
 export const META_HEAP_POS: usize = <usize>M_HEAP_POS;
+export const META_HASH: usize = <usize>M_HASH;
 
 // The priority policy's per-id fields (byte offsets in an AUX_SIZE-byte slot of m.aux).
 export const AUX_SIZE: usize = <usize>A_SIZE;
@@ -174,7 +176,7 @@ export const DEFAULT_PRIORITY: u32 = 35;
 }
 
 @inline export function hashPtr(m: Manager, id: i32): usize {
-  return m.hashes + (<usize>id << 4);
+  return m.hashes + (<usize>id << META_SHIFT);
 }
 
 @inline export function stampOf(m: Manager, id: i32): u32 {

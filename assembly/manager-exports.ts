@@ -10,7 +10,7 @@ import {
   CHECK_TABLE, CHECK_HEADER, CHECK_ORDER, CHECK_ORDER_MEMBERS, CHECK_FUTURE, CHECK_NO_CACHE, CHECK_TOLD, CHECK_RETENTION,
 } from "../bindings/core/abi";
 import {
-  Manager, AUX_SIZE, META_SIZE, META_SHIFT, META_REFS, META_STAMP, META_FP, META_HEAP_POS, AUDIT_MARK, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
+  Manager, AUX_SIZE, META_SIZE, META_SHIFT, META_REFS, META_STAMP, META_FP, META_HEAP_POS, META_HASH, AUDIT_MARK, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, allocateSteps, release, retain, evict, evictAll } from "./idpool";
 import { match, insert, touchReversed, stampChain } from "./prefix";
@@ -26,17 +26,17 @@ import { setRecording, clearEvents, rewindEvents, snapshotEvents } from "./event
 /**
  * Bytes of the arrays of a manager of `numBlocks` ids (u64: a huge request is
  * measured, not wrapped). The per-id records (references; with caching also
- * the stamp, fingerprint and side-heap position they have room for), flags
- * and the free stack (the side heap shares its array); with caching also
- * the hashes, the recency ring (`tableCap(numBlocks)` ids of 4 bytes) and
- * the table (as many u32 lanes, in 64-byte buckets).
+ * the stamp, fingerprint, side-heap position and hash they have room for),
+ * aligned to a cache line, flags and the free stack (the side heap shares
+ * its array); with caching also the recency ring (`tableCap(numBlocks)` ids
+ * of 4 bytes) and the table (as many u32 lanes, in 64-byte buckets).
  */
 function arrayBytes(numBlocks: i32, prefixOn: i32): u64 {
   const n = <u64>numBlocks;
-  let size: u64 = (n * (prefixOn != 0 ? <u64>META_SIZE : 4) + 16) + (n + 16) + (n * 4 + 16);
+  let size: u64 = 48 + (n * (prefixOn != 0 ? <u64>META_SIZE : 4) + 16) + (n + 16) + (n * 4 + 16);
   if (prefixOn != 0) {
     const cap = tableCap(numBlocks);
-    size += n * 16 + cap * 4 + (cap * 4 + 64);
+    size += cap * 4 + (cap * 4 + 64);
   }
   return size;
 }
@@ -86,13 +86,14 @@ export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, see
   m.blockSize = blockSize;
   m.prefixOn = prefixOn;
   m.seed = (<u64>seedHi << 32) | <u64>seedLo;
-  let p = base;
+  let p = (base + 63) & ~(<usize>63);
   if (prefixOn != 0) {
     // One record per id; each field's base is its offset in id 0's record.
     m.refs = p + META_REFS;
     m.stamps = p + META_STAMP;
     m.fps = p + META_FP;
     m.heapPos = p + META_HEAP_POS;
+    m.hashes = p + META_HASH;
     m.refShift = <u32>META_SHIFT;
     p += n << META_SHIFT;
   } else {
@@ -106,7 +107,6 @@ export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, see
   m.heap = m.free + ((n - 1) << 2);
   if (prefixOn != 0) {
     const cap = <usize>tableCap(numBlocks);
-    m.hashes = p; p += n * 16;
     m.ring = p; p += cap * 4;
     m.ringMask = <u32>(cap - 1);
     m.table = (p + 63) & ~(<usize>63);

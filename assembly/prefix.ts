@@ -161,7 +161,7 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, touchHashes: bool
     let code = 0;
     if (id <= 0 || id >= numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
     else {
-      if (touchHashes) s += load<u32>(hashes + (<usize>id << 4));
+      if (touchHashes) s += load<u32>(hashes + (<usize>id << META_SHIFT));
       if (load<i32>(refs + (<usize>id << rs)) - <i32>(load<u8>(flags + <usize>id) & CACHED) <= 0) code = ERR_NOT_HELD;
     }
     if (code != 0) {
@@ -195,7 +195,7 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, touchHashes: bool
   let visited = found;
   let added = 0;
   if (fresh) {
-    copyHash(hashes + (<usize>id << 4), key);
+    copyHash(hashes + (<usize>id << META_SHIFT), key);
     if (found == 0) {
       store<u8>(fa, CACHED | STAMPED);
       if (keyed) setKey(m, id, 0); // LRU never reads keys

@@ -143,7 +143,7 @@ export function tableFind(m: Manager, key: usize): i32 {
   while (bits != 0) {
     const id = <i32>(load<u32>(a + (<usize>ctz(bits) << 2)) & idMask);
     if (id != 0) {
-      const h = hashes + (<usize>id << 4);
+      const h = hashes + (<usize>id << META_SHIFT);
       if (load<u64>(h) == lo && load<u64>(h, 8) == hi) return id;
     }
     bits &= bits - 1;

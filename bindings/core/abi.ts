@@ -95,13 +95,15 @@ export const FLAG_AUDIT_MARK = 0x80;
 
 // ---- a manager's per-id record (META_SIZE bytes per id) ----
 // The fields an operation reads together sit together: eviction reads an
-// entry's references, stamp and fingerprint, and in one record they are one
-// cache line where four arrays made four (a host tier's hundreds of
-// thousands of ids are megabytes; each access lands at random).
+// entry's references, stamp and fingerprint, an insert writes its key and
+// fingerprint next to the references it takes, and in one record they are
+// one cache line and one page where five arrays made five (a host tier's
+// hundreds of thousands of ids are megabytes; each access lands at random,
+// and on this machine its page lookup costs as much as its cache miss).
 
 /** Bytes per id (a power of two: 1 << META_SHIFT). */
-export const META_SIZE = 16;
-export const META_SHIFT = 4;
+export const META_SIZE = 32;
+export const META_SHIFT = 5;
 /** i32: every reference, the cache's included. */
 export const META_REFS = 0;
 /** u32: recency of a cached entry. */
@@ -110,6 +112,8 @@ export const META_STAMP = 4;
 export const META_FP = 8;
 /** i32: index + 1 in the side heap, 0 when absent. */
 export const META_HEAP_POS = 12;
+/** 16 bytes: the chain hash stamped on the block (caching on only). */
+export const META_HASH = 16;
 
 // ---- the priority policy's per-id fields (AUX_SIZE bytes per id) ----
 
