@@ -148,28 +148,23 @@ export function touchReversed(m: Manager, ids: usize, n: i32): void {
  * Checks that every one of ids[0..n) is held by someone other than the cache.
  * Returns 0, or an error code with errorIndex set.
  */
-export function checkInsertIds(m: Manager, ids: usize, n: i32, touchHashes: bool = false): i32 {
-  // The header's fields in locals: read once, not once per id.
+export function checkInsertIds(m: Manager, ids: usize, n: i32): i32 {
+  // The header's fields in locals: read once, not once per id. (An id's
+  // hash is on its record's line: reading the references brings it in.)
   const numBlocks = m.numBlocks;
   const refs = m.refs;
   const rs = <usize>m.refShift;
   const flags = m.flags;
-  const hashes = m.hashes;
-  let s: u32 = 0;
   for (let b = 0; b < n; b++) {
     const id = load<i32>(ids + (<usize>b << 2));
     let code = 0;
     if (id <= 0 || id >= numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-    else {
-      if (touchHashes) s += load<u32>(hashes + (<usize>id << META_SHIFT));
-      if (load<i32>(refs + (<usize>id << rs)) - <i32>(load<u8>(flags + <usize>id) & CACHED) <= 0) code = ERR_NOT_HELD;
-    }
+    else if (load<i32>(refs + (<usize>id << rs)) - <i32>(load<u8>(flags + <usize>id) & CACHED) <= 0) code = ERR_NOT_HELD;
     if (code != 0) {
       setErrorIndex(b);
       return code;
     }
   }
-  sink += s;
   return 0;
 }
 
@@ -322,8 +317,8 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
   if (staged > 0 && !stampsCover(m, ids, staged < nBlocks ? staged : nBlocks)) return ERR_TOKENS_MISSING;
   // Block b's tokens sit at block (b - staged)'s place.
   tokens -= <usize>staged * (<usize>m.blockSize << 2);
-  // The ids' hash slots are read here too: their misses overlap the records'.
-  const bad = checkInsertIds(m, ids, nBlocks, m.prefixOn != 0);
+  // The ids' records (their hashes included) are read here first, with no branch on what they hold.
+  const bad = checkInsertIds(m, ids, nBlocks);
   if (bad != 0) {
     // Nothing changes: the staged priorities are dropped too. (An unstamped
     // parent keeps them: the bindings retry the same insert.)
@@ -339,10 +334,9 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
   const parent0 = parent;
   let added = 0;
   // Windows of blocks: hash the window, then read each block's home table
-  // slot and hash slot with no branch on what they hold, then insert. The
-  // reads are independent, so their cache misses overlap instead of
-  // arriving one per block inside the branchy table probe (a block's table
-  // slot is random, and its hash slot was last touched many requests ago).
+  // slot with no branch on what it holds, then insert. The reads are
+  // independent, so their cache misses overlap instead of arriving one per
+  // block inside the branchy table probe (a block's table slot is random).
   for (let w = 0; w < nBlocks; w += INSERT_WINDOW) {
     const end = w + INSERT_WINDOW < nBlocks ? w + INSERT_WINDOW : nBlocks;
     let b = w;

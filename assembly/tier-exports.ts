@@ -31,8 +31,8 @@ export function mgr_insert_hashes(mp: usize, ids: usize, hashes: usize, n: i32, 
 }
 
 function insertHashes(m: Manager, ids: usize, hashes: usize, n: i32, tokens: usize, parents: usize): i32 {
-  // The ids' hash slots are read in the pass that checks them (insert does the same).
-  const bad = checkInsertIds(m, ids, n, m.prefixOn != 0);
+  // The ids' records (their hashes included) are read in the pass that checks them (insert does the same).
+  const bad = checkInsertIds(m, ids, n);
   if (bad != 0) return bad;
   if (m.prefixOn == 0) return 0;
   const record = m.eventsOn != 0 && tokens != 0 && parents != 0;
