@@ -184,36 +184,31 @@ const warmUp: Op[] = [
   { kind: 'new', prompt: 0, len: 20 },
 ];
 
+/** run() on random operations, pools and event recording (after warmUp). */
+function runRandom(atRelease: boolean): void {
+  fc.assert(
+    fc.property(
+      fc.array(opArb, { minLength: 1, maxLength: 60 }),
+      fc.integer({ min: 6, max: 24 }),
+      fc.integer({ min: 8, max: 40 }),
+      fc.integer({ min: 1, max: 2 }),
+      fc.boolean(),
+      (ops, numBlocks, hostNumBlocks, dpSize, events) => run([...warmUp, ...ops], numBlocks, hostNumBlocks, dpSize, events, atRelease),
+    ),
+    { numRuns: soak(150) },
+  );
+}
+
 describe('completeTransfersNow', () => {
   it('leaves the state completing every taken plan leaves, on random operations', () => {
-    fc.assert(
-      fc.property(
-        fc.array(opArb, { minLength: 1, maxLength: 60 }),
-        fc.integer({ min: 6, max: 24 }),
-        fc.integer({ min: 8, max: 40 }),
-        fc.integer({ min: 1, max: 2 }),
-        fc.boolean(),
-        (ops, numBlocks, hostNumBlocks, dpSize, events) => run([...warmUp, ...ops], numBlocks, hostNumBlocks, dpSize, events),
-      ),
-      { numRuns: soak(150) },
-    );
+    runRandom(false);
     expect(seen.offloaded).toBeGreaterThan(0);
     expect(seen.loaded).toBeGreaterThan(0);
   });
 
   it('with offloads completed within each release, leaves the state completing them after every operation leaves', () => {
     const before = { ...seen };
-    fc.assert(
-      fc.property(
-        fc.array(opArb, { minLength: 1, maxLength: 60 }),
-        fc.integer({ min: 6, max: 24 }),
-        fc.integer({ min: 8, max: 40 }),
-        fc.integer({ min: 1, max: 2 }),
-        fc.boolean(),
-        (ops, numBlocks, hostNumBlocks, dpSize, events) => run([...warmUp, ...ops], numBlocks, hostNumBlocks, dpSize, events, true),
-      ),
-      { numRuns: soak(150) },
-    );
+    runRandom(true);
     expect(seen.offloaded).toBeGreaterThan(before.offloaded);
     expect(seen.loaded).toBeGreaterThan(before.loaded);
   });
