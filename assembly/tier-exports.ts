@@ -2,7 +2,9 @@
 // under hashes the caller gives (the reference's insert(blocks) by stamped
 // hash, used when an offloaded block lands on the host), a side-effect-free
 // count of prefix hits (so a load plan's precondition is checked before
-// anything changes), and whether an id is a cache entry.
+// anything changes), whether an id is a cache entry, the offload's choice
+// of blocks, a load plan's hashes stamped on the device blocks it fills, and
+// a finished sequence's release with its offload completed in one call.
 
 import { Manager, CACHED, STAMPED, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_EVENTS_ON, flagsOf, setFlags, hashPtr, refOf, copyHash, setErrorIndex } from "./layout";
 import { tableFind, tableHome } from "./table";
@@ -246,18 +248,4 @@ export function mgr_stamp_loaded(dp: usize, sp: usize, srcIds: usize, dstIds: us
     if (run) leading++;
   }
   return leading;
-}
-
-/** The hashes stamped on ids[0, n) to `out` (16 bytes each, zeros for an id that carries none or is out of range). */
-export function mgr_block_hashes(mp: usize, ids: usize, n: i32, out: usize): void {
-  const m = changetype<Manager>(mp);
-  for (let i = 0; i < n; i++) {
-    const id = load<i32>(ids + (<usize>i << 2));
-    const o = out + (<usize>i << 4);
-    if (id > 0 && id < m.numBlocks) hashOrZero(m, id, o);
-    else {
-      store<u64>(o, 0);
-      store<u64>(o, 0, 8);
-    }
-  }
 }

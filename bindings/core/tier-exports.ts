@@ -26,6 +26,4 @@ export interface TierExports {
   tier_release_offload(
     dev: number, host: number, devIds: number, nDev: number, hostIds: number, heldHost: number, cachedHost: number, cachedDev: number, q: number,
   ): number;
-  /** Hashes stamped on ids[0, n) (16 bytes each; zeros for none). */
-  mgr_block_hashes(m: number, ids: number, n: number, out: number): void;
 }

@@ -723,17 +723,6 @@ export abstract class CoreManager {
     return this.ex.tier_release_offload(this.ptr, host.ptr, p, nDev, hp, heldHost, cachedHost, cachedDev, hp + 4 * hostRoom);
   }
 
-  /** @internal The hashes stamped on ids[start..end) into out[16*at..] (zeros for an id that carries none). */
-  blockHashesInto(ids: Int32Array, start: number, end: number, out: Uint8Array, at: number): void {
-    this.live();
-    const n = end - start;
-    if (n <= 0) return;
-    const hp = this.stg.byteSpace(n * 16);
-    const idp = this.stg.stageIds(ids, start, end);
-    this.ex.mgr_block_hashes(this.ptr, idp, n, hp);
-    out.set(this.mem.u8.subarray(hp, hp + n * 16), at * 16);
-  }
-
   /** @internal Prefix hits a match of blocks `0..nBlocks` of `tokens` would find; changes nothing. */
   peekMatches(tokens: ArrayLike<number>, nBlocks: number, salt: Uint8Array | null = null): number {
     this.live();
