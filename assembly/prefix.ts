@@ -146,9 +146,9 @@ export function touchReversed(m: Manager, ids: usize, n: i32): void {
 
 /**
  * Checks that every one of ids[0..n) is held by someone other than the cache.
- * Returns 0, or an error code with errorIndex set.
+ * Returns 0, or an error code with errorIndex set (`base` + the index).
  */
-export function checkInsertIds(m: Manager, ids: usize, n: i32): i32 {
+export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i32 {
   // The header's fields in locals: read once, not once per id. (An id's
   // hash is on its record's line: reading the references brings it in.)
   const numBlocks = m.numBlocks;
@@ -161,7 +161,7 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32): i32 {
     if (id <= 0 || id >= numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
     else if (load<i32>(refs + (<usize>id << rs)) - <i32>(load<u8>(flags + <usize>id) & CACHED) <= 0) code = ERR_NOT_HELD;
     if (code != 0) {
-      setErrorIndex(b);
+      setErrorIndex(base + b);
       return code;
     }
   }

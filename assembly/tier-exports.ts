@@ -158,8 +158,8 @@ export function tier_release_offload(
   const dev = changetype<Manager>(dp);
   const host = changetype<Manager>(hp);
   if (dev.eventsOn != 0 || host.eventsOn != 0) return ERR_EVENTS_ON;
-  let bad = heldIds(dev, devIds, nDev, 0);
-  if (bad == 0) bad = heldIds(host, hostIds, heldHost, nDev);
+  let bad = checkInsertIds(dev, devIds, nDev);
+  if (bad == 0) bad = checkInsertIds(host, hostIds, heldHost, nDev);
   if (bad != 0) return bad;
   let nHost = heldHost;
   let moved = 0;
@@ -188,21 +188,6 @@ export function tier_release_offload(
   if (code >= 0) code = release(dev, qDev, moved);
   if (code >= 0) code = release(host, hostIds, moved);
   return code < 0 ? code : moved;
-}
-
-/** 0 when ids[0, n) are in range and held by someone other than the cache; else a code, with errorIndex = base + the index. */
-function heldIds(m: Manager, ids: usize, n: i32, base: i32): i32 {
-  for (let i = 0; i < n; i++) {
-    const id = load<i32>(ids + (<usize>i << 2));
-    let code = 0;
-    if (id <= 0 || id >= m.numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-    else if (refOf(m, id) - <i32>(flagsOf(m, id) & CACHED) <= 0) code = ERR_NOT_HELD;
-    if (code != 0) {
-      setErrorIndex(base + i);
-      return code;
-    }
-  }
-  return 0;
 }
 
 /**
