@@ -12,6 +12,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ERR_EVENTS_ON, ERR_NOT_HELD, ERR_OUT_OF_RANGE, ERR_PADDING } from '../bindings/core/abi.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
+import { ConcurrentBlockManagerImpl } from '../bindings/managers/concurrent-block-manager-impl.js';
 import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { agree } from './support/agree.js';
@@ -275,6 +276,17 @@ describe('releaseOffloadNow (the core call behind it)', () => {
         expect(figures()).toEqual(before);
         m.recordEvents(false);
       }
+      // A host manager of another core instance, or a disposed one: refused before the core is called.
+      const foreign = new ConcurrentBlockManagerImpl({ numBlocks: 16, blockSize: 4 });
+      const gone = new BlockManagerImpl({ numBlocks: 16, blockSize: 4 });
+      gone.dispose();
+      try {
+        expect(() => device.releaseOffloadNow(foreign as unknown as BlockManagerImpl, dev, 3, held, 1, 0, 3)).toThrow(/belongs to another core instance/);
+        expect(() => device.releaseOffloadNow(gone, dev, 3, held, 1, 0, 3)).toThrow(/was disposed/);
+      } finally {
+        foreign.dispose();
+      }
+      expect(figures()).toEqual(before);
       // The same tables accepted: the device's 3 computed blocks are not cached, so none moves; all are given back.
       expect(device.releaseOffloadNow(host, dev, 3, held, 1, 0, 3)).toBe(0);
       expect(device.numUsedBlocks()).toBe(0);
