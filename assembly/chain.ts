@@ -6,7 +6,7 @@
 // 16 writable bytes right before `tokens`, which are saved, overwritten with
 // the parent hash for the duration of the hash, and restored.
 
-import { hash128, resultLo, resultHi, chainRun } from "./xxh3";
+import { hash128, resultLo, resultHi, chainRun, chainRun64 } from "./xxh3";
 
 /**
  * out = XXH3-128(seed, parent[0..16) ++ bytes at tokens), or of the tokens
@@ -47,7 +47,8 @@ export function hashBlocksInto(tokens: usize, numTokens: i32, blockSize: i32, pa
  * out[b] = chain hash of block b of `n` blocks of `bytes` bytes at `tokens`,
  * block 0 chained on `parent` (alone when 0). `out` must not overlap the
  * tokens or the 16 bytes before them. Blocks of 8 to 28 tokens with a parent
- * go through chainRun (the parent kept in a register); others one by one.
+ * go through chainRun (the parent kept in a register; 16 tokens: chainRun64);
+ * others one by one.
  */
 export function hashChain(tokens: usize, bytes: usize, n: i32, parent: usize, seed: u64, out: usize): void {
   if (n <= 0) return;
@@ -59,6 +60,10 @@ export function hashChain(tokens: usize, bytes: usize, n: i32, parent: usize, se
   }
   const t = tokens + <usize>first * bytes;
   const o = out + (<usize>first << 4);
+  if (bytes == 64) {
+    chainRun64(t, n - first, parent, seed, o);
+    return;
+  }
   if (bytes >= 32 && bytes <= 112) {
     chainRun(t, bytes, n - first, parent, seed, o);
     return;

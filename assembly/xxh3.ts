@@ -179,6 +179,13 @@ const MASK32: v128 = i64x2(0xffffffff, 0xffffffff);
 @inline function mix32Bv(acc: v128, x: v128, y: v128, s: usize, seedv: v128): v128 {
   const k1 = v128.xor(x, i64x2.add(v128.load(s), seedv)); // [a1, b1]: mix16B(in1) multiplies a1 * b1
   const k2 = v128.xor(y, i64x2.add(v128.load(s, 16), seedv)); // [a2, b2]
+  const sums = i64x2.add(i64x2.shuffle(y, x, 0, 2), i64x2.shuffle(y, x, 1, 3)); // [y0 + y1, x0 + x1]
+  return v128.xor(i64x2.add(acc, fold64x2(k1, k2)), sums);
+}
+
+/** [fold64(a1, b1), fold64(a2, b2)] of k1 = [a1, b1] and k2 = [a2, b2]. */
+// @ts-ignore: decorator
+@inline function fold64x2(k1: v128, k2: v128): v128 {
   const a = i32x4.shuffle(k1, k2, 0, 4, 1, 5); // [a1.lo, a2.lo, a1.hi, a2.hi]
   const b = i32x4.shuffle(k1, k2, 2, 6, 3, 7); // [b1.lo, b2.lo, b1.hi, b2.hi]
   const bs = i32x4.shuffle(k1, k2, 3, 7, 2, 6); // [b1.hi, b2.hi, b1.lo, b2.lo]
@@ -189,8 +196,7 @@ const MASK32: v128 = i64x2(0xffffffff, 0xffffffff);
   const cross = i64x2.add(i64x2.add(i64x2.shr_u(ll, 32), v128.and(lh, MASK32)), hl);
   const hi = i64x2.add(i64x2.add(hh, i64x2.shr_u(lh, 32)), i64x2.shr_u(cross, 32));
   const lo = v128.or(i64x2.shl(cross, 32), v128.and(ll, MASK32));
-  const sums = i64x2.add(i64x2.shuffle(y, x, 0, 2), i64x2.shuffle(y, x, 1, 3)); // [y0 + y1, x0 + x1]
-  return v128.xor(i64x2.add(acc, v128.xor(lo, hi)), sums);
+  return v128.xor(lo, hi);
 }
 
 // @ts-ignore: decorator
@@ -268,6 +274,52 @@ export function chainRun(tokens: usize, bytes: usize, n: i32, parent: usize, see
     store<u64>(o, parLo);
     store<u64>(o, parHi, 8);
   }
+}
+
+/**
+ * chainRun for 64-byte blocks (16 int32 tokens; len 80), two blocks a turn:
+ * the run is bound by instruction throughput, not by the chain from one
+ * block to the next (two independent runs interleaved gain ~8%), so what
+ * pays is fewer instructions per block. The mix steps' addresses are fixed
+ * (the 32-byte step with secret offset 64 reads tokens 4..7 twice), and
+ * the two blocks' token-only multiply of the last step, which chainRun
+ * makes scalar, share one vector. ~12% fewer cycles a block than chainRun.
+ */
+export function chainRun64(tokens: usize, n: i32, parent: usize, seed: u64, out: usize): void {
+  const s = K_SECRET;
+  const seedv = i64x2(<i64>seed, <i64>(0 - seed));
+  const acc0 = i64x2(<i64>(80 * PRIME64_1), 0);
+  const k0 = load<u64>(s) + seed;
+  const k1 = load<u64>(s, 8) - seed;
+  const kTail = i64x2.add(v128.load(s, 16), seedv);
+  const tail = (80 - seed) * PRIME64_2;
+  let parLo = load<u64>(parent);
+  let parHi = load<u64>(parent, 8);
+  const end = tokens + (<usize>(n & ~1) << 6);
+  let o = out;
+  for (let p = tokens; p < end; p += 128, o += 32) {
+    const a3 = v128.load(p, 48);
+    const b3 = v128.load(p, 112);
+    const accA = mix32Bv(mix32Bv(acc0, v128.load(p, 16), v128.load(p, 16), s + 64, seedv), v128.load(p), v128.load(p, 32), s + 32, seedv);
+    const accB = mix32Bv(mix32Bv(acc0, v128.load(p, 80), v128.load(p, 80), s + 64, seedv), v128.load(p, 64), v128.load(p, 96), s + 32, seedv);
+    // [mix16B of block A's last 16 bytes, of block B's], and their two u64 sums.
+    const f = fold64x2(v128.xor(a3, kTail), v128.xor(b3, kTail));
+    const sums = i64x2.add(i64x2.shuffle(a3, b3, 0, 2), i64x2.shuffle(a3, b3, 1, 3));
+    let lo = (<u64>i64x2.extract_lane(accA, 0) + fold64(parLo ^ k0, parHi ^ k1)) ^ <u64>i64x2.extract_lane(sums, 0);
+    let hi = (<u64>i64x2.extract_lane(accA, 1) + <u64>i64x2.extract_lane(f, 0)) ^ (parLo + parHi);
+    parLo = avalanche(lo + hi);
+    parHi = 0 - avalanche(lo * PRIME64_1 + hi * PRIME64_4 + tail);
+    store<u64>(o, parLo);
+    store<u64>(o, parHi, 8);
+    lo = (<u64>i64x2.extract_lane(accB, 0) + fold64(parLo ^ k0, parHi ^ k1)) ^ <u64>i64x2.extract_lane(sums, 1);
+    hi = (<u64>i64x2.extract_lane(accB, 1) + <u64>i64x2.extract_lane(f, 1)) ^ (parLo + parHi);
+    parLo = avalanche(lo + hi);
+    parHi = 0 - avalanche(lo * PRIME64_1 + hi * PRIME64_4 + tail);
+    store<u64>(o, parLo, 16);
+    store<u64>(o, parHi, 24);
+  }
+  // An odd last block, chained on the block before it (or on `parent`).
+  if ((n & 1) != 0) chainRun(end, 64, 1, n > 1 ? o - 16 : parent, seed, o);
 }
 
 function hash129to240(p: usize, len: usize, seed: u64): void {

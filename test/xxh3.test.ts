@@ -323,6 +323,24 @@ describe('hashBlocks chaining', () => {
     }
   });
 
+  it('gives every count of 16-token blocks, even or odd, with or without a parent, the chain of xxh3_128', () => {
+    // 16 tokens take a run of two blocks a turn and one more for an odd count.
+    const parent = Uint8Array.from({ length: 16 }, (_, i) => 0x5a ^ (i * 71));
+    for (let n = 1; n <= 7; n++) {
+      const t = tokens.subarray(0, 16 * n);
+      for (const seed of [1024n, 2n ** 64n - 1n]) {
+        expect(hex(hashBlocks(t, 16, seed)), `n=${n} seed=${seed}`).toBe(hex(manualChain(t, 16, seed)));
+        const ptr = stageTokens(t);
+        const pp = ptr + t.length * 4 + 16;
+        mem.u8.set(parent, pp);
+        const out = pp + 32;
+        const got = core().hash_blocks_from(ptr, t.length, 16, Number(seed & 0xffffffffn), Number(seed >> 32n), pp, out);
+        expect(got).toBe(n);
+        expect(hex(mem.u8.slice(out, out + 16 * n)), `n=${n} seed=${seed} with a parent`).toBe(hex(manualChain(t, 16, seed, parent)));
+      }
+    }
+  });
+
   it('is stable across repeated calls and returns copies', () => {
     const a = hashBlocks(tokens, 16);
     const b = hashBlocks(tokens, 16);
