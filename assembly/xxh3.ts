@@ -188,7 +188,7 @@ const MASK32: v128 = i64x2(0xffffffff, 0xffffffff);
 @inline function fold64x2(k1: v128, k2: v128): v128 {
   const a = i32x4.shuffle(k1, k2, 0, 4, 1, 5); // [a1.lo, a2.lo, a1.hi, a2.hi]
   const b = i32x4.shuffle(k1, k2, 2, 6, 3, 7); // [b1.lo, b2.lo, b1.hi, b2.hi]
-  const bs = i32x4.shuffle(k1, k2, 3, 7, 2, 6); // [b1.hi, b2.hi, b1.lo, b2.lo]
+  const bs = i32x4.shuffle(b, b, 2, 3, 0, 1); // [b1.hi, b2.hi, b1.lo, b2.lo]
   const ll = i64x2.extmul_low_i32x4_u(a, b);
   const hh = i64x2.extmul_high_i32x4_u(a, b);
   const lh = i64x2.extmul_low_i32x4_u(a, bs);
