@@ -8,7 +8,7 @@ import {
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim, takeFromRing } from "./lru";
-import { tableRemove, tableHomeOf } from "./table";
+import { tableRemove, readHomesOf } from "./table";
 import { expDrop } from "./priority";
 import { recordRemoved, recordCleared } from "./events";
 
@@ -60,9 +60,7 @@ export function evict(m: Manager, k: i32): i32 {
       done++;
     }
   }
-  let s: u32 = 0;
-  for (let i = 0; i < done; i++) s += load<u32>(tableHomeOf(m, load<i32>(first + (<usize>i << 2))));
-  evictSink += s;
+  evictSink += readHomesOf(m, first, done);
   const flags = m.flags;
   const refs = m.refs;
   const rs = <usize>m.refShift;

@@ -13,7 +13,7 @@ import {
 import { addRef } from "./idpool";
 import { touchAll, lruRemove } from "./lru";
 import { applyBatch, resetBatch } from "./priority";
-import { tableFind, tableFindOrAdd, tableHome } from "./table";
+import { tableFind, tableFindOrAdd, readHomes } from "./table";
 import { chainHash, hashChain } from "./chain";
 import { recordStored } from "./events";
 import { alloc } from "./heap";
@@ -99,9 +99,7 @@ export function match(m: Manager, tokens: usize, nBlocks: i32, parentId: i32, pa
   for (let w = 0; w < nBlocks; w += INSERT_WINDOW) {
     const n = w + INSERT_WINDOW < nBlocks ? INSERT_WINDOW : nBlocks - w;
     hashChain(tokens + <usize>w * bytes, bytes, n, parent, m.seed, keys);
-    let s: u32 = 0;
-    for (let b = 0; b < n; b++) s += load<u32>(tableHome(m, keys + (<usize>b << 4)));
-    sink += s;
+    sink += readHomes(m, keys, n);
     let b = 0;
     for (; b < n; b++) {
       const id = tableFind(m, keys + (<usize>b << 4));
@@ -348,12 +346,7 @@ export function insert(m: Manager, tokens: usize, ids: usize, nBlocks: i32, pare
       parent = out;
     }
     if (b < end) hashChain(tokens + <usize>b * bytes, bytes, end - b, parent, m.seed, hashes + (<usize>(b - w) << 4));
-    let s: u32 = 0;
-    for (let b = w; b < end; b++) {
-      const h = hashes + (<usize>(b - w) << 4);
-      s += load<u32>(tableHome(m, h));
-    }
-    sink += s;
+    sink += readHomes(m, hashes, end - w);
     added += insertRange(m, ids, w, end, hashes, m.eventsOn != 0, tokens, bytes, w == 0 ? parent0 : carry, w == 0 ? parentKind(parentId, parent0) : EV_PARENT_CHAIN);
     // The next window's first parent; `hashes` is overwritten.
     copyHash(carry, hashes + (<usize>(end - 1 - w) << 4));

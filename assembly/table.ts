@@ -63,14 +63,33 @@ const CTRL: usize = 60; // byte offset of lane 15, the overflow count
   );
 }
 
-/** Address of the home bucket of the 16-byte hash at `key` (for prefetching reads). */
-@inline export function tableHome(m: Manager, key: usize): usize {
-  return bucketAddr(m, fingerprint(load<u64>(key)) & m.bucketMask);
+/**
+ * Reads the home bucket's first lane for each of the `n` 16-byte keys at
+ * `keys`, with no branch on what they hold: the reads are independent, so
+ * their cache misses overlap, where they came one per key inside a probe.
+ * Returns their sum, for the caller to keep (so the reads stay). The
+ * header's fields sit in locals: the loop is short, so that more of its
+ * reads fit in flight at once.
+ */
+export function readHomes(m: Manager, keys: usize, n: i32): u32 {
+  const table = m.table;
+  const bucketMask = m.bucketMask;
+  let s: u32 = 0;
+  for (let i = 0; i < n; i++) s += load<u32>(table + (<usize>(fingerprint(load<u64>(keys + (<usize>i << 4))) & bucketMask) << 6));
+  return s;
 }
 
-/** Address of the home bucket of a cached id (for prefetching reads). */
-@inline export function tableHomeOf(m: Manager, id: i32): usize {
-  return bucketAddr(m, load<u32>(fpAddr(m, id)) & m.bucketMask);
+/** readHomes for the `n` cached ids at `ids` (their home from the fingerprint kept per id). */
+export function readHomesOf(m: Manager, ids: usize, n: i32): u32 {
+  const table = m.table;
+  const bucketMask = m.bucketMask;
+  const fps = m.fps;
+  let s: u32 = 0;
+  for (let i = 0; i < n; i++) {
+    const id = load<i32>(ids + (<usize>i << 2));
+    s += load<u32>(table + (<usize>(load<u32>(fps + (<usize>id << META_SHIFT)) & bucketMask) << 6));
+  }
+  return s;
 }
 
 /** Home bucket of the key the last tableFind did not find (an insert after the miss starts there). */

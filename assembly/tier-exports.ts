@@ -7,7 +7,7 @@
 // a finished sequence's release with its offload completed in one call.
 
 import { Manager, CACHED, STAMPED, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_EVENTS_ON, flagsOf, setFlags, hashPtr, refOf, copyHash, setErrorIndex } from "./layout";
-import { tableFind, tableHome } from "./table";
+import { tableFind, readHomes } from "./table";
 import { allocate, release } from "./idpool";
 
 const PREFETCH_WINDOW: i32 = 32;
@@ -52,9 +52,7 @@ function insertHashes(m: Manager, ids: usize, hashes: usize, n: i32, tokens: usi
     // hashes are megabytes, and each offloaded block lands at random in them).
     for (let w = 0; w < n; w += PREFETCH_WINDOW) {
       const end = w + PREFETCH_WINDOW < n ? w + PREFETCH_WINDOW : n;
-      let s: u32 = 0;
-      for (let b = w; b < end; b++) s += load<u32>(tableHome(m, hashes + (<usize>b << 4)));
-      prefetchSink += s;
+      prefetchSink += readHomes(m, hashes + (<usize>w << 4), end - w);
       added += insertRange(m, ids, w, end, hashes + (<usize>w << 4), false, 0, 0, 0, 0);
     }
   }
