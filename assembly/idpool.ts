@@ -8,7 +8,7 @@ import {
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim, takeFromRing } from "./lru";
-import { tableRemove, readHomesOf } from "./table";
+import { tableRemoveAll, readHomesOf } from "./table";
 import { expDrop } from "./priority";
 import { recordRemoved, recordCleared } from "./events";
 
@@ -61,17 +61,19 @@ export function evict(m: Manager, k: i32): i32 {
     }
   }
   evictSink += readHomesOf(m, first, done);
-  const flags = m.flags;
-  const refs = m.refs;
-  const rs = <usize>m.refShift;
-  const slow = m.eventsOn != 0 || m.policy == POLICY_PRIORITY;
-  for (let i = 0; i < done; i++) {
-    const id = load<i32>(first + (<usize>i << 2));
-    if (slow) {
+  if (m.eventsOn != 0 || m.policy == POLICY_PRIORITY) {
+    for (let i = 0; i < done; i++) {
+      const id = load<i32>(first + (<usize>i << 2));
       if (m.eventsOn != 0) recordRemoved(m, id);
       if (m.policy == POLICY_PRIORITY) expDrop(m, id);
     }
-    tableRemove(m, id);
+  }
+  tableRemoveAll(m, first, done);
+  const flags = m.flags;
+  const refs = m.refs;
+  const rs = <usize>m.refShift;
+  for (let i = 0; i < done; i++) {
+    const id = load<i32>(first + (<usize>i << 2));
     store<u8>(flags + <usize>id, 0);
     store<i32>(refs + (<usize>id << rs), 0);
   }

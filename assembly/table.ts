@@ -200,21 +200,27 @@ export function tableInsert(m: Manager, id: i32): void {
   place(m, fp & m.bucketMask, (fp & m.tagMask) | <u32>id);
 }
 
-/** Removes `id` (which must be present). */
-export function tableRemove(m: Manager, id: i32): void {
-  const fp = load<u32>(fpAddr(m, id));
-  const e = (fp & m.tagMask) | <u32>id;
+/** Removes the `n` ids at `ids` (each must be present; the order does not matter), the header's fields in locals. */
+export function tableRemoveAll(m: Manager, ids: usize, n: i32): void {
+  const table = m.table;
   const bucketMask = m.bucketMask;
-  let b = fp & bucketMask;
-  while (true) {
-    const a = bucketAddr(m, b);
-    const bits = lanesEqual(a, e);
-    if (bits != 0) {
-      store<u32>(a + (<usize>ctz(bits) << 2), 0);
-      return;
+  const tagMask = m.tagMask;
+  const fps = m.fps;
+  for (let i = 0; i < n; i++) {
+    const id = load<i32>(ids + (<usize>i << 2));
+    const fp = load<u32>(fps + (<usize>id << META_SHIFT));
+    const e = (fp & tagMask) | <u32>id;
+    let b = fp & bucketMask;
+    while (true) {
+      const a = table + (<usize>b << 6);
+      const bits = lanesEqual(a, e);
+      if (bits != 0) {
+        store<u32>(a + (<usize>ctz(bits) << 2), 0);
+        break;
+      }
+      store<u32>(a, load<u32>(a, CTRL) - 1, CTRL);
+      b = (b + 1) & bucketMask;
     }
-    store<u32>(a, load<u32>(a, CTRL) - 1, CTRL);
-    b = (b + 1) & bucketMask;
   }
 }
 
