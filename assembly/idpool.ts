@@ -42,9 +42,9 @@ export function evict(m: Manager, k: i32): i32 {
   // Three passes: take the victims out of the recency order (consecutive
   // ring entries), read each victim's home table slot with no branch on its
   // content, then remove them from the table. The reads of the middle
-  // pass are independent, so their cache misses overlap; inside the probe
-  // loop of tableRemove they came one per victim. Each structure still sees
-  // the victims in eviction order.
+  // pass are independent, so their cache misses overlap; inside a removal's
+  // probe loop they came one per victim. Each structure still sees the
+  // victims in eviction order.
   const top = m.freeTop;
   const first = m.free + (<usize>top << 2);
   let done = 0;

@@ -43,7 +43,7 @@
 // the lowest list's head and the heap top, parking held ones as under LRU.
 
 import {
-  Manager, LINKED, IN_HEAP, CACHED, AUDIT_MARK, POLICY_LRU, META_SHIFT, flagsOf, setFlags, stampOf, setStamp,
+  Manager, LINKED, IN_HEAP, CACHED, AUDIT_MARK, POLICY_LRU, META_SHIFT, META_REFS, META_STAMP, flagsOf, setFlags, stampOf, setStamp,
   refOf, keyOf, setKey,
 } from "./layout";
 
@@ -511,9 +511,9 @@ export function takeFromRing(m: Manager, k: i32, out: usize): i32 {
   const mask = m.ringMask;
   const tail = m.ringTail;
   const flags = m.flags;
-  const stamps = m.stamps;
+  // The references and the stamp are on one record (caching is on here):
+  // one base for both, so that the loop's locals fit in registers.
   const refs = m.refs;
-  const rs = <usize>m.refShift;
   const offset = ringOffset(m);
   let head = m.ringHead;
   let n = 0;
@@ -523,9 +523,10 @@ export function takeFromRing(m: Manager, k: i32, out: usize): i32 {
     head++;
     const fa = flags + <usize>id;
     const f = load<u8>(fa);
-    if ((f & LINKED) == 0 || load<u32>(stamps + (<usize>id << META_SHIFT)) != stamp) continue; // stale
+    const rec = refs + (<usize>id << META_SHIFT);
+    if ((f & LINKED) == 0 || load<u32>(rec, META_STAMP - META_REFS) != stamp) continue; // stale
     store<u8>(fa, f & ~LINKED); // a victim leaves the order; a held entry is parked
-    if (load<i32>(refs + (<usize>id << rs)) != 1) continue;
+    if (load<i32>(rec) != 1) continue;
     store<i32>(out + (<usize>n << 2), id);
     n++;
   }
