@@ -7,7 +7,7 @@
 // most recent and eviction takes chain tails first.
 
 import {
-  Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, META_SHIFT, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
+  Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, META_SHIFT, META_REFS, META_HASH, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
   ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_TOKENS_MISSING, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { addRef } from "./idpool";
@@ -176,7 +176,7 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i
  * The header's fields come as arguments: a loop reads them once.
  */
 @inline function insertOneIn(
-  m: Manager, flags: usize, refs: usize, hashes: usize, keyed: bool, table: usize, bucketMask: u32, tagMask: u32, fps: usize,
+  m: Manager, flags: usize, records: usize, keyed: bool, table: usize, bucketMask: u32, tagMask: u32,
   idAddr: usize, key: usize,
 ): i32 {
   const id = load<i32>(idAddr);
@@ -184,16 +184,17 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i
   const f = load<u8>(fa);
   const fresh = (f & CACHED) == 0;
   // A miss caches the caller's block, unless it is cached under another key.
-  const found = tableFindOrAdd(m, table, bucketMask, tagMask, hashes, fps, key, fresh ? id : 0);
+  const found = tableFindOrAdd(m, table, bucketMask, tagMask, records, key, fresh ? id : 0);
   let visited = found;
   let added = 0;
   if (fresh) {
-    copyHash(hashes + (<usize>id << META_SHIFT), key);
+    const rec = records + (<usize>id << META_SHIFT);
+    store<u64>(rec, load<u64>(key), META_HASH);
+    store<u64>(rec, load<u64>(key, 8), META_HASH + 8);
     if (found == 0) {
       store<u8>(fa, CACHED | STAMPED);
       if (keyed) setKey(m, id, 0); // LRU never reads keys
-      const ra = refs + (<usize>id << META_SHIFT);
-      store<i32>(ra, load<i32>(ra) + 1);
+      store<i32>(rec, load<i32>(rec, META_REFS) + 1, META_REFS);
       added = 1;
       visited = id;
     } else {
@@ -216,19 +217,18 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i
 ): i32 {
   const flags = m.flags;
   // Only a caching manager gets here (its callers return first otherwise):
-  // its references are in the records, META_SHIFT apart.
-  const refs = m.refs;
-  const hashes = m.hashes;
+  // an id's references, key and fingerprint are on its record, reached
+  // from one base (the loop's locals fit in registers).
+  const records = m.refs - META_REFS;
   const keyed = m.policy != POLICY_LRU;
   const table = m.table;
   const bucketMask = m.bucketMask;
   const tagMask = m.tagMask;
-  const fps = m.fps;
   let added = 0;
   for (let b = from; b < to; b++) {
     const key = keys + (<usize>(b - from) << 4);
     const idAddr = ids + (<usize>b << 2);
-    const made = insertOneIn(m, flags, refs, hashes, keyed, table, bucketMask, tagMask, fps, idAddr, key);
+    const made = insertOneIn(m, flags, records, keyed, table, bucketMask, tagMask, idAddr, key);
     if (made != 0 && events) {
       recordStored(m, load<i32>(idAddr), b == from ? firstKind : EV_PARENT_CHAIN, b == from ? firstParent : key - 16, tokens + <usize>b * bytes);
     }

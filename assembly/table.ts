@@ -15,7 +15,7 @@
 // a bucket overflows when more than 15 of its expected ~8 keys land in it,
 // under 1% of buckets.
 
-import { Manager, hashPtr, META_SHIFT } from "./layout";
+import { Manager, hashPtr, META_SHIFT, META_FP, META_HASH } from "./layout";
 
 const LANES_MASK: i32 = 0x7fff; // lanes 0..14
 const CTRL: usize = 60; // byte offset of lane 15, the overflow count
@@ -132,9 +132,11 @@ export function tableFind(m: Manager, key: usize): i32 {
  * the tag compare and the free lane. The table's header fields come as
  * arguments: a loop reads them once (the compilers cannot keep header
  * fields in registers across stores to linear memory, which might alias them).
+ * `records`: the base of the per-id records (a caching manager's m.refs),
+ * where the keys and fingerprints are.
  */
 @inline export function tableFindOrAdd(
-  m: Manager, table: usize, bucketMask: u32, tagMask: u32, hashes: usize, fps: usize, key: usize, addId: i32,
+  m: Manager, table: usize, bucketMask: u32, tagMask: u32, records: usize, key: usize, addId: i32,
 ): i32 {
   const lo = load<u64>(key);
   const hi = load<u64>(key, 8);
@@ -144,7 +146,7 @@ export function tableFind(m: Manager, key: usize): i32 {
     // Overflowed home: the general probe, then the general insert.
     const found = tableFind(m, key);
     if (found == 0 && addId != 0) {
-      store<u32>(fps + (<usize>addId << META_SHIFT), fp);
+      store<u32>(records + (<usize>addId << META_SHIFT), fp, META_FP);
       place(m, missHome, (fp & tagMask) | <u32>addId);
     }
     return found;
@@ -162,13 +164,13 @@ export function tableFind(m: Manager, key: usize): i32 {
   while (bits != 0) {
     const id = <i32>(load<u32>(a + (<usize>ctz(bits) << 2)) & idMask);
     if (id != 0) {
-      const h = hashes + (<usize>id << META_SHIFT);
-      if (load<u64>(h) == lo && load<u64>(h, 8) == hi) return id;
+      const h = records + (<usize>id << META_SHIFT);
+      if (load<u64>(h, META_HASH) == lo && load<u64>(h, META_HASH + 8) == hi) return id;
     }
     bits &= bits - 1;
   }
   if (addId != 0) {
-    store<u32>(fps + (<usize>addId << META_SHIFT), fp);
+    store<u32>(records + (<usize>addId << META_SHIFT), fp, META_FP);
     const e = (fp & tagMask) | <u32>addId;
     const z = i32x4.splat(0);
     const free = laneBits(i32x4.eq(v0, z), i32x4.eq(v1, z), i32x4.eq(v2, z), i32x4.eq(v3, z));
