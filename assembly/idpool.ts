@@ -176,7 +176,7 @@ export function allocateSteps(m: Manager, k: i32, out: usize): i32 {
   } else if (r == 1 && isCached(m, id)) {
     m.numUsed--;
     m.numEvictable++;
-    becameEvictable(m, id);
+    becameEvictable(m, id, flagsOf(m, id));
   }
 }
 
@@ -237,10 +237,13 @@ export function release(m: Manager, ids: usize, n: i32): i32 {
         store<u8>(flags + <usize>id, 0);
         store<i32>(free + (<usize>top << 2), id);
         top++;
-      } else if (r == 1 && (load<u8>(flags + <usize>id) & CACHED) != 0) {
-        used++;
-        evictable++;
-        becameEvictable(m, id);
+      } else if (r == 1) {
+        const f = load<u8>(flags + <usize>id);
+        if ((f & CACHED) != 0) {
+          used++;
+          evictable++;
+          becameEvictable(m, id, f);
+        }
       }
     }
     m.freeTop = top;

@@ -463,9 +463,9 @@ export function lruAdd(m: Manager, id: i32): void {
   }
 }
 
-/** The last holder besides the cache let go: a parked entry becomes findable again. */
-@inline export function becameEvictable(m: Manager, id: i32): void {
-  if ((flagsOf(m, id) & (LINKED | IN_HEAP)) == 0) heapPush(m, id);
+/** The last holder besides the cache let go (`f`: the id's flags): a parked entry becomes findable again. */
+@inline export function becameEvictable(m: Manager, id: i32, f: u8): void {
+  if ((f & (LINKED | IN_HEAP)) == 0) heapPush(m, id);
 }
 
 /** Removes an entry being evicted (or dropped) from whichever structure holds it. */
