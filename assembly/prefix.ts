@@ -225,14 +225,24 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i
   const bucketMask = m.bucketMask;
   const tagMask = m.tagMask;
   let added = 0;
-  for (let b = from; b < to; b++) {
-    const key = keys + (<usize>(b - from) << 4);
-    const idAddr = ids + (<usize>b << 2);
-    const made = insertOneIn(m, flags, records, keyed, table, bucketMask, tagMask, idAddr, key);
-    if (made != 0 && events) {
-      recordStored(m, load<i32>(idAddr), b == from ? firstKind : EV_PARENT_CHAIN, b == from ? firstParent : key - 16, tokens + <usize>b * bytes);
+  if (!events) {
+    // A loop of its own, walking pointers: the events' arguments, live
+    // through the loop below, would push its locals out of registers.
+    const end = ids + (<usize>to << 2);
+    let key = keys;
+    for (let a = ids + (<usize>from << 2); a < end; a += 4, key += 16) {
+      added += insertOneIn(m, flags, records, keyed, table, bucketMask, tagMask, a, key);
     }
-    added += made;
+  } else {
+    for (let b = from; b < to; b++) {
+      const key = keys + (<usize>(b - from) << 4);
+      const idAddr = ids + (<usize>b << 2);
+      const made = insertOneIn(m, flags, records, keyed, table, bucketMask, tagMask, idAddr, key);
+      if (made != 0) {
+        recordStored(m, load<i32>(idAddr), b == from ? firstKind : EV_PARENT_CHAIN, b == from ? firstParent : key - 16, tokens + <usize>b * bytes);
+      }
+      added += made;
+    }
   }
   m.numCached += added;
   return added;
