@@ -4,7 +4,7 @@
 // anything other than the prefix cache holds it.
 
 import {
-  Manager, CACHED, POLICY_LRU, POLICY_PRIORITY, refOf, setRef, flagsOf, setFlags, isCached,
+  Manager, CACHED, POLICY_LRU, POLICY_PRIORITY, META_SHIFT, refOf, setRef, flagsOf, setFlags, isCached,
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim, takeFromRing } from "./lru";
@@ -69,13 +69,13 @@ export function evict(m: Manager, k: i32): i32 {
     }
   }
   tableRemoveAll(m, first, done);
+  // Eviction is for caching managers: their references are on the records.
   const flags = m.flags;
   const refs = m.refs;
-  const rs = <usize>m.refShift;
   for (let i = 0; i < done; i++) {
     const id = load<i32>(first + (<usize>i << 2));
     store<u8>(flags + <usize>id, 0);
-    store<i32>(refs + (<usize>id << rs), 0);
+    store<i32>(refs + (<usize>id << META_SHIFT), 0);
   }
   m.numCached -= done;
   m.numEvictable -= done;
@@ -96,9 +96,20 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
       return -1;
     }
   }
+  if (m.refShift == <u32>META_SHIFT) popIds(m, n, out, META_SHIFT);
+  else popIds(m, n, out, 2);
+  m.freeTop -= n;
+  m.numUsed += n;
+  if (m.numUsed > m.peakUsed) m.peakUsed = m.numUsed;
+  m.blocksAllocated += <u64>n;
+  return n;
+}
+
+/** Pops `n` ids to `out`, one reference each, the references `rs` bits apart (a constant: see release). */
+// @ts-ignore: decorator
+@inline function popIds(m: Manager, n: i32, out: usize, rs: usize): void {
   const free = m.free;
   const refs = m.refs;
-  const rs = <usize>m.refShift;
   const flags = m.flags;
   let top = m.freeTop;
   for (let i = 0; i < n; i++) {
@@ -107,11 +118,6 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
     store<u8>(flags + <usize>id, 0);
     store<i32>(out + (<usize>i << 2), id);
   }
-  m.freeTop = top;
-  m.numUsed += n;
-  if (m.numUsed > m.peakUsed) m.peakUsed = m.numUsed;
-  m.blocksAllocated += <u64>n;
-  return n;
 }
 
 /**
@@ -197,6 +203,14 @@ export function allocateSteps(m: Manager, k: i32, out: usize): i32 {
  * left. Returns 0, or an error code with `errorIndex` set.
  */
 export function release(m: Manager, ids: usize, n: i32): i32 {
+  // The record stride as a constant in each copy: a variable shift ties up
+  // a register the loops need.
+  return m.refShift == <u32>META_SHIFT ? releaseStrided(m, ids, n, META_SHIFT) : releaseStrided(m, ids, n, 2);
+}
+
+/** release() with the references `rs` bits apart (m.refShift). */
+// @ts-ignore: decorator
+@inline function releaseStrided(m: Manager, ids: usize, n: i32, rs: usize): i32 {
   // The common case, distinct ids (a sequence's table): one pass validates,
   // takes each reference and marks the id by storing its new count as ~count
   // (negative); one pass unmarks and applies the effects in list order. An id
@@ -204,7 +218,6 @@ export function release(m: Manager, ids: usize, n: i32): i32 {
   // below runs. Header fields and array bases sit in locals: a store to
   // linear memory could alias them as far as the compilers know.
   const refs = m.refs;
-  const rs = <usize>m.refShift;
   const flags = m.flags;
   const numBlocks = m.numBlocks;
   let i = 0;

@@ -147,11 +147,17 @@ export function touchReversed(m: Manager, ids: usize, n: i32): void {
  * Returns 0, or an error code with errorIndex set (`base` + the index).
  */
 export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i32 {
+  // The record stride as a constant in each copy (a variable shift ties up a register).
+  return m.refShift == <u32>META_SHIFT ? checkHeld(m, ids, n, base, META_SHIFT) : checkHeld(m, ids, n, base, 2);
+}
+
+/** checkInsertIds with the references `rs` bits apart (m.refShift). */
+// @ts-ignore: decorator
+@inline function checkHeld(m: Manager, ids: usize, n: i32, base: i32, rs: usize): i32 {
   // The header's fields in locals: read once, not once per id. (An id's
   // hash is on its record's line: reading the references brings it in.)
   const numBlocks = m.numBlocks;
   const refs = m.refs;
-  const rs = <usize>m.refShift;
   const flags = m.flags;
   for (let b = 0; b < n; b++) {
     const id = load<i32>(ids + (<usize>b << 2));
