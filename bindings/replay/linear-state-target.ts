@@ -17,8 +17,19 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
   readonly pool: BlockManagerPool;
   /** @internal The base target's (its sequences are the base's). */
   readonly holdsPrompt: boolean;
+  /**
+   * @internal The base target's: what this target adds reads a sequence's
+   * tokens only through stagings (its prefix hashes).
+   */
+  get keepsPrompt(): boolean {
+    return this.base.keepsPrompt === true;
+  }
   /** The base target's, when it has one. */
   readonly appendOutputs?: (seq: S, first: number, count: number) => void;
+  /** @internal The base target's, when it has one. */
+  readonly advanceOutputs?: (seq: S, count: number) => void;
+  /** The base target's, when it has one (a pool's refuses a step that owes a live slot). */
+  readonly decodeSteps?: (seq: S, steps: number) => number;
 
   /** `poolSequence`: the pool's Sequence behind one of the base target's sequences. */
   constructor(
@@ -28,6 +39,8 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
     this.pool = base.pool;
     this.holdsPrompt = base.holdsPrompt === true;
     if (base.appendOutputs) this.appendOutputs = base.appendOutputs.bind(base);
+    if (base.advanceOutputs) this.advanceOutputs = base.advanceOutputs.bind(base);
+    if (base.decodeSteps) this.decodeSteps = base.decodeSteps.bind(base);
   }
 
   newSequence(buffer: Int32Array, promptLength: number): S {
