@@ -6,7 +6,10 @@
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { LinearStatePrefixCache, type LinearStateCacheOp } from '../bindings/linear-state/linear-state-prefix-cache.js';
+import { LinearStatePrefixCache, prefillScratchBytes, type LinearStateCacheOp } from '../bindings/linear-state/linear-state-prefix-cache.js';
+import type { CoreInstance } from '../bindings/core/core-instance.js';
+import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
+import { Sequence } from '../bindings/pool/sequence.js';
 import { fewer } from './support/soak.js';
 
 /** A 16-byte hash per number (few numbers: keys repeat within and across batches). */
@@ -88,5 +91,60 @@ describe('LinearStatePrefixCache.prefillBatch', () => {
     expect(state(c)).toEqual(before);
     c.dispose();
     expect(() => c.prefillBatch(new Uint8Array(16), 0, 1)).toThrow(/disposed/);
+  });
+});
+
+describe('LinearStatePrefixCache.prefillBatchAt (the prefix hashes left in the core)', () => {
+  const B = 4;
+  /** A prompt of `blocks` blocks from a few shared heads, so later prompts hit earlier ones. */
+  const promptArb = fc.record({ head: fc.nat({ max: 2 }), blocks: fc.integer({ min: 1, max: 9 }), tail: fc.nat({ max: 3 }), salt: fc.nat({ max: 5 }) });
+
+  it('leaves in the core exactly the bytes prefixHashes gives, and commits what prefillBatch does, request after request', () => {
+    fc.assert(
+      fc.property(fc.array(promptArb, { minLength: 1, maxLength: 10 }), (prompts) => {
+        const opts = { numBlocks: 48, blockSize: B, enableLinearState: true, linearStateNumSlots: 6 };
+        const inCore = new BlockManagerPool(opts);
+        const copied = new BlockManagerPool(opts);
+        try {
+          for (const q of prompts) {
+            const tokens = Array.from({ length: q.blocks * B + q.tail }, (_, i) => (i < 2 * B ? q.head * 1000 + i : q.salt * 100 + i));
+            const a = new Sequence(tokens);
+            const b = new Sequence(tokens);
+            expect(inCore.allocate(a)).toBe(copied.allocate(b));
+            if (a.numBlocks === 0) continue;
+            const full = Math.floor(a.numTokens / B);
+            const h = a.sharedBlocks;
+            expect(b.sharedBlocks).toBe(h);
+            const cacheA = inCore.linearStateCache(a.dpRank);
+            const left = inCore.prefixHashesIn(a, full, prefillScratchBytes(full - h))!;
+            expect(left).not.toBeNull();
+            expect(left.rt).toBe(cacheA.slots.rt);
+            const want = b.prefixHashes();
+            expect([...left.rt.u8.subarray(left.at, left.at + full * 16)]).toEqual([...want]);
+            const ra = cacheA.prefillBatchAt(left, h, full);
+            const rb = copied.linearStateCache(b.dpRank).prefillBatch(want, h, full);
+            expect(ra).toEqual(rb);
+            expect(state(cacheA)).toEqual(state(copied.linearStateCache(b.dpRank)));
+            a.kvCachedTokens = a.numTokens;
+            b.kvCachedTokens = b.numTokens;
+            inCore.deallocate(a);
+            copied.deallocate(b);
+            inCore.check();
+          }
+        } finally {
+          inCore.dispose();
+          copied.dispose();
+        }
+      }),
+      { numRuns: fewer(100) },
+    );
+  });
+
+  it('refuses hashes left in another core, changing nothing', () => {
+    const c = new LinearStatePrefixCache({ numSlots: 4 });
+    const before = state(c);
+    expect(() => c.prefillBatchAt({ rt: {} as CoreInstance, at: 0 }, 0, 1)).toThrow(/another core/);
+    expect(state(c)).toEqual(before);
+    c.dispose();
   });
 });

@@ -13,6 +13,12 @@ import type { CoreExports } from './exports.js';
 import { Staging, type StagingMemory } from './staging.js';
 import type { MemViews } from './views.js';
 
+/** Bytes at `at` in the memory of core `rt` (left there by one call for the next). */
+export interface CoreBytes {
+  readonly rt: CoreInstance;
+  readonly at: number;
+}
+
 /** Where the core's bytes come from: a URL/Response (browsers) or bytes (Node). */
 export type WasmSource =
   | ArrayBuffer

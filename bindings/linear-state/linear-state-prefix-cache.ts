@@ -11,7 +11,7 @@ import { CHECK_MESSAGES } from '../core/abi-names.js';
 import type { CoreExports } from '../core/exports.js';
 import { loadCore } from '../core/plain-core.js';
 import { CoreManager, exhausted, type CoreManagerConfig } from '../managers/core-manager.js';
-import type { CoreInstance } from '../core/core-instance.js';
+import type { CoreBytes, CoreInstance } from '../core/core-instance.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 
 export interface LinearStatePrefixCacheOptions {
@@ -98,6 +98,18 @@ export interface LinearStateStats {
 
 const STATE_NAMES = ['free', 'live', 'pending', 'committed'] as const;
 export type LinearSlotState = (typeof STATE_NAMES)[number];
+
+/** The hash set of a prefill batch of `n` saves: a power of two at least 2n. */
+function prefillSetCap(n: number): number {
+  let setCap = 2;
+  while (setCap < 2 * n) setCap *= 2;
+  return setCap;
+}
+
+/** @internal Scratch bytes a prefill batch of `n` saves needs after its keys (LinearStatePrefixCache.prefillBatchAt). */
+export function prefillScratchBytes(n: number): number {
+  return (3 * n + 1 + prefillSetCap(n)) * 4;
+}
 
 /** The core's manager region of the cache (caching on, block size 1). */
 class SlotCore extends CoreManager {
@@ -376,18 +388,36 @@ export class LinearStatePrefixCache {
     if (!(hashes instanceof Uint8Array) || hashes.length < last * 16) {
       throw new TypeError(`hashes must be a Uint8Array of at least ${last * 16} bytes, got ${describe(hashes)}`);
     }
-    const n = last - restore;
     const first = restore > 0 ? restore - 1 : 0; // boundary index of the first key staged
     const keyBytes = (last - first) * 16;
-    let setCap = 2;
-    while (setCap < 2 * n) setCap *= 2;
     const rt = this.slots.rt;
-    const p = rt.staging.byteSpace(keyBytes + (3 * n + 1 + setCap) * 4);
-    const u8 = rt.u8;
-    u8.set(hashes.subarray(first * 16, last * 16), p);
-    const scratch = p + keyBytes;
+    const p = rt.staging.byteSpace(keyBytes + prefillScratchBytes(last - restore));
+    rt.u8.set(hashes.subarray(first * 16, last * 16), p);
+    return this.runPrefillBatch(p, restore, last, p + keyBytes);
+  }
+
+  /**
+   * @internal prefillBatch of hashes already in this cache's core (a rank
+   * left them there: RankManager.prefixHashesIn): boundaries 1..last at
+   * `hashes.at`, 16 bytes each, and prefillScratchBytes(last - restore)
+   * bytes free right after them. Saves copying them out and back in.
+   */
+  prefillBatchAt(hashes: CoreBytes, restore: number, last: number): { restoredSlot: number; committed: number } {
+    this.slots.live();
+    if (hashes.rt !== this.slots.rt) throw new Error('kvpool: internal error: prefix hashes left in another core than the linear-state cache\'s');
+    checkInt('restore', restore, 0);
+    checkInt('last', last, restore);
+    const first = restore > 0 ? restore - 1 : 0;
+    return this.runPrefillBatch(hashes.at + first * 16, restore, last, hashes.at + last * 16);
+  }
+
+  /** The core call of prefillBatch: keys from boundary max(restore, 1) on at `p`, prefillScratchBytes(last - restore) bytes at `scratch`. */
+  private runPrefillBatch(p: number, restore: number, last: number, scratch: number): { restoredSlot: number; committed: number } {
+    const n = last - restore;
+    const setCap = prefillSetCap(n);
+    const rt = this.slots.rt;
     const set = scratch + (3 * n + 1) * 4;
-    u8.fill(0, set, set + setCap * 4);
+    rt.u8.fill(0, set, set + setCap * 4);
     const keys = restore > 0 ? p + 16 : p;
     const committed = this.core().ls_prefill_batch(this.ptr, restore > 0 ? p : 0, keys, n, scratch, setCap - 1);
     return { restoredSlot: rt.i32[(scratch >>> 2) + n]!, committed };

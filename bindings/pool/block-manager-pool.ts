@@ -9,7 +9,7 @@ import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager
 import type { CompositeBlockManager, SubManagerStats } from '../managers/composite-block-manager.js';
 import { checkFits } from '../managers/core-manager.js';
 import { parseRecordOptions, SaltNames, type KVEvent, type KVEventSource, type RecordEventsOptions } from '../managers/kv-events.js';
-import type { CoreInstance } from '../core/core-instance.js';
+import type { CoreBytes, CoreInstance } from '../core/core-instance.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import type { SingleBlockManager } from '../managers/single-block-manager.js';
 import type { LinearStateCacheOp, LinearStatePrefixCache, LinearStateStats } from '../linear-state/linear-state-prefix-cache.js';
@@ -550,6 +550,19 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     if (nBlocks <= 0) return new Uint8Array(0);
     const s = seq.state;
     return this.ranks[Math.max(0, s.dpRank)]!.prefixHashes(s, nBlocks);
+  }
+
+  /**
+   * @internal prefixHashes(seq, nBlocks) left in a core's staging memory,
+   * `extra` bytes free after them (RankManager.prefixHashesIn); null when
+   * the sequence's rank cannot, or nBlocks is 0.
+   */
+  prefixHashesIn(seq: Sequence, nBlocks: number, extra: number): CoreBytes | null {
+    this.ensureOpen();
+    const s = this.own(seq);
+    const rank = this.ranks[Math.max(0, s.dpRank)]!;
+    if (nBlocks <= 0 || rank.prefixHashesIn === undefined) return null;
+    return rank.prefixHashesIn(s, nBlocks, extra);
   }
 
   /** The linear-state cache of `dpRank` (pools created with `enableLinearState`). */

@@ -10,9 +10,10 @@ import { CoreManager } from '../managers/core-manager.js';
 import { GPU_SOURCE, type KVEventRecordVisitor, type RecordEventsOptions } from '../managers/kv-events.js';
 import type { PoolManager } from '../managers/pool-manager.js';
 import { plainCore } from '../core/plain-core.js';
-import { hashChainFromTokens, hashChainOf } from './prefix-hashes.js';
+import { hashChainFromTokens, hashChainIn, hashChainOf } from './prefix-hashes.js';
 import type { LinearStateAddOn } from './linear-state-add-on.js';
 import type { BlockTransferInfo, RankKind, RankManager } from './rank-manager.js';
+import type { CoreBytes } from '../core/core-instance.js';
 import type { SequenceState } from './sequence-state.js';
 
 export class BlockTableRank implements RankManager {
@@ -286,6 +287,11 @@ export class BlockTableRank implements RankManager {
       return hashChainOf(this.kv, view, nBlocks);
     }
     return hashChainFromTokens(plainCore(), s, nBlocks, this.blockSize, this.seed.lo, this.seed.hi);
+  }
+
+  prefixHashesIn(s: SequenceState, nBlocks: number, extra: number): CoreBytes | null {
+    if (!(this.kv instanceof CoreManager) || s.beamSource !== null) return null;
+    return { rt: this.kv.rt, at: hashChainIn(this.kv, s, nBlocks, extra) };
   }
 
   numFreeBlocks(): number {

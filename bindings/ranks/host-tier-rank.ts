@@ -19,6 +19,7 @@ import type { CoreInstance } from '../core/core-instance.js';
 import { CPU_SOURCE, type KVEventRecordVisitor, type RecordEventsOptions } from '../managers/kv-events.js';
 import { BlockTableRank, compareHolders } from './block-table-rank.js';
 import type { BlockTransferInfo, RankManager } from './rank-manager.js';
+import type { CoreBytes } from '../core/core-instance.js';
 import type { HostBlocks, SequenceState } from './sequence-state.js';
 
 /** One block copy between tiers; `hash` is the block's 16-byte chain hash. */
@@ -678,6 +679,10 @@ export class HostTierRank implements RankManager {
 
   prefixHashes(s: SequenceState, nBlocks: number): Uint8Array {
     return this.inner.prefixHashes(s, nBlocks);
+  }
+
+  prefixHashesIn(s: SequenceState, nBlocks: number, extra: number): CoreBytes | null {
+    return this.inner.prefixHashesIn(s, nBlocks, extra);
   }
 
   numFreeBlocks(): number {

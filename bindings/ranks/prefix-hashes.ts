@@ -10,12 +10,27 @@ import type { SequenceState } from './sequence-state.js';
 
 /** Hashes of the first `nBlocks` boundaries of `s`, reusing the hashes `kv` stamped on its blocks. */
 export function hashChainOf(kv: PoolManager, s: SequenceState, nBlocks: number): Uint8Array {
+  const out = hashChainIn(kv, s, nBlocks, 0);
+  return coreBacked(kv).rt.u8.slice(out, out + nBlocks * 16);
+}
+
+function coreBacked(kv: PoolManager): CoreManager {
   if (!(kv instanceof CoreManager)) throw new Error('kvpool: this rank has no core-backed KV manager (block hashes need one)');
+  return kv;
+}
+
+/**
+ * hashChainOf left in the core: the hashes at the returned address of
+ * `kv`'s core (its staging memory, valid until the next staging), with
+ * `extra` more bytes reserved right after them for the caller.
+ */
+export function hashChainIn(pm: PoolManager, s: SequenceState, nBlocks: number, extra: number): number {
+  const kv = coreBacked(pm);
   kv.live();
   const B = kv.blockSize;
   const rt = kv.rt;
   // The salt's digest sits in front of the hashes, in the same area.
-  const area = rt.staging.byteSpace(16 + nBlocks * 16);
+  const area = rt.staging.byteSpace(16 + nBlocks * 16 + extra);
   const out = area + 16;
   const salt = s.saltKey === null ? 0 : area;
   if (s.saltKey !== null) rt.u8.set(s.saltKey, area);
@@ -29,7 +44,7 @@ export function hashChainOf(kv: PoolManager, s: SequenceState, nBlocks: number):
     tok = rt.staging.stageTokens(s.tokens, 0, nBlocks * B);
     rt.ex.ls_prefix_hashes(kv.ptr, ids, nHeld, tok, nBlocks, out, 0, salt);
   }
-  return rt.u8.slice(out, out + nBlocks * 16);
+  return out;
 }
 
 /** Hashes of the first `nBlocks` boundaries of `s` (blocks of `blockSize`), all from its tokens. */

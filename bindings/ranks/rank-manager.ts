@@ -10,6 +10,7 @@ import type { KVEventRecordVisitor, RecordEventsOptions } from '../managers/kv-e
 import type { PoolManager } from '../managers/pool-manager.js';
 import type { LinearStateAddOn } from './linear-state-add-on.js';
 import type { SequenceState } from './sequence-state.js';
+import type { CoreBytes } from '../core/core-instance.js';
 
 /** A pending block copy of a beam-search swap: the worker copies `src` into `dst`. */
 export interface BlockTransferInfo {
@@ -81,6 +82,12 @@ export interface RankManager {
   holds(s: SequenceState): boolean;
   /** Chain hashes at the first `nBlocks` block boundaries of `s` (16 bytes each). */
   prefixHashes(s: SequenceState, nBlocks: number): Uint8Array;
+  /**
+   * @internal prefixHashes left in a core's staging memory (valid until its
+   * next staging), `extra` more bytes reserved right after them; null when
+   * the rank cannot (then prefixHashes). Absent on ranks that never can.
+   */
+  prefixHashesIn?(s: SequenceState, nBlocks: number, extra: number): CoreBytes | null;
 
   numFreeBlocks(): number;
   numUsedBlocks(): number;

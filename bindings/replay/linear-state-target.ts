@@ -9,6 +9,7 @@
 import type { Sequence } from '../pool/sequence.js';
 import type { BlockManagerPool } from '../pool/block-manager-pool.js';
 import type { ReplayResult, ReplaySequence, ReplayTarget } from './kernel.js';
+import { prefillScratchBytes } from '../linear-state/linear-state-prefix-cache.js';
 
 /** Wraps another mode's target (type-only import: replay.ts constructs this one). */
 export class LinearStateReplayTarget<S extends ReplaySequence> implements ReplayTarget<S> {
@@ -80,12 +81,16 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
     const h = seq.sharedBlocks;
     const full = Math.floor(seq.numTokens / B);
     if (full === 0) return;
-    const hashes = seq.prefixHashes();
+    const cache = this.pool.linearStateCache(seq.dpRank);
+    // The hashes stay in the core when the rank can leave them there (and
+    // that is the cache's core): not copied out and back in.
+    const inCore = this.pool.prefixHashesIn(seq, full, prefillScratchBytes(full - h));
+    const hashes = inCore !== null && inCore.rt === cache.slots.rt ? inCore : seq.prefixHashes();
     seq.markLinearStateInitialized();
     // The batch of the rule above, resolved and committed in one call: the
     // same as resolveCacheOps([restore at h, save at h+1..full]) then
     // commitReservations (test/replay-linear-state.test.ts compares them).
-    const r = this.pool.linearStateCache(seq.dpRank).prefillBatch(hashes, h, full);
+    const r = hashes instanceof Uint8Array ? cache.prefillBatch(hashes, h, full) : cache.prefillBatchAt(hashes, h, full);
     if (h > 0 && r.restoredSlot > 0) this.hits++;
     this.saved += r.committed;
   }
