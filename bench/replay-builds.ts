@@ -17,11 +17,18 @@
 //   npm run build && npm run bench:replays -- --snapshot /tmp/kv-before
 //   ... change, rebuild ...
 //   npm run bench:replays -- /tmp/kv-before . --rounds 5
+//
+// `--warm` runs every replay in this one process instead (each build loaded
+// once, the trace parsed once): warm code and memory, the steady state of
+// a sweep or a simulator that replays again and again, where a fresh
+// process also pays for compiling and first-touching its memory. The first
+// round only warms up and is left out; the order of the builds alternates
+// from round to round.
 
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Command } from 'commander';
 
 /** The modes of the replay (replay() options; the CLI's --flags in the comments). */
@@ -46,8 +53,9 @@ const program = new Command('bench:replays')
   .option('--limit <n>', 'replay only the first n requests')
   .option('--trace <name>', 'trace file or built-in name', 'mooncake-conversation')
   .option('--snapshot <dir>', "copy this checkout's built package to <dir> and exit")
+  .option('--warm', 'every replay in this process (a first round to warm up, left out)')
   .parse();
-const opts = program.opts<{ modes: string; rounds: string; limit?: string; trace: string; snapshot?: string }>();
+const opts = program.opts<{ modes: string; rounds: string; limit?: string; trace: string; snapshot?: string; warm?: boolean }>();
 
 if (opts.snapshot !== undefined) {
   const dir = resolve(opts.snapshot);
@@ -69,9 +77,30 @@ const rounds = Number(opts.rounds);
 type Result = Record<string, unknown> & { seconds: number; cpuSeconds: number };
 const child = join(root, 'bench/replay-child.mjs');
 
+const options = (mode: string) => ({ ...REPLAY_MODES[mode]!, ...(opts.limit === undefined ? {} : { limit: Number(opts.limit) }) });
+
 function run(pkg: string, mode: string): Result {
-  const o = { trace: opts.trace, ...REPLAY_MODES[mode]!, ...(opts.limit === undefined ? {} : { limit: Number(opts.limit) }) };
-  return JSON.parse(execFileSync(process.execPath, [child, pkg, JSON.stringify(o)], { encoding: 'utf8', maxBuffer: 1 << 26 })) as Result;
+  return JSON.parse(execFileSync(process.execPath, [child, pkg, JSON.stringify({ trace: opts.trace, ...options(mode) })], { encoding: 'utf8', maxBuffer: 1 << 26 })) as Result;
+}
+
+interface Loaded {
+  replaySync(o: Record<string, unknown>): Record<string, unknown> & { seconds: number };
+  readTraceFile(name: string, o: { limit?: number }): Promise<unknown>;
+}
+
+/** --warm: each build's package loaded in this process, and the trace parsed once for all of them. */
+const loaded = new Map<string, Loaded>();
+let warmTrace: unknown = null;
+if (opts.warm) {
+  for (const p of pkgs) loaded.set(p, (await import(pathToFileURL(join(p, 'dist/index.node.js')).href)) as Loaded);
+  warmTrace = await loaded.get(pkgs[0]!)!.readTraceFile(opts.trace, opts.limit === undefined ? {} : { limit: Number(opts.limit) });
+}
+
+function runWarm(pkg: string, mode: string): Result {
+  const c0 = process.cpuUsage();
+  const r = loaded.get(pkg)!.replaySync({ ...options(mode), trace: warmTrace });
+  const c = process.cpuUsage(c0);
+  return { ...r, cpuSeconds: (c.user + c.system) / 1e6 };
 }
 
 /** The result without its timings (what must not change between builds). */
@@ -84,18 +113,20 @@ const times = new Map<string, number[]>();
 const cpu = new Map<string, number[]>();
 const reference = new Map<string, string>();
 const key = (pkg: string, mode: string) => `${pkg}\0${mode}`;
-for (let r = 0; r < rounds; r++) {
+const warmUp = opts.warm ? 1 : 0;
+for (let r = 0; r < rounds + warmUp; r++) {
   for (const mode of modes) {
-    for (const pkg of pkgs) {
-      const res = run(pkg, mode);
+    for (const pkg of r % 2 === 1 && opts.warm ? [...pkgs].reverse() : pkgs) {
+      const res = opts.warm ? runWarm(pkg, mode) : run(pkg, mode);
       const f = figures(res);
       const ref = reference.get(mode);
       if (ref === undefined) reference.set(mode, f);
       else if (ref !== f) throw new Error(`${pkg}, mode ${mode}: the results differ from ${pkgs[0]}'s\n${f}\n${ref}`);
+      process.stderr.write(`${r < warmUp ? 'warm-up' : `round ${r + 1 - warmUp}/${rounds}`} ${mode} ${pkg}: ${res.seconds.toFixed(3)} s (cpu ${res.cpuSeconds.toFixed(3)} s)\n`);
+      if (r < warmUp) continue;
       const k = key(pkg, mode);
       times.set(k, [...(times.get(k) ?? []), res.seconds]);
       cpu.set(k, [...(cpu.get(k) ?? []), res.cpuSeconds]);
-      process.stderr.write(`round ${r + 1}/${rounds} ${mode} ${pkg}: ${res.seconds.toFixed(3)} s (cpu ${res.cpuSeconds.toFixed(3)} s)\n`);
     }
   }
 }
@@ -122,7 +153,7 @@ function paired(data: Map<string, number[]>, a: string, b: string, mode: string)
 
 function tables(what: string, data: Map<string, number[]>): void {
   const med = (pkg: string, mode: string) => median(data.get(key(pkg, mode))!);
-  console.log(`${what}, median of ${rounds} runs each, builds and modes taking turns; results identical across builds`);
+  console.log(`${what}, median of ${rounds} runs each ${opts.warm ? 'in this one process, after a round to warm up' : 'in a fresh process'}, builds and modes taking turns; results identical across builds`);
   if (pkgs.length > 1) console.log('(in brackets: the median of the rounds\' own ratios, and the rounds the later build was faster in)');
   console.log();
   console.log(`| mode | ${pkgs.map(name).join(' | ')} |${pkgs.length > 1 ? ` ${pkgs.slice(1).map((p) => `${name(pkgs[0]!)} / ${name(p)}`).join(' | ')} |` : ''}`);
