@@ -101,6 +101,10 @@ export class CompositeReplayTarget implements ReplayTarget<CompositeReplaySequen
   deallocate(s: CompositeReplaySequence): void {
     this.pool.deallocate(s.seq);
   }
+  /** The finished sequence's token buffer, for a later request (a new one per request cost a tenth of the loop). */
+  recycle(s: CompositeReplaySequence): Int32Array {
+    return s.seq.state.tokens;
+  }
   blocksEvicted(): number {
     return 0;
   }
