@@ -650,3 +650,41 @@ describe('SlidingWindowBlockManager errors', () => {
     }
   });
 });
+
+describe('recycled tables (a replay hands back a finished sequence\'s)', () => {
+  it('newTables hands out a released table again, empty, and it works as a new one', () => {
+    const m = composite();
+    const t = m.newTables();
+    expect(m.allocate(t, 12, 0)).toBe(true);
+    m.deallocate(t);
+    m.recycleTables(t);
+    const u = m.newTables();
+    expect(u).toBe(t);
+    expect(tables(u)).toEqual([[], [], []]);
+    expect(m.allocate(u, 8, 0)).toBe(true);
+    // As many blocks per sub-manager as a new table of a new manager gets.
+    const fresh = composite();
+    const v = fresh.newTables();
+    expect(fresh.allocate(v, 8, 0)).toBe(true);
+    expect(tables(u).map((x) => x.length)).toEqual(tables(v).map((x) => x.length));
+    m.check();
+    m.dispose();
+    fresh.dispose();
+  });
+
+  it('refuses tables that still hold blocks or belong to another manager, keeping none', () => {
+    const m = composite();
+    const other = composite();
+    const held = m.newTables();
+    expect(m.allocate(held, 4, 0)).toBe(true);
+    expect(() => m.recycleTables(held)).toThrow(/internal error/);
+    const foreign = other.newTables();
+    expect(() => m.recycleTables(foreign)).toThrow(/internal error/);
+    expect(m.newTables()).not.toBe(held);
+    expect(m.newTables()).not.toBe(foreign);
+    expect(tables(held)).not.toEqual([[], [], []]);
+    m.check();
+    m.dispose();
+    other.dispose();
+  });
+});

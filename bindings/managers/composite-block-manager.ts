@@ -23,6 +23,9 @@ import {
   swaPoolBlocks,
 } from './sliding-window-block-manager.js';
 
+/** Spare tables a manager keeps at most (a replay needs one per running sequence). */
+const MAX_SPARE_TABLES = 256;
+
 /** The attention kind a sub-manager serves. */
 export type SubManagerKind = 'full' | 'sliding-window';
 
@@ -192,6 +195,8 @@ export class CompositeBlockManager {
   /** The sub-manager capacity figures come from (the finest admission one). */
   readonly capacityIndex: number;
   private readonly sizes: Int32Array;
+  /** Empty tables of sequences gone for good (recycleTables), handed out again by newTables. */
+  private readonly spareTables: CompositeBlockTables[] = [];
   private readonly windowed: Uint8Array;
   private readonly need: Int32Array;
   private readonly freeBefore: Int32Array;
@@ -245,7 +250,19 @@ export class CompositeBlockManager {
   /** Empty block tables for one sequence, one per sub-manager. */
   newTables(): CompositeBlockTables {
     this.live();
-    return new CompositeBlockTables(this, this.specs.map((s) => s.blockSize));
+    return this.spareTables.pop() ?? new CompositeBlockTables(this, this.specs.map((s) => s.blockSize));
+  }
+
+  /**
+   * @internal Takes back the tables of a sequence that is gone for good,
+   * released (a replay's finished sequence): newTables hands them out again,
+   * grown already, where a new sequence's tables grew from 8 entries by
+   * doubling (a tenth of a sliding-window replay's loop).
+   */
+  recycleTables(t: CompositeBlockTables): void {
+    if (t._owner !== this || !t.empty) throw new Error('kvpool: internal error: tables recycled into another manager, or still holding blocks');
+    t.clear();
+    if (this.spareTables.length < MAX_SPARE_TABLES) this.spareTables.push(t);
   }
 
   /** @internal Throws once the manager is disposed: every public call starts here (or in `own`). */

@@ -101,9 +101,18 @@ export class CompositeReplayTarget implements ReplayTarget<CompositeReplaySequen
   deallocate(s: CompositeReplaySequence): void {
     this.pool.deallocate(s.seq);
   }
-  /** The finished sequence's token buffer, for a later request (a new one per request cost a tenth of the loop). */
+  /**
+   * The finished sequence's token buffer, for a later request (a new one per
+   * request cost a tenth of the loop); its block tables go back to its
+   * rank's manager for the same reason.
+   */
   recycle(s: CompositeReplaySequence): Int32Array {
-    return s.seq.state.tokens;
+    const st = s.seq.state;
+    if (st.composite !== null && st.dpRank >= 0) {
+      this.pool.compositeManager(st.dpRank)!.recycleTables(st.composite);
+      st.composite = null;
+    }
+    return st.tokens;
   }
   blocksEvicted(): number {
     return 0;
