@@ -4,7 +4,7 @@
 // anything other than the prefix cache holds it.
 
 import {
-  Manager, CACHED, POLICY_LRU, POLICY_PRIORITY, META_SHIFT, refOf, setRef, flagsOf, setFlags, isCached,
+  Manager, CACHED, POLICY_LRU, POLICY_PRIORITY, META_SHIFT, DENSE_REF_SHIFT, refOf, setRef, flagsOf, setFlags, isCached,
   ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim, takeFromRing } from "./lru";
@@ -97,7 +97,7 @@ export function allocate(m: Manager, n: i32, out: usize): i32 {
     }
   }
   if (m.refShift == <u32>META_SHIFT) popIds(m, n, out, META_SHIFT);
-  else popIds(m, n, out, 2);
+  else popIds(m, n, out, DENSE_REF_SHIFT);
   m.freeTop -= n;
   m.numUsed += n;
   if (m.numUsed > m.peakUsed) m.peakUsed = m.numUsed;
@@ -205,7 +205,7 @@ export function allocateSteps(m: Manager, k: i32, out: usize): i32 {
 export function release(m: Manager, ids: usize, n: i32): i32 {
   // The record stride as a constant in each copy: a variable shift ties up
   // a register the loops need.
-  return m.refShift == <u32>META_SHIFT ? releaseStrided(m, ids, n, META_SHIFT) : releaseStrided(m, ids, n, 2);
+  return m.refShift == <u32>META_SHIFT ? releaseStrided(m, ids, n, META_SHIFT) : releaseStrided(m, ids, n, DENSE_REF_SHIFT);
 }
 
 /** release() with the references `rs` bits apart (m.refShift). */

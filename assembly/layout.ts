@@ -130,6 +130,8 @@ export const META_STAMP: usize = <usize>M_STAMP;
 export const META_FP: usize = <usize>M_FP;
 export const META_HEAP_POS: usize = <usize>M_HEAP_POS;
 export const META_HASH: usize = <usize>M_HASH;
+/** refShift of a manager without caching: its references are a dense i32 array. */
+export const DENSE_REF_SHIFT: usize = 2;
 
 // The priority policy's per-id fields (byte offsets in an AUX_SIZE-byte slot of m.aux).
 export const AUX_SIZE: usize = <usize>A_SIZE;

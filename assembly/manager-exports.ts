@@ -10,7 +10,7 @@ import {
   CHECK_TABLE, CHECK_HEADER, CHECK_ORDER, CHECK_ORDER_MEMBERS, CHECK_FUTURE, CHECK_NO_CACHE, CHECK_TOLD, CHECK_RETENTION,
 } from "../bindings/core/abi";
 import {
-  Manager, AUX_SIZE, META_SIZE, META_SHIFT, META_REFS, META_STAMP, META_FP, META_HEAP_POS, META_HASH, AUDIT_MARK, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
+  Manager, AUX_SIZE, META_SIZE, META_SHIFT, META_REFS, META_STAMP, META_FP, META_HEAP_POS, META_HASH, DENSE_REF_SHIFT, AUDIT_MARK, CACHED, STAMPED, TOLD, IN_HEAP, POLICY_LRU, POLICY_PRIORITY, refOf, flagsOf, setFlags, hashPtr, copyHash, stampOf, errorIndex, setErrorIndex,
 } from "./layout";
 import { initIds, allocate, allocateSteps, release, retain, evict, evictAll } from "./idpool";
 import { match, insert, touchReversed, stampChain } from "./prefix";
@@ -99,7 +99,7 @@ export function createManager(numBlocks: i32, blockSize: i32, prefixOn: i32, see
   } else {
     // Only references: a dense array (a composite's sub-managers allocate and release in bulk).
     m.refs = p;
-    m.refShift = 2;
+    m.refShift = <u32>DENSE_REF_SHIFT;
     p += align16(n * 4);
   }
   m.flags = p; p += align16(n);

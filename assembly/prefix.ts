@@ -7,7 +7,7 @@
 // most recent and eviction takes chain tails first.
 
 import {
-  Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, META_SHIFT, META_REFS, META_HASH, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
+  Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, META_SHIFT, META_REFS, META_HASH, DENSE_REF_SHIFT, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
   ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_TOKENS_MISSING, ERR_FREE, setErrorIndex,
 } from "./layout";
 import { addRef } from "./idpool";
@@ -148,7 +148,7 @@ export function touchReversed(m: Manager, ids: usize, n: i32): void {
  */
 export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i32 {
   // The record stride as a constant in each copy (a variable shift ties up a register).
-  return m.refShift == <u32>META_SHIFT ? checkHeld(m, ids, n, base, META_SHIFT) : checkHeld(m, ids, n, base, 2);
+  return m.refShift == <u32>META_SHIFT ? checkHeld(m, ids, n, base, META_SHIFT) : checkHeld(m, ids, n, base, DENSE_REF_SHIFT);
 }
 
 /** checkInsertIds with the references `rs` bits apart (m.refShift). */

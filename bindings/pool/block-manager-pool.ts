@@ -558,7 +558,6 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
    * the sequence's rank cannot, or nBlocks is 0.
    */
   prefixHashesIn(seq: Sequence, nBlocks: number, extra: number): CoreBytes | null {
-    this.ensureOpen();
     const s = this.own(seq);
     const rank = this.ranks[Math.max(0, s.dpRank)]!;
     if (nBlocks <= 0 || rank.prefixHashesIn === undefined) return null;

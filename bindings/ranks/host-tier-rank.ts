@@ -15,11 +15,10 @@ import type { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import type { BlockManagerStats } from '../managers/block-manager.js';
 import { EV_PARENT_CHAIN, EV_PARENT_NONE, EV_PARENT_SALT } from '../core/abi.js';
 import type { BlocksAnnounced } from '../managers/core-manager.js';
-import type { CoreInstance } from '../core/core-instance.js';
+import type { CoreBytes, CoreInstance } from '../core/core-instance.js';
 import { CPU_SOURCE, type KVEventRecordVisitor, type RecordEventsOptions } from '../managers/kv-events.js';
 import { BlockTableRank, compareHolders } from './block-table-rank.js';
 import type { BlockTransferInfo, RankManager } from './rank-manager.js';
-import type { CoreBytes } from '../core/core-instance.js';
 import type { HostBlocks, SequenceState } from './sequence-state.js';
 
 /** One block copy between tiers; `hash` is the block's 16-byte chain hash. */
