@@ -36,9 +36,12 @@ export function initIds(m: Manager): void {
 
 /**
  * Evicts up to `k` least recent evictable entries; their ids are pushed on the
- * free stack in eviction order. Returns how many were evicted.
+ * free stack in eviction order. Returns how many were evicted. A caller that
+ * pops every victim at once when the stack then holds at least `popAt` ids
+ * (popIds writes each one's state) passes that height: the victims' state
+ * is then left for it to write, else cleared here.
  */
-export function evict(m: Manager, k: i32): i32 {
+export function evict(m: Manager, k: i32, popAt: i32 = I32.MAX_VALUE): i32 {
   // Three passes: take the victims out of the recency order (consecutive
   // ring entries), read each victim's home table slot with no branch on its
   // content, then remove them from the table. The reads of the middle
@@ -69,13 +72,15 @@ export function evict(m: Manager, k: i32): i32 {
     }
   }
   tableRemoveAll(m, first, done);
-  // Eviction is for caching managers: their references are on the records.
-  const flags = m.flags;
-  const refs = m.refs;
-  for (let i = 0; i < done; i++) {
-    const id = load<i32>(first + (<usize>i << 2));
-    store<u8>(flags + <usize>id, 0);
-    store<i32>(refs + (<usize>id << META_SHIFT), 0);
+  if (m.freeTop < popAt) {
+    // Eviction is for caching managers: their references are on the records.
+    const flags = m.flags;
+    const refs = m.refs;
+    for (let i = 0; i < done; i++) {
+      const id = load<i32>(first + (<usize>i << 2));
+      store<u8>(flags + <usize>id, 0);
+      store<i32>(refs + (<usize>id << META_SHIFT), 0);
+    }
   }
   m.numCached -= done;
   m.numEvictable -= done;
@@ -90,7 +95,7 @@ export function evict(m: Manager, k: i32): i32 {
  */
 export function allocate(m: Manager, n: i32, out: usize): i32 {
   if (n > m.freeTop) {
-    if (m.prefixOn != 0) evict(m, n - m.freeTop);
+    if (m.prefixOn != 0) evict(m, n - m.freeTop, n);
     if (n > m.freeTop) {
       m.allocFailures++;
       return -1;
@@ -137,7 +142,7 @@ export function allocateSteps(m: Manager, k: i32, out: usize): i32 {
   if (done < k && m.prefixOn != 0) {
     // The stack is empty: the victims go to free[0, got), the first at the
     // bottom. Reversed, allocate() pops them in eviction order.
-    const got = evict(m, k - done);
+    const got = evict(m, k - done, 0);
     const free = m.free;
     for (let i = 0, j = got - 1; i < j; i++, j--) {
       const a = free + (<usize>i << 2);
@@ -236,32 +241,7 @@ export function release(m: Manager, ids: usize, n: i32): i32 {
     store<i32>(ra, ~(r - 1));
   }
   if (i == n) {
-    const free = m.free;
-    let top = m.freeTop;
-    let used = 0;
-    let evictable = 0;
-    for (let j = 0; j < n; j++) {
-      const id = load<i32>(ids + (<usize>j << 2));
-      const ra = refs + (<usize>id << rs);
-      const r = ~load<i32>(ra);
-      store<i32>(ra, r);
-      if (r == 0) {
-        used++;
-        store<u8>(flags + <usize>id, 0);
-        store<i32>(free + (<usize>top << 2), id);
-        top++;
-      } else if (r == 1) {
-        const f = load<u8>(flags + <usize>id);
-        if ((f & CACHED) != 0) {
-          used++;
-          evictable++;
-          becameEvictable(m, id, f);
-        }
-      }
-    }
-    m.freeTop = top;
-    m.numUsed -= used;
-    m.numEvictable += evictable;
+    applyDrops(m, ids, n, rs, true);
     return 0;
   }
   for (let j = 0; j < i; j++) {
@@ -273,6 +253,53 @@ export function release(m: Manager, ids: usize, n: i32): i32 {
     return code;
   }
   return releaseListedTwice(m, ids, n);
+}
+
+/**
+ * release() of ids the caller knows to be in range, distinct and each held
+ * by someone other than the cache (it allocated them, or checked them and
+ * picked them by their count): no validation pass.
+ */
+export function releaseHeldOnce(m: Manager, ids: usize, n: i32): void {
+  if (m.refShift == <u32>META_SHIFT) applyDrops(m, ids, n, META_SHIFT, false);
+  else applyDrops(m, ids, n, DENSE_REF_SHIFT, false);
+}
+
+/**
+ * The effects of one reference dropped per listed id, in list order, the
+ * references `rs` bits apart. `marked`: release's first pass stored each
+ * id's new count as ~count; else the reference is taken here.
+ */
+// @ts-ignore: decorator
+@inline function applyDrops(m: Manager, ids: usize, n: i32, rs: usize, marked: bool): void {
+  const refs = m.refs;
+  const flags = m.flags;
+  const free = m.free;
+  let top = m.freeTop;
+  let used = 0;
+  let evictable = 0;
+  for (let j = 0; j < n; j++) {
+    const id = load<i32>(ids + (<usize>j << 2));
+    const ra = refs + (<usize>id << rs);
+    const r = marked ? ~load<i32>(ra) : load<i32>(ra) - 1;
+    store<i32>(ra, r);
+    if (r == 0) {
+      used++;
+      store<u8>(flags + <usize>id, 0);
+      store<i32>(free + (<usize>top << 2), id);
+      top++;
+    } else if (r == 1) {
+      const f = load<u8>(flags + <usize>id);
+      if ((f & CACHED) != 0) {
+        used++;
+        evictable++;
+        becameEvictable(m, id, f);
+      }
+    }
+  }
+  m.freeTop = top;
+  m.numUsed -= used;
+  m.numEvictable += evictable;
 }
 
 /** release() of a list that names some id more than once. */

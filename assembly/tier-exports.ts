@@ -8,7 +8,7 @@
 
 import { Manager, CACHED, STAMPED, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_EVENTS_ON, flagsOf, setFlags, hashPtr, refOf, copyHash, setErrorIndex } from "./layout";
 import { tableFind, readHomes } from "./table";
-import { allocate, release } from "./idpool";
+import { allocate, release, releaseHeldOnce } from "./idpool";
 
 const PREFETCH_WINDOW: i32 = 32;
 /** Keeps the prefetch loads of mgr_insert_hashes alive (never read). */
@@ -29,13 +29,14 @@ import { checkInsertIds, insertRange, touchVisited, sideScratch } from "./prefix
  * for its stored event; both 0 when not recording.
  */
 export function mgr_insert_hashes(mp: usize, ids: usize, hashes: usize, n: i32, tokens: usize, parents: usize): i32 {
-  return insertHashes(changetype<Manager>(mp), ids, hashes, n, tokens, parents);
-}
-
-function insertHashes(m: Manager, ids: usize, hashes: usize, n: i32, tokens: usize, parents: usize): i32 {
+  const m = changetype<Manager>(mp);
   // The ids' records (their hashes included) are read in the pass that checks them (insert does the same).
   const bad = checkInsertIds(m, ids, n);
-  if (bad != 0) return bad;
+  return bad != 0 ? bad : insertHashes(m, ids, hashes, n, tokens, parents);
+}
+
+/** mgr_insert_hashes on ids known to be in range and held (the caller allocated them). */
+function insertHashes(m: Manager, ids: usize, hashes: usize, n: i32, tokens: usize, parents: usize): i32 {
   if (m.prefixOn == 0) return 0;
   const record = m.eventsOn != 0 && tokens != 0 && parents != 0;
   const bytes = <usize>m.blockSize << 2;
@@ -181,11 +182,14 @@ export function tier_release_offload(
   if (code >= 0) code = release(dev, devIds, nDev);
   if (code < 0 || moved == 0) return code < 0 ? code : 0;
   // The insert overwrites its ids with the entries it visited: the host ids to release go to hostIds (free now).
+  // They come from the allocation above: in range, each held once.
   memory.copy(hostIds, qHost, <usize>moved << 2);
   code = insertHashes(host, qHost, qHash, moved, 0, 0);
-  if (code >= 0) code = release(dev, qDev, moved);
-  if (code >= 0) code = release(host, hostIds, moved);
-  return code < 0 ? code : moved;
+  if (code < 0) return code;
+  // Each moved device block was held by the sequence alone (besides the cache), checked above.
+  releaseHeldOnce(dev, qDev, moved);
+  releaseHeldOnce(host, hostIds, moved);
+  return moved;
 }
 
 /**
