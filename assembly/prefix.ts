@@ -183,7 +183,7 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i
  */
 @inline function insertOneIn(
   m: Manager, flags: usize, records: usize, keyed: bool, table: usize, bucketMask: u32, tagMask: u32,
-  idAddr: usize, key: usize,
+  idAddr: usize, key: usize, handOver: bool,
 ): i32 {
   const id = load<i32>(idAddr);
   const fa = flags + <usize>id;
@@ -193,7 +193,23 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i
   const found = tableFindOrAdd(m, table, bucketMask, tagMask, records, key, fresh ? id : 0);
   let visited = found;
   let added = 0;
-  if (fresh) {
+  if (handOver) {
+    // The caller's only reference goes to the cache, or the block is freed (see insertHandingOver).
+    const rec = records + (<usize>id << META_SHIFT);
+    if (found == 0) {
+      store<u64>(rec, load<u64>(key), META_HASH);
+      store<u64>(rec, load<u64>(key, 8), META_HASH + 8);
+      store<u8>(fa, CACHED | STAMPED);
+      if (keyed) setKey(m, id, 0); // LRU never reads keys
+      added = 1;
+      visited = id;
+    } else {
+      store<u8>(fa, 0);
+      store<i32>(rec, 0, META_REFS);
+      store<i32>(m.free + (<usize>m.freeTop << 2), id);
+      m.freeTop++;
+    }
+  } else if (fresh) {
     const rec = records + (<usize>id << META_SHIFT);
     store<u64>(rec, load<u64>(key), META_HASH);
     store<u64>(rec, load<u64>(key, 8), META_HASH + 8);
@@ -220,6 +236,7 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i
  */
 @inline export function insertRange(
   m: Manager, ids: usize, from: i32, to: i32, keys: usize, events: bool, tokens: usize, bytes: usize, firstParent: usize, firstKind: i32,
+  handOver: bool = false,
 ): i32 {
   const flags = m.flags;
   // Only a caching manager gets here (its callers return first otherwise):
@@ -237,13 +254,13 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i
     const end = ids + (<usize>to << 2);
     let key = keys;
     for (let a = ids + (<usize>from << 2); a < end; a += 4, key += 16) {
-      added += insertOneIn(m, flags, records, keyed, table, bucketMask, tagMask, a, key);
+      added += insertOneIn(m, flags, records, keyed, table, bucketMask, tagMask, a, key, handOver);
     }
   } else {
     for (let b = from; b < to; b++) {
       const key = keys + (<usize>(b - from) << 4);
       const idAddr = ids + (<usize>b << 2);
-      const made = insertOneIn(m, flags, records, keyed, table, bucketMask, tagMask, idAddr, key);
+      const made = insertOneIn(m, flags, records, keyed, table, bucketMask, tagMask, idAddr, key, false);
       if (made != 0) {
         recordStored(m, load<i32>(idAddr), b == from ? firstKind : EV_PARENT_CHAIN, b == from ? firstParent : key - 16, tokens + <usize>b * bytes);
       }

@@ -47,18 +47,48 @@ function insertHashes(m: Manager, ids: usize, hashes: usize, n: i32, tokens: usi
       const par = parents + <usize>b * 20;
       added += insertRange(m, ids, b, b + 1, hashes + (<usize>b << 4), true, tokens, bytes, par + 4, load<i32>(par));
     }
-  } else {
-    // A window's home buckets and hash slots are read first with no branch on
-    // what they hold, so their cache misses overlap (a host tier's table and
-    // hashes are megabytes, and each offloaded block lands at random in them).
-    for (let w = 0; w < n; w += PREFETCH_WINDOW) {
-      const end = w + PREFETCH_WINDOW < n ? w + PREFETCH_WINDOW : n;
-      prefetchSink += readHomes(m, hashes + (<usize>w << 4), end - w);
-      added += insertRange(m, ids, w, end, hashes + (<usize>w << 4), false, 0, 0, 0, 0);
-    }
-  }
+  } else added = insertWindows(m, ids, hashes, n, false);
   touchVisited(m, ids, n);
   m.blocksInserted += <u64>added;
+  return added;
+}
+
+/**
+ * insertRange over ids[0, n) and the keys at `hashes`, a window at a time:
+ * a window's home buckets are read first with no branch on what they hold,
+ * so their cache misses overlap (a host tier's table and hashes are
+ * megabytes, and each offloaded block lands at random in them).
+ */
+// @ts-ignore: decorator
+@inline function insertWindows(m: Manager, ids: usize, hashes: usize, n: i32, handOver: bool): i32 {
+  let added = 0;
+  for (let w = 0; w < n; w += PREFETCH_WINDOW) {
+    const end = w + PREFETCH_WINDOW < n ? w + PREFETCH_WINDOW : n;
+    prefetchSink += readHomes(m, hashes + (<usize>w << 4), end - w);
+    added += insertRange(m, ids, w, end, hashes + (<usize>w << 4), false, 0, 0, 0, 0, handOver);
+  }
+  return added;
+}
+
+/**
+ * insertHashes of blocks that only the caller holds (one reference each,
+ * uncached: it has just allocated them), followed by the release of those
+ * references, in one pass: a new entry keeps the caller's reference as the
+ * cache's (the touch that follows links it, so the release would find it
+ * evictable and ordered already), and a block whose key is cached already
+ * goes back to the free stack, in list order, as the release would push it.
+ * No events may be recorded. Returns the number of new entries.
+ */
+function insertHandingOver(m: Manager, ids: usize, hashes: usize, n: i32): i32 {
+  if (m.prefixOn == 0) {
+    releaseHeldOnce(m, ids, n);
+    return 0;
+  }
+  const added = insertWindows(m, ids, hashes, n, true);
+  touchVisited(m, ids, n);
+  m.blocksInserted += <u64>added;
+  m.numUsed -= n;
+  m.numEvictable += added;
   return added;
 }
 
@@ -181,14 +211,10 @@ export function tier_release_offload(
   let code = release(host, hostIds, nHost);
   if (code >= 0) code = release(dev, devIds, nDev);
   if (code < 0 || moved == 0) return code < 0 ? code : 0;
-  // The insert overwrites its ids with the entries it visited: the host ids to release go to hostIds (free now).
-  // They come from the allocation above: in range, each held once.
-  memory.copy(hostIds, qHost, <usize>moved << 2);
-  code = insertHashes(host, qHost, qHash, moved, 0, 0);
-  if (code < 0) return code;
+  // The moved host blocks come from the allocation above: in range, each held by the sequence alone.
+  insertHandingOver(host, qHost, qHash, moved);
   // Each moved device block was held by the sequence alone (besides the cache), checked above.
   releaseHeldOnce(dev, qDev, moved);
-  releaseHeldOnce(host, hostIds, moved);
   return moved;
 }
 
