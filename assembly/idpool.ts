@@ -224,21 +224,27 @@ export function release(m: Manager, ids: usize, n: i32): i32 {
   // linear memory could alias them as far as the compilers know.
   const refs = m.refs;
   const flags = m.flags;
-  const numBlocks = m.numBlocks;
+  // One unsigned compare for the range (0 and negatives wrap past it); the
+  // loop only stops at a bad or marked id, and what it was is worked out after.
+  const last = <u32>(m.numBlocks - 1);
   let i = 0;
-  let code = 0;
   for (; i < n; i++) {
     const id = load<i32>(ids + (<usize>i << 2));
-    if (id <= 0 || id >= numBlocks) {
-      code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-      break;
-    }
+    if (<u32>(id - 1) >= last) break;
     const ra = refs + (<usize>id << rs);
     const r = load<i32>(ra);
-    if (r < 0) break;
-    code = holderError(r, load<u8>(flags + <usize>id));
-    if (code != 0) break;
+    // A marked id (r < 0) stops here too: r - (0 or 1) <= 0.
+    if (r - <i32>(load<u8>(flags + <usize>id) & CACHED) <= 0) break;
     store<i32>(ra, ~(r - 1));
+  }
+  let code = 0;
+  if (i < n) {
+    const id = load<i32>(ids + (<usize>i << 2));
+    if (<u32>(id - 1) >= last) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+    else {
+      const r = load<i32>(refs + (<usize>id << rs));
+      if (r >= 0) code = holderError(r, load<u8>(flags + <usize>id));
+    }
   }
   if (i == n) {
     applyDrops(m, ids, n, rs, true);

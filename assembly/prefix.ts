@@ -156,20 +156,21 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i
 @inline function checkHeld(m: Manager, ids: usize, n: i32, base: i32, rs: usize): i32 {
   // The header's fields in locals: read once, not once per id. (An id's
   // hash is on its record's line: reading the references brings it in.)
-  const numBlocks = m.numBlocks;
+  // The loop only finds the first bad id (one unsigned compare for the
+  // range: 0 and negatives wrap past it); why it is bad is worked out after.
+  const last = <u32>(m.numBlocks - 1);
   const refs = m.refs;
   const flags = m.flags;
-  for (let b = 0; b < n; b++) {
+  let b = 0;
+  for (; b < n; b++) {
     const id = load<i32>(ids + (<usize>b << 2));
-    let code = 0;
-    if (id <= 0 || id >= numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-    else if (load<i32>(refs + (<usize>id << rs)) - <i32>(load<u8>(flags + <usize>id) & CACHED) <= 0) code = ERR_NOT_HELD;
-    if (code != 0) {
-      setErrorIndex(base + b);
-      return code;
-    }
+    if (<u32>(id - 1) >= last) break;
+    if (load<i32>(refs + (<usize>id << rs)) - <i32>(load<u8>(flags + <usize>id) & CACHED) <= 0) break;
   }
-  return 0;
+  if (b == n) return 0;
+  const id = load<i32>(ids + (<usize>b << 2));
+  setErrorIndex(base + b);
+  return id == 0 ? ERR_PADDING : <u32>(id - 1) >= last ? ERR_OUT_OF_RANGE : ERR_NOT_HELD;
 }
 
 /**
