@@ -15,6 +15,28 @@ import { recordRemoved, recordCleared } from "./events";
 /** Keeps evict()'s prefetch loads alive (never read). */
 let evictSink: u32 = 0;
 
+/** Victims evict() takes from the recency ring per round of its passes. */
+const EVICT_CHUNK: i32 = 64;
+
+/**
+ * The table's side of an eviction of the `n` victims at `ids` (their
+ * events recorded, under 'priority' their expiries dropped, in order).
+ */
+function removeVictims(m: Manager, ids: usize, n: i32): void {
+  // The home buckets first, with no branch on their content: the reads are
+  // independent, so their cache misses overlap; inside a removal's probe
+  // loop they came one per victim.
+  evictSink += readHomesOf(m, ids, n);
+  if (m.eventsOn != 0 || m.policy == POLICY_PRIORITY) {
+    for (let i = 0; i < n; i++) {
+      const id = load<i32>(ids + (<usize>i << 2));
+      if (m.eventsOn != 0) recordRemoved(m, id);
+      if (m.policy == POLICY_PRIORITY) expDrop(m, id);
+    }
+  }
+  tableRemoveAll(m, ids, n);
+}
+
 @inline export function pushFree(m: Manager, id: i32): void {
   store<i32>(m.free + (<usize>m.freeTop << 2), id);
   m.freeTop++;
@@ -43,16 +65,24 @@ export function initIds(m: Manager): void {
  */
 export function evict(m: Manager, k: i32, popAt: i32 = I32.MAX_VALUE): i32 {
   // Three passes: take the victims out of the recency order (consecutive
-  // ring entries), read each victim's home table slot with no branch on its
-  // content, then remove them from the table. The reads of the middle
-  // pass are independent, so their cache misses overlap; inside a removal's
-  // probe loop they came one per victim. Each structure still sees the
-  // victims in eviction order.
+  // ring entries), read each victim's home table slot, then remove them
+  // from the table (removeVictims). Each structure still sees the victims
+  // in eviction order.
   const top = m.freeTop;
   const first = m.free + (<usize>top << 2);
   let done = 0;
   if (m.policy == POLICY_LRU && m.heapSize == 0) {
-    done = takeFromRing(m, k, first);
+    // A chunk of victims at a time: their records and buckets, read by one
+    // pass, are still in the first-level cache for the next (a whole
+    // sequence's victims at once outgrew it between the passes).
+    while (done < k) {
+      const want = k - done < EVICT_CHUNK ? k - done : EVICT_CHUNK;
+      const at = first + (<usize>done << 2);
+      const got = takeFromRing(m, want, at);
+      removeVictims(m, at, got);
+      done += got;
+      if (got < want) break;
+    }
     m.freeTop += done;
   } else {
     while (done < k) {
@@ -62,16 +92,8 @@ export function evict(m: Manager, k: i32, popAt: i32 = I32.MAX_VALUE): i32 {
       pushFree(m, id);
       done++;
     }
+    removeVictims(m, first, done);
   }
-  evictSink += readHomesOf(m, first, done);
-  if (m.eventsOn != 0 || m.policy == POLICY_PRIORITY) {
-    for (let i = 0; i < done; i++) {
-      const id = load<i32>(first + (<usize>i << 2));
-      if (m.eventsOn != 0) recordRemoved(m, id);
-      if (m.policy == POLICY_PRIORITY) expDrop(m, id);
-    }
-  }
-  tableRemoveAll(m, first, done);
   if (m.freeTop < popAt) {
     // Eviction is for caching managers: their references are on the records.
     const flags = m.flags;

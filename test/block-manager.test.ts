@@ -7,6 +7,8 @@ import { META_SIZE } from '../bindings/core/abi.js';
 import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { SingleBlockManager } from '../bindings/managers/single-block-manager.js';
+import { ModelBlockManager } from '../model/block-manager-impl.js';
+import { agree } from './support/agree.js';
 import { blockTokens } from './support/block-tokens.js';
 import { expectCheckCatches } from './support/corrupt.js';
 
@@ -70,6 +72,45 @@ describe('BlockManagerImpl ids', () => {
 });
 
 describe('BlockManagerImpl prefix cache', () => {
+  it('evicts hundreds of blocks in one call as the model does, past stale and held entries in the recency order', () => {
+    // The core takes victims from its recency ring a chunk at a time; one
+    // call here spans several chunks, with re-touched (stale) and held
+    // (parked) entries among them and an event recorded per removal.
+    const N = 600;
+    const core = new BlockManagerImpl({ numBlocks: N, blockSize: B });
+    core.recordEvents(true);
+    const model = new ModelBlockManager({ numBlocks: N, blockSize: B });
+    const prompts = Array.from({ length: 20 }, (_, i) => chain(25, 1000 * (i + 1)));
+    for (const t of prompts) {
+      const a = core.allocate(25)!;
+      agree(Array.from(a), model.allocate(25));
+      agree(core.cache(t, a), model.cache(t, Array.from(a)));
+      core.deallocate(a);
+      model.deallocate(Array.from(a));
+    }
+    const held: number[] = [];
+    for (const [i, t] of prompts.entries()) {
+      if (i % 3 !== 0) continue;
+      // A match re-touches the prefix: its old ring entries go stale.
+      const hits = Array.from(core.allocateShared(t.slice(0, 10 * B)));
+      agree(hits, model.allocateShared(t.slice(0, 10 * B)));
+      if (i % 2 === 0) held.push(...hits);
+      else {
+        core.deallocate(hits);
+        model.deallocate(hits);
+      }
+    }
+    core.drainEvents();
+    const n = core.evict(400);
+    expect(n).toBe(model.evict(400));
+    expect(n).toBeGreaterThan(200);
+    agree(Array.from(core.lruOrder()), model.prefix.lruOrder(), 'eviction order');
+    agree(Array.from({ length: N }, (_, id) => core.refCount(id)), model.ref, 'reference counts');
+    agree(Array.from(core.allocate(N - 1 - held.length - core.numBlocksInPrefixCache())!), model.allocate(N - 1 - held.length - model.numBlocksInPrefixCache()), 'free stack');
+    expect(core.drainEvents().filter((e) => e.type === 'removed').length).toBe(n);
+    core.check();
+  });
+
   it('deallocate is not free: a cached block stays resident until evicted', () => {
     const m = mgr();
     const t = chain(2);
