@@ -6,7 +6,7 @@
 // of blocks, a load plan's hashes stamped on the device blocks it fills, and
 // a finished sequence's release with its offload completed in one call.
 
-import { Manager, CACHED, STAMPED, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_EVENTS_ON, flagsOf, setFlags, hashPtr, refOf, copyHash, setErrorIndex } from "./layout";
+import { Manager, CACHED, STAMPED, META_SHIFT, META_REFS, META_HASH, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_EVENTS_ON, flagsOf, setFlags, hashPtr, refOf, copyHash, setErrorIndex } from "./layout";
 import { tableFind, readHomes } from "./table";
 import { allocate, release, releaseHeldOnce } from "./idpool";
 
@@ -144,15 +144,25 @@ export function mgr_offload_pick(mp: usize, devIds: usize, hostIds: usize, n: i3
 }
 
 function offloadPick(m: Manager, devIds: usize, hostIds: usize, n: i32, movedDev: usize, movedHost: usize, hashes: usize): i32 {
+  // The header's fields in locals (the loop's stores could alias them, so
+  // they would be read again for each id); one unsigned compare for the range.
+  const last = <u32>(m.numBlocks - 1);
+  const refs = m.refs;
+  const flags = m.flags;
+  const prefixOn = m.prefixOn != 0;
   let moved = 0;
   let kept = 0;
   for (let i = 0; i < n; i++) {
     const d = load<i32>(devIds + (<usize>i << 2));
     const h = load<i32>(hostIds + (<usize>i << 2));
-    if (d > 0 && d < m.numBlocks && refOf(m, d) == 2 && (flagsOf(m, d) & CACHED) != 0) {
+    const f = <u32>(d - 1) < last ? load<u8>(flags + <usize>d) : <u8>0;
+    if ((f & CACHED) != 0 && load<i32>(refs + (<usize>d << META_SHIFT)) == 2) {
       store<i32>(movedDev + (<usize>moved << 2), d);
       store<i32>(movedHost + (<usize>moved << 2), h);
-      hashOrZero(m, d, hashes + (<usize>moved << 4));
+      // A cached id's record has room for its hash (a caching manager's records).
+      const out = hashes + (<usize>moved << 4);
+      if (prefixOn && (f & STAMPED) != 0) v128.store(out, v128.load(refs + (<usize>d << META_SHIFT), META_HASH - META_REFS));
+      else v128.store(out, i32x4.splat(0));
       moved++;
     } else {
       store<i32>(devIds + (<usize>kept << 2), d);
