@@ -9,6 +9,7 @@
 import { Manager, CACHED, STAMPED, META_SHIFT, META_REFS, META_HASH, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_EVENTS_ON, flagsOf, setFlags, hashPtr, refOf, copyHash, setErrorIndex } from "./layout";
 import { tableFind, readHomes } from "./table";
 import { allocate, release, releaseHeldOnce } from "./idpool";
+import { becameEvictable } from "./lru";
 
 const PREFETCH_WINDOW: i32 = 32;
 /** Keeps the prefetch loads of mgr_insert_hashes alive (never read). */
@@ -140,10 +141,18 @@ export function mgr_is_cached(mp: usize, id: i32): i32 {
  * front of devIds/hostIds. Changes no manager state. Returns the number moved.
  */
 export function mgr_offload_pick(mp: usize, devIds: usize, hostIds: usize, n: i32, movedDev: usize, movedHost: usize, hashes: usize): i32 {
-  return offloadPick(changetype<Manager>(mp), devIds, hostIds, n, movedDev, movedHost, hashes);
+  return offloadPick(changetype<Manager>(mp), devIds, hostIds, n, movedDev, movedHost, hashes, false);
 }
 
-function offloadPick(m: Manager, devIds: usize, hostIds: usize, n: i32, movedDev: usize, movedHost: usize, hashes: usize): i32 {
+/**
+ * mgr_offload_pick; with `drop`, each moved id also loses the sequence's
+ * reference at once, as release would take it (it keeps the cache's, and
+ * becomes evictable): a later release of the moved ids would only repeat
+ * the pass. An id listed twice is then picked once (its second entry finds
+ * one reference), and the release of the ids kept refuses it.
+ */
+// @ts-ignore: decorator
+@inline function offloadPick(m: Manager, devIds: usize, hostIds: usize, n: i32, movedDev: usize, movedHost: usize, hashes: usize, drop: bool): i32 {
   // The header's fields in locals (the loop's stores could alias them, so
   // they would be read again for each id); one unsigned compare for the range.
   const last = <u32>(m.numBlocks - 1);
@@ -163,12 +172,20 @@ function offloadPick(m: Manager, devIds: usize, hostIds: usize, n: i32, movedDev
       const out = hashes + (<usize>moved << 4);
       if (prefixOn && (f & STAMPED) != 0) v128.store(out, v128.load(refs + (<usize>d << META_SHIFT), META_HASH - META_REFS));
       else v128.store(out, i32x4.splat(0));
+      if (drop) {
+        store<i32>(refs + (<usize>d << META_SHIFT), 1);
+        becameEvictable(m, d, f);
+      }
       moved++;
     } else {
       store<i32>(devIds + (<usize>kept << 2), d);
       store<i32>(hostIds + (<usize>kept << 2), h);
       kept++;
     }
+  }
+  if (drop) {
+    m.numUsed -= moved;
+    m.numEvictable += moved;
   }
   return moved;
 }
@@ -184,7 +201,9 @@ function offloadPick(m: Manager, devIds: usize, hostIds: usize, n: i32, movedDev
  * others close up in order); the host table and then the device table are
  * released; the moved host blocks are cached under the device blocks'
  * hashes; the moved device blocks and then the moved host blocks are
- * released. `devIds` holds the device table (`nDev` ids), `hostIds` the
+ * released (the device blocks' references go as they are picked, the
+ * host blocks' as they are cached: the same state, as no step between
+ * reads them). `devIds` holds the device table (`nDev` ids), `hostIds` the
  * host table with room for `cachedDev` ids, `q` room for 24 bytes per
  * computed block; no events may be recorded on either manager. Every id of
  * both tables must be in range and held by someone other than the cache,
@@ -210,7 +229,8 @@ export function tier_release_offload(
     if (cachedDev > heldHost && allocate(host, cachedDev - heldHost, hostIds + (<usize>heldHost << 2)) >= 0) nHost = cachedDev;
     const end = min(min(cachedDev, nHost), nDev);
     if (nHost > 0 && end > cachedHost) {
-      moved = offloadPick(dev, devIds + (<usize>cachedHost << 2), hostIds + (<usize>cachedHost << 2), end - cachedHost, qDev, qHost, qHash);
+      // The moved device blocks lose the sequence's reference here (release's effects, in the same order among them).
+      moved = offloadPick(dev, devIds + (<usize>cachedHost << 2), hostIds + (<usize>cachedHost << 2), end - cachedHost, qDev, qHost, qHash, true);
       // The moved pairs' places close up; the rest keep their order.
       memory.copy(devIds + (<usize>(end - moved) << 2), devIds + (<usize>end << 2), <usize>(nDev - end) << 2);
       memory.copy(hostIds + (<usize>(end - moved) << 2), hostIds + (<usize>end << 2), <usize>(nHost - end) << 2);
@@ -223,8 +243,6 @@ export function tier_release_offload(
   if (code < 0 || moved == 0) return code < 0 ? code : 0;
   // The moved host blocks come from the allocation above: in range, each held by the sequence alone.
   insertHandingOver(host, qHost, qHash, moved);
-  // Each moved device block was held by the sequence alone (besides the cache), checked above.
-  releaseHeldOnce(dev, qDev, moved);
   return moved;
 }
 
