@@ -30,19 +30,7 @@ import { cpSync, existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Command } from 'commander';
-
-/** The modes of the replay (replay() options; the CLI's --flags in the comments). */
-export const REPLAY_MODES: Readonly<Record<string, Record<string, unknown>>> = {
-  plain: {},
-  'sliding-window': { slidingWindow: 4096 }, // --sliding-window 4096
-  lfu: { eviction: 'lfu' }, // --eviction lfu
-  priority: { eviction: 'priority' }, // --eviction priority
-  'host-tier': { hostBlocks: 262144 }, // --host-blocks 262144
-  'host-store': { hostBlocks: 262144, storeBlocks: 100000 }, // --host-blocks 262144 --store-blocks 100000
-  'linear-state': { linearStateSlots: 256 }, // --linear-state-slots 256
-  '16k-publish': { numBlocks: 16384, publishAfterPrefill: true }, // --num-blocks 16384 --publish-after-prefill
-  '262k': { numBlocks: 262144 }, // --num-blocks 262144
-};
+import { REPLAY_MODES } from './replay-modes.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
