@@ -2,7 +2,7 @@
 // cache's manager header (created by ls_create), `key` a 16-byte hash in
 // linear memory; slots are i32, errors negative.
 
-import { Manager, STAMPED, flagsOf, hashPtr, copyHash } from "./layout";
+import { Manager, STAMPED, META_SHIFT } from "./layout";
 import { hashChain } from "./chain";
 import { createManager, mgr_check } from "./manager-exports";
 import { MAGIC_LINEAR_STATE } from "../bindings/core/abi";
@@ -80,30 +80,37 @@ export function ls_check(m: usize, counts: usize): i32 {
 export function ls_prefix_hashes(kv: usize, ids: usize, nHeld: i32, tokens: usize, nBlocks: i32, out: usize, tokFrom: i32, salt: usize): i32 {
   const k = changetype<Manager>(kv);
   const bytes = <usize>k.blockSize << 2;
-  for (let b = 0; b < tokFrom && b < nBlocks; b++) if (!stampedAt(k, ids, nHeld, b)) return -1;
+  // The header's fields in locals: the copies' stores could alias them, so
+  // they would be read again for each block. No block is stamped without
+  // caching (nor are hashes kept), so `held` stops at 0 then.
+  const flags = k.flags;
+  const hashes = k.hashes;
+  const last = <u32>(k.numBlocks - 1);
+  const held = k.prefixOn != 0 ? nHeld : 0;
+  for (let b = 0; b < tokFrom && b < nBlocks; b++) if (!stampedAt(flags, last, ids, held, b)) return -1;
   tokens -= <usize>tokFrom * bytes; // block b's tokens at tokens + b * bytes
   let b = 0;
   while (b < nBlocks) {
     // A run of stamped blocks is copied, the run of blocks after it hashed in one go.
     const o = out + (<usize>b << 4);
-    if (stampedAt(k, ids, nHeld, b)) {
-      copyHash(o, hashPtr(k, load<i32>(ids + (<usize>b << 2))));
+    if (stampedAt(flags, last, ids, held, b)) {
+      v128.store(o, v128.load(hashes + (<usize>load<i32>(ids + (<usize>b << 2)) << META_SHIFT)));
       b++;
       continue;
     }
     let e = b + 1;
-    while (e < nBlocks && !stampedAt(k, ids, nHeld, e)) e++;
+    while (e < nBlocks && !stampedAt(flags, last, ids, held, e)) e++;
     hashChain(tokens + <usize>b * bytes, bytes, e - b, b > 0 ? o - 16 : salt, k.seed, o);
     b = e;
   }
   return 0;
 }
 
-/** True when ids[b] (b < nHeld) is a block of `k` that carries a stamped hash. */
-@inline function stampedAt(k: Manager, ids: usize, nHeld: i32, b: i32): bool {
+/** True when ids[b] (b < nHeld) is a block in range (1..last + 1) whose flags carry a stamped hash. */
+@inline function stampedAt(flags: usize, last: u32, ids: usize, nHeld: i32, b: i32): bool {
   if (b >= nHeld) return false;
   const id = load<i32>(ids + (<usize>b << 2));
-  return id > 0 && id < k.numBlocks && k.prefixOn != 0 && (flagsOf(k, id) & STAMPED) != 0;
+  return <u32>(id - 1) < last && (load<u8>(flags + <usize>id) & STAMPED) != 0;
 }
 
 /** A prefill's batch, resolved and committed at once (prefillBatch in linear-state.ts). */
