@@ -10,7 +10,7 @@ import {
   Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, META_SHIFT, META_REFS, META_HASH, DENSE_REF_SHIFT, keyOf, setKey, refOf, setRef, flagsOf, setFlags, hashPtr, copyHash,
   ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_TOKENS_MISSING, ERR_FREE, setErrorIndex,
 } from "./layout";
-import { addRef } from "./idpool";
+import { addRef, pushFree } from "./idpool";
 import { touchAll, lruRemove } from "./lru";
 import { applyBatch, resetBatch } from "./priority";
 import { tableFind, tableFindOrAdd, readHomes } from "./table";
@@ -207,8 +207,7 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i
     } else {
       store<u8>(fa, 0);
       store<i32>(rec, 0, META_REFS);
-      store<i32>(m.free + (<usize>m.freeTop << 2), id);
-      m.freeTop++;
+      pushFree(m, id);
     }
   } else if (fresh) {
     const rec = records + (<usize>id << META_SHIFT);
