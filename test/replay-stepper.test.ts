@@ -139,6 +139,56 @@ describe('ReplayStepper', () => {
     }
   });
 
+  it('decodeRoom of a composite pool: exactly the steps before one that takes or slides out a block', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 9 }),
+        fc.integer({ min: 1, max: 70 }),
+        fc.subarray([1, 2, 3], { minLength: 1 }),
+        fc.integer({ min: 1, max: 60 }),
+        (blockSize, window, ratios, prompt) => {
+          const pool = new BlockManagerPool({
+            numBlocks: 400,
+            blockSize,
+            managerTypes: [1, ...ratios.map(() => 0 as const)],
+            compressRatios: [0, ...ratios],
+            slidingWindowSize: window,
+          });
+          try {
+            const m = pool.compositeManager(0)!;
+            // What a step changes: ids handed out or slid out, per sub-manager.
+            const marks = () => JSON.stringify(m.subManagerStats().map((x) => [x.blocksAllocated, x.blocksReleasedOutOfWindow]));
+            const s = new Sequence(Array.from({ length: prompt }, (_, i) => i));
+            expect(pool.decodeRoom(s)).toBe(0); // not placed yet
+            expect(pool.allocate(s)).toBe(true);
+            s.kvCachedTokens = prompt;
+            const step = () => {
+              s.appendToken(7);
+              s.kvCachedTokens = s.numTokens - 1;
+              expect(pool.allocate(s, s.numTokens)).toBe(true);
+            };
+            for (let round = 0; round < 12; round++) {
+              const room = pool.decodeRoom(s);
+              const before = marks();
+              for (let j = 0; j < room; j++) {
+                step();
+                expect(marks()).toBe(before);
+              }
+              step(); // the first step past the room changes something
+              expect(marks()).not.toBe(before);
+              pool.check();
+            }
+            pool.deallocate(s);
+            expect(pool.decodeRoom(s)).toBe(0);
+          } finally {
+            pool.dispose();
+          }
+        },
+      ),
+      { numRuns: fewer(200) },
+    );
+  });
+
   it('gives the same result, tokens and blocks when every decode step is made (no decodeRoom, no decodeSteps)', () => {
     const trace = generateWorkload({ requests: 120, seed: 5, concurrentChats: 4 });
     for (const params of [

@@ -354,6 +354,25 @@ export class CompositeBlockManager {
     return true;
   }
 
+  /**
+   * @internal Decode steps `t` can take from `numTokens` tokens that change
+   * nothing: step j grows it to numTokens + j with numTokens + j - 1 tokens
+   * computed, and changes nothing while every table holds the tokens and
+   * no window block slides out (what allocateFor would then do).
+   */
+  decodeRoomFor(t: CompositeBlockTables, numTokens: number): number {
+    let room = Infinity;
+    for (let i = 0; i < this.subManagers.length; i++) {
+      const size = this.sizes[i]!;
+      const len = t._lengths[i]!;
+      room = Math.min(room, len * size - numTokens);
+      const released = t._released[i]!;
+      // outOfWindowBlocks first exceeds `released` at (released + 1) * size + W - 1 computed tokens.
+      if (this.windowed[i] !== 0 && released < len) room = Math.min(room, (released + 1) * size + Math.max(this.slidingWindowSize, 1) - 1 - numTokens);
+    }
+    return room > 0 ? room : 0;
+  }
+
   /** Undoes the staged ids of sub-managers [0, upto), restoring each free stack's order. */
   private unstage(t: CompositeBlockTables, upto: number): void {
     for (let i = upto - 1; i >= 0; i--) {

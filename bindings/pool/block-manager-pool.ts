@@ -236,6 +236,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     const s = sequence.state;
     if (this.disposed || s.owner !== this || s.single < 0) return 0;
     const rank = this.ranks[s.dpRank]!;
+    if (rank.decodeRoom !== undefined) return s.linearSlot >= 0 || rank.linear === null ? rank.decodeRoom(s) : 0;
     const cap = s.numBlocks * rank.blockSize;
     // fits() of a block-table rank holds for every count up to a held capacity it accepts.
     return rank.kind === 'plain' && cap > s.numTokens && this.fitsAsIs(s, cap) ? cap - s.numTokens : 0;

@@ -59,6 +59,10 @@ export class CompositeRank implements RankManager {
     return this.composite.allocateFor(t, numTokens, s.kvCached);
   }
 
+  decodeRoom(s: SequenceState): number {
+    return s.composite === null ? 0 : this.composite.decodeRoomFor(s.composite, s.numTokens);
+  }
+
   tryAllocate(s: SequenceState): boolean {
     if (!this.allocate(s, s.numTokens)) return false;
     s.kvCached = s.numTokens;

@@ -62,6 +62,13 @@ export interface RankManager {
    * Absent on ranks that make them one at a time.
    */
   growSteps?(s: SequenceState, k: number): number;
+  /**
+   * @internal Decode steps `s` can take that each need nothing of the rank
+   * (step t grows it to numTokens + t with kvCached one behind), for ranks
+   * where fits() cannot say it alone (a window's blocks slide out). Absent
+   * on ranks where fits() for the held capacity answers it.
+   */
+  decodeRoom?(s: SequenceState): number;
   /** Matches more of the prompt if `s` holds only shared blocks, then allocates the rest; kvCached = numTokens. */
   tryAllocate(s: SequenceState): boolean;
   /** Attaches the prefix-cache hits of a sequence that holds no blocks. */

@@ -10,6 +10,7 @@ import type { BlockManagerPool, BlockManagerPoolOptions } from '../pool/block-ma
 import { Sequence, adoptBuffer } from '../pool/sequence.js';
 import { checkInt, describe } from '../validate.js';
 import type { ReplaySequence, ReplayTarget } from './kernel.js';
+import { appendOutputRun } from './output-run.js';
 
 /** One sub-manager's figures after a composite replay. */
 export interface SubManagerReplayStats {
@@ -113,6 +114,12 @@ export class CompositeReplayTarget implements ReplayTarget<CompositeReplaySequen
       st.composite = null;
     }
     return st.tokens;
+  }
+  decodeRoom(s: CompositeReplaySequence): number {
+    return this.pool.decodeRoom(s.seq);
+  }
+  appendOutputs(s: CompositeReplaySequence, first: number, count: number): void {
+    appendOutputRun(s.seq, first, count);
   }
   blocksEvicted(): number {
     return 0;
