@@ -82,6 +82,8 @@ export class CompositeReplaySequence implements ReplaySequence {
   }
 }
 
+const EMPTY = new Int32Array(0);
+
 /** The replay loop's view of a composite BlockManagerPool (figures summed over dp ranks). */
 export class CompositeReplayTarget implements ReplayTarget<CompositeReplaySequence> {
   /** @internal The pool reads each prompt from the buffer it was given. */
@@ -120,6 +122,11 @@ export class CompositeReplayTarget implements ReplayTarget<CompositeReplaySequen
   }
   appendOutputs(s: CompositeReplaySequence, first: number, count: number): void {
     appendOutputRun(s.seq, first, count);
+  }
+  /** The capacity table itself, no view (the loop reads it after every allocation that added blocks). */
+  blockIds(s: CompositeReplaySequence): Int32Array {
+    const c = s.seq.state.composite;
+    return c === null ? EMPTY : c._tables[this.capacity]!;
   }
   blocksEvicted(): number {
     return 0;
