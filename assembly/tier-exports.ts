@@ -123,13 +123,15 @@ export function mgr_is_cached(mp: usize, id: i32): i32 {
   return (flagsOf(m, id) & CACHED) != 0 ? 1 : 0;
 }
 
-/** The hash stamped on `id` to `out` (16 bytes), zeros when it carries none. */
-@inline function hashOrZero(m: Manager, id: i32, out: usize): void {
-  if (m.prefixOn != 0 && (flagsOf(m, id) & STAMPED) != 0) copyHash(out, hashPtr(m, id));
-  else {
-    store<u64>(out, 0);
-    store<u64>(out, 0, 8);
-  }
+/**
+ * The hash stamped on `id` (whose flags are `f`) to `out` (16 bytes), zeros
+ * when it carries none. The manager's fields come as arguments, so a loop
+ * reads them once; `hashes` is read only when `prefixOn`.
+ */
+// @ts-ignore: decorator
+@inline function hashOrZero(f: u8, prefixOn: bool, hashes: usize, id: i32, out: usize): void {
+  if (prefixOn && (f & STAMPED) != 0) v128.store(out, v128.load(hashes + (<usize>id << META_SHIFT)));
+  else v128.store(out, i32x4.splat(0));
 }
 
 /**
@@ -148,17 +150,19 @@ export function mgr_offload_pick(mp: usize, devIds: usize, hostIds: usize, n: i3
  * mgr_offload_pick; with `drop`, each moved id also loses the sequence's
  * reference at once, as release would take it (it keeps the cache's, and
  * becomes evictable): a later release of the moved ids would only repeat
- * the pass. An id listed twice is then picked once (its second entry finds
- * one reference), and the release of the ids kept refuses it.
+ * the pass, and they are not written to movedDev. An id listed twice is
+ * then picked once (its second entry finds one reference), and the release
+ * of the ids kept refuses it.
  */
 // @ts-ignore: decorator
-@inline function offloadPick(m: Manager, devIds: usize, hostIds: usize, n: i32, movedDev: usize, movedHost: usize, hashes: usize, drop: bool): i32 {
+@inline function offloadPick(m: Manager, devIds: usize, hostIds: usize, n: i32, movedDev: usize, movedHost: usize, outHashes: usize, drop: bool): i32 {
   // The header's fields in locals (the loop's stores could alias them, so
   // they would be read again for each id); one unsigned compare for the range.
   const last = <u32>(m.numBlocks - 1);
   const refs = m.refs;
   const flags = m.flags;
   const prefixOn = m.prefixOn != 0;
+  const hashes = m.hashes;
   let moved = 0;
   let kept = 0;
   for (let i = 0; i < n; i++) {
@@ -166,12 +170,10 @@ export function mgr_offload_pick(mp: usize, devIds: usize, hostIds: usize, n: i3
     const h = load<i32>(hostIds + (<usize>i << 2));
     const f = <u32>(d - 1) < last ? load<u8>(flags + <usize>d) : <u8>0;
     if ((f & CACHED) != 0 && load<i32>(refs + (<usize>d << META_SHIFT)) == 2) {
-      store<i32>(movedDev + (<usize>moved << 2), d);
+      // Dropped device ids are not listed: their reference goes here, nothing reads them after.
+      if (!drop) store<i32>(movedDev + (<usize>moved << 2), d);
       store<i32>(movedHost + (<usize>moved << 2), h);
-      // A cached id's record has room for its hash (a caching manager's records).
-      const out = hashes + (<usize>moved << 4);
-      if (prefixOn && (f & STAMPED) != 0) v128.store(out, v128.load(refs + (<usize>d << META_SHIFT), META_HASH - META_REFS));
-      else v128.store(out, i32x4.splat(0));
+      hashOrZero(f, prefixOn, hashes, d, outHashes + (<usize>moved << 4));
       if (drop) {
         store<i32>(refs + (<usize>d << META_SHIFT), 1);
         becameEvictable(m, d, f);
@@ -204,7 +206,7 @@ export function mgr_offload_pick(mp: usize, devIds: usize, hostIds: usize, n: i3
  * released (the device blocks' references go as they are picked, the
  * host blocks' as they are cached: the same state, as no step between
  * reads them). `devIds` holds the device table (`nDev` ids), `hostIds` the
- * host table with room for `cachedDev` ids, `q` room for 24 bytes per
+ * host table with room for `cachedDev` ids, `q` room for 20 bytes per
  * computed block; no events may be recorded on either manager. Every id of
  * both tables must be in range and held by someone other than the cache,
  * else nothing changes. Returns the blocks offloaded, or a negative code
@@ -221,16 +223,15 @@ export function tier_release_offload(
   if (bad != 0) return bad;
   let nHost = heldHost;
   let moved = 0;
-  const qDev = q;
-  const qHost = q + (<usize>cachedDev << 2);
-  const qHash = q + (<usize>cachedDev << 3);
+  const qHost = q;
+  const qHash = q + (<usize>cachedDev << 2);
   // The offload: only when the host holds fewer blocks than the device.
   if (heldHost < nDev) {
     if (cachedDev > heldHost && allocate(host, cachedDev - heldHost, hostIds + (<usize>heldHost << 2)) >= 0) nHost = cachedDev;
     const end = min(min(cachedDev, nHost), nDev);
     if (nHost > 0 && end > cachedHost) {
       // The moved device blocks lose the sequence's reference here (release's effects, in the same order among them).
-      moved = offloadPick(dev, devIds + (<usize>cachedHost << 2), hostIds + (<usize>cachedHost << 2), end - cachedHost, qDev, qHost, qHash, true);
+      moved = offloadPick(dev, devIds + (<usize>cachedHost << 2), hostIds + (<usize>cachedHost << 2), end - cachedHost, 0, qHost, qHash, true);
       // The moved pairs' places close up; the rest keep their order.
       memory.copy(devIds + (<usize>(end - moved) << 2), devIds + (<usize>end << 2), <usize>(nDev - end) << 2);
       memory.copy(hostIds + (<usize>(end - moved) << 2), hostIds + (<usize>end << 2), <usize>(nHost - end) << 2);
@@ -259,31 +260,48 @@ export function tier_release_offload(
 export function mgr_stamp_loaded(dp: usize, sp: usize, srcIds: usize, dstIds: usize, n: i32, out: usize): i32 {
   const d = changetype<Manager>(dp);
   const src = changetype<Manager>(sp);
-  for (let i = 0; i < n; i++) {
-    const s = load<i32>(srcIds + (<usize>i << 2));
-    const t = load<i32>(dstIds + (<usize>i << 2));
-    let code = 0;
-    if (s <= 0 || s >= src.numBlocks) code = s == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-    else if (t <= 0 || t >= d.numBlocks) code = t == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-    else if (refOf(d, t) - <i32>(flagsOf(d, t) & CACHED) <= 0) code = ERR_NOT_HELD;
-    if (code != 0) {
-      setErrorIndex(i);
-      return code;
-    }
+  // The headers' fields in locals (the loops' stores could alias them, so
+  // they would be read again for each id); one unsigned compare per range.
+  const srcLast = <u32>(src.numBlocks - 1);
+  const dLast = <u32>(d.numBlocks - 1);
+  const dRefs = d.refs;
+  const dRefShift = <usize>d.refShift;
+  const dFlags = d.flags;
+  // The check finds the first bad pair only; why it is bad is worked out after.
+  let bad = 0;
+  for (; bad < n; bad++) {
+    const s = load<i32>(srcIds + (<usize>bad << 2));
+    const t = load<i32>(dstIds + (<usize>bad << 2));
+    if (<u32>(s - 1) >= srcLast || <u32>(t - 1) >= dLast) break;
+    if (load<i32>(dRefs + (<usize>t << dRefShift)) - <i32>(load<u8>(dFlags + <usize>t) & CACHED) <= 0) break;
   }
-  const stamp = d.prefixOn != 0 && src.prefixOn != 0;
+  if (bad < n) {
+    const s = load<i32>(srcIds + (<usize>bad << 2));
+    const t = load<i32>(dstIds + (<usize>bad << 2));
+    setErrorIndex(bad);
+    if (<u32>(s - 1) >= srcLast) return s == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+    if (<u32>(t - 1) >= dLast) return t == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
+    return ERR_NOT_HELD;
+  }
+  const srcOn = src.prefixOn != 0;
+  const stamp = d.prefixOn != 0 && srcOn;
+  const srcFlags = src.flags;
+  const srcHashes = src.hashes;
+  const dHashes = d.hashes;
   let leading = 0;
   let run = true;
   for (let i = 0; i < n; i++) {
     const s = load<i32>(srcIds + (<usize>i << 2));
     const o = out + (<usize>i << 4);
-    hashOrZero(src, s, o);
+    const sf = load<u8>(srcFlags + <usize>s);
+    hashOrZero(sf, srcOn, srcHashes, s, o);
     const t = load<i32>(dstIds + (<usize>i << 2));
-    const f = flagsOf(d, t);
-    const ok = stamp && (flagsOf(src, s) & STAMPED) != 0 && (f & CACHED) == 0;
+    const fa = dFlags + <usize>t;
+    const f = load<u8>(fa);
+    const ok = stamp && (sf & STAMPED) != 0 && (f & CACHED) == 0;
     if (ok) {
-      copyHash(hashPtr(d, t), o);
-      setFlags(d, t, f | STAMPED);
+      v128.store(dHashes + (<usize>t << META_SHIFT), v128.load(o));
+      store<u8>(fa, f | STAMPED);
     }
     run = run && ok;
     if (run) leading++;

@@ -714,7 +714,7 @@ export abstract class CoreManager {
   ): number {
     this.sameCore(host, 'the host manager');
     const hostRoom = Math.max(heldHost, cachedDev);
-    const p = this.stg.byteSpace(4 * (nDev + hostRoom) + 24 * cachedDev);
+    const p = this.stg.byteSpace(4 * (nDev + hostRoom) + 20 * cachedDev);
     const i32 = this.mem.i32;
     const q = p >>> 2;
     i32.set(devIds.subarray(0, nDev), q);
