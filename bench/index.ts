@@ -18,6 +18,7 @@ import { replaySync } from '../bindings/replay/replay.js';
 import { ModelBlockManager } from '../model/block-manager-impl.js';
 import { ModelBlockManagerPool } from '../model/block-manager-pool.js';
 import { ModelReplayTarget } from '../model/replay-target.js';
+import { modesAgainstPlain } from './modes.js';
 import { phase, progress } from './progress.js';
 
 const quick = process.argv.includes('--quick');
@@ -256,6 +257,8 @@ async function replays(): Promise<void> {
     }
   }
   console.log(`Wasm linear memory: ${(plainCore().memory.buffer.byteLength / 2 ** 20).toFixed(1)} MB`);
+  phase('every replay mode against the plain replay', 'the core only, ~20 s');
+  modesAgainstPlain(trace, 5);
 }
 
 phase('npm run bench: the Wasm core against the reference model; tables on stdout, progress here');
