@@ -104,6 +104,11 @@ function graft(m: Manager, slot: i32): i32 {
     dropRef(m, slot);
     return found;
   }
+  return graftNew(m, slot);
+}
+
+/** graft of a slot whose hash is known not to be committed: it becomes the most recent checkpoint. */
+function graftNew(m: Manager, slot: i32): i32 {
   setFlags(m, slot, CACHED | STAMPED);
   tableInsert(m, slot);
   lruAdd(m, slot);
@@ -231,6 +236,15 @@ export function prefillBatch(m: Manager, restoreKey: usize, keys: usize, n: i32,
   let nPins = 0;
   let nReserved = 0;
   let exhausted = false;
+  // Set once the slots ran out while every committed checkpoint was pinned
+  // by this batch (its distinct pins, the restore's included, number them
+  // all): a later key can then only be committed as an earlier key of the
+  // batch (seenBefore has it) or as the restore key, so it needs no lookup.
+  let pinnedAll = false;
+  let restorePinnedAgain = false;
+  let failures: u64 = 0;
+  const restoreLo = restored != 0 ? load<u64>(restoreKey) : 0;
+  const restoreHi = restored != 0 ? load<u64>(restoreKey, 8) : 0;
   for (let i = 0; i < n; i++) {
     const seen = seenBefore(keys, i, set, setMask);
     let slot: i32;
@@ -239,7 +253,10 @@ export function prefillBatch(m: Manager, restoreKey: usize, keys: usize, n: i32,
       // reserve(), with the committed lookup done once: a committed key is
       // pinned and touched; else a pending slot, unless the slots ran out.
       const key = keys + (<usize>i << 4);
-      const found = committed(m, key);
+      const found = !pinnedAll
+        ? committed(m, key)
+        : restored != 0 && load<u64>(key) == restoreLo && load<u64>(key, 8) == restoreHi ? restored : 0;
+      if (found != 0 && found == restored) restorePinnedAgain = true;
       if (found != 0) {
         addRef(m, found);
         touch(m, found);
@@ -258,16 +275,21 @@ export function prefillBatch(m: Manager, restoreKey: usize, keys: usize, n: i32,
           // the same way (their failures counted, their walks skipped: the
           // walk that failed here already parked every held entry it met).
           exhausted = true;
+          pinnedAll = nPins + (restored != 0 && !restorePinnedAgain ? 1 : 0) == m.numCached;
           slot = -1;
         }
       } else {
-        m.allocFailures++;
+        failures++;
         slot = -1;
       }
     }
     store<i32>(slots + (<usize>i << 2), slot);
   }
-  for (let i = 0; i < nReserved; i++) commit(m, load<i32>(reserved + (<usize>i << 2)));
+  // Each reserved slot is pending (taken above) under a key the loop did
+  // not find committed, and the batch's keys are distinct: commit() without
+  // its checks, and graft() without its lookup.
+  for (let i = 0; i < nReserved; i++) graftNew(m, load<i32>(reserved + (<usize>i << 2)));
+  m.allocFailures += failures;
   if (restored != 0) unpin(m, restored);
   for (let i = 0; i < nPins; i++) unpin(m, load<i32>(pins + (<usize>i << 2)));
   return <i32>(m.blocksInserted - inserted);

@@ -299,31 +299,41 @@ function stampsCover(m: Manager, ids: usize, n: i32): bool {
  * errorIndex set (nothing changed).
  */
 export function stampChain(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
-  for (let b = 0; b < nBlocks; b++) {
-    const id = load<i32>(ids + (<usize>b << 2));
-    let code = 0;
-    if (id <= 0 || id >= m.numBlocks) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-    else if (refOf(m, id) == 0) code = ERR_FREE;
-    if (code != 0) {
-      setErrorIndex(b);
-      return code;
-    }
+  // The header's fields in locals (the loops' stores could alias them, so
+  // they would be read again for each id). The check finds the first bad id
+  // only (one unsigned compare for the range); why it is bad comes after.
+  const last = <u32>(m.numBlocks - 1);
+  const refs = m.refs;
+  const refShift = <usize>m.refShift;
+  let bad = 0;
+  for (; bad < nBlocks; bad++) {
+    const id = load<i32>(ids + (<usize>bad << 2));
+    if (<u32>(id - 1) >= last || load<i32>(refs + (<usize>id << refShift)) == 0) break;
+  }
+  if (bad < nBlocks) {
+    const id = load<i32>(ids + (<usize>bad << 2));
+    setErrorIndex(bad);
+    return id == 0 ? ERR_PADDING : <u32>(id - 1) >= last ? ERR_OUT_OF_RANGE : ERR_FREE;
   }
   const parent = parentOf(m, parentId, parentPtr);
   if (parent == 1) return ERR_UNSTAMPED_PARENT;
   if (m.prefixOn == 0 || nBlocks <= 0) return 0;
   const bytes = <usize>m.blockSize << 2;
   const out = scratch + 48;
+  const flags = m.flags;
+  const hashes = m.hashes;
+  const seed = m.seed;
   let prev = parent;
   for (let w = 0; w < nBlocks; w += INSERT_WINDOW) {
     const n = w + INSERT_WINDOW < nBlocks ? INSERT_WINDOW : nBlocks - w;
-    hashChain(tokens + <usize>w * bytes, bytes, n, prev, m.seed, out);
+    hashChain(tokens + <usize>w * bytes, bytes, n, prev, seed, out);
     for (let b = 0; b < n; b++) {
       const id = load<i32>(ids + (<usize>(w + b) << 2));
-      const f = flagsOf(m, id);
+      const fa = flags + <usize>id;
+      const f = load<u8>(fa);
       if ((f & CACHED) != 0) continue;
-      copyHash(hashPtr(m, id), out + (<usize>b << 4));
-      setFlags(m, id, f | STAMPED);
+      v128.store(hashes + (<usize>id << META_SHIFT), v128.load(out + (<usize>b << 4)));
+      store<u8>(fa, f | STAMPED);
     }
     copyHash(scratch + 32, out + (<usize>(n - 1) << 4));
     prev = scratch + 32;

@@ -27,12 +27,15 @@ interface Batch {
   restore: number;
   /** Live slots to take (and keep) before the batch: slot pressure. */
   takeLive: number;
+  /** Hash numbers whose checkpoints are pinned from outside over the batch (match, then unpin after it). */
+  pinOutside: number[];
 }
 
 const batchArb = fc.record({
   keys: fc.array(fc.integer({ min: 0, max: 30 }), { minLength: 1, maxLength: 24 }),
   restore: fc.nat({ max: 24 }),
   takeLive: fc.nat({ max: 2 }),
+  pinOutside: fc.array(fc.integer({ min: 0, max: 30 }), { maxLength: 3 }),
 });
 
 function hashesOf(keys: number[]): Uint8Array {
@@ -57,6 +60,9 @@ describe('LinearStatePrefixCache.prefillBatch', () => {
         try {
           for (const b of batches) {
             for (let i = 0; i < b.takeLive; i++) expect(fast.acquireLiveSlot()).toBe(slow.acquireLiveSlot());
+            // Pins held outside the batch: the slots can run out with checkpoints the batch did not pin.
+            const outside = b.pinOutside.map((k) => [fast.match(h(k)), slow.match(h(k))] as const);
+            for (const [f, s] of outside) expect(f?.slot).toBe(s?.slot);
             const last = b.keys.length;
             const restore = Math.min(b.restore, last);
             const hashes = hashesOf(b.keys);
@@ -71,6 +77,11 @@ describe('LinearStatePrefixCache.prefillBatch', () => {
             expect(r.restoredSlot).toBe(restore > 0 ? Math.max(0, res.restoreSrcSlots[0]!) : 0);
             expect(r.committed).toBe(slow.stats().checkpointsCommitted - before);
             expect(state(fast)).toEqual(state(slow));
+            for (const [f, s] of outside) {
+              if (f) fast.unpin(f);
+              if (s) slow.unpin(s);
+            }
+            expect(state(fast)).toEqual(state(slow));
             fast.check();
           }
         } finally {
@@ -78,7 +89,15 @@ describe('LinearStatePrefixCache.prefillBatch', () => {
           slow.dispose();
         }
       }),
-      { numRuns: fewer(300) },
+      {
+        numRuns: fewer(300),
+        examples: [
+          // The slots run out with only the restore's checkpoint committed; a later save of the restore key pins it again.
+          [3, [{ keys: [1], restore: 0, takeLive: 0, pinOutside: [] }, { keys: [1, 2, 3, 4, 1], restore: 1, takeLive: 0, pinOutside: [] }]],
+          // The restore key saved again before the slots run out, and a checkpoint pinned from outside saved after.
+          [4, [{ keys: [1, 5], restore: 0, takeLive: 0, pinOutside: [] }, { keys: [1, 1, 2, 3, 4, 5], restore: 1, takeLive: 0, pinOutside: [5] }]],
+        ],
+      },
     );
   });
 

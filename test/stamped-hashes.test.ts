@@ -5,6 +5,7 @@
 // to hashing, and that nothing the cache does changes.
 
 import { describe, expect, it } from 'vitest';
+import { ERR_FREE, ERR_OUT_OF_RANGE, ERR_PADDING } from '../bindings/core/abi.js';
 import { hashBlocks } from '../bindings/hash.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
@@ -108,7 +109,11 @@ describe('insert with known blocks', () => {
     // A free id in the list: an error, and the held ones before it are not re-stamped.
     const other = blockTokens(B, 3, 900, 0);
     m.deallocate([ids[2]!]);
-    expect(m.stampChainFrom(other, ids, 0, 3, 0)).toBeLessThan(0);
+    expect(m.stampChainFrom(other, ids, 0, 3, 0)).toBe(ERR_FREE);
+    // The padding id, or one out of range (either side), is refused as such.
+    for (const [bad, code] of [[0, ERR_PADDING], [16, ERR_OUT_OF_RANGE], [-1, ERR_OUT_OF_RANGE]] as const) {
+      expect(m.stampChainFrom(other, [ids[0]!, bad], 0, 2, 0)).toBe(code);
+    }
     expect([...m.blockHash(ids[0]!)!]).toEqual(hashAt(tokens, 0));
     m.check();
   });
