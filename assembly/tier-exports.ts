@@ -6,7 +6,7 @@
 // of blocks, a load plan's hashes stamped on the device blocks it fills, and
 // a finished sequence's release with its offload completed in one call.
 
-import { Manager, CACHED, STAMPED, META_SHIFT, META_REFS, META_HASH, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_EVENTS_ON, flagsOf, setFlags, hashPtr, refOf, copyHash, setErrorIndex } from "./layout";
+import { Manager, CACHED, STAMPED, META_SHIFT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_EVENTS_ON, flagsOf, hashPtr, setErrorIndex } from "./layout";
 import { tableFind, readHomes } from "./table";
 import { allocate, release, releaseHeldOnce } from "./idpool";
 import { becameEvictable } from "./lru";
