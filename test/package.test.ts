@@ -17,9 +17,13 @@ function files(dir: string, suffix: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith(suffix)).map((f) => join(dir, f));
 }
 
-/** Type-checks `code` as a consumer of the built package would, with the given compiler options. */
-function consumer(code: string, options: object): string {
-  const dir = mkdtempSync(join(tmpdir(), 'kvpool-consumer-'));
+/**
+ * Type-checks `code` as a consumer of the built package would, with the
+ * given compiler options; `installed`: from a folder beside the package's
+ * node_modules, so that `'kvpool'` resolves through its package.json.
+ */
+function consumer(code: string, options: object, installed = false): string {
+  const dir = mkdtempSync(join(installed ? join(out, '../../..') : tmpdir(), 'kvpool-consumer-'));
   writeFileSync(join(dir, 'main.ts'), code.replaceAll('DIST', out));
   writeFileSync(
     join(dir, 'tsconfig.json'),
@@ -51,6 +55,23 @@ export async function run(src: WasmSource): Promise<number> {
     expect(consumer(code, { lib: ['ES2022'], types: [] })).toBe('');
     // The same file where DOM is there: the declarations merge with DOM's.
     expect(consumer(code, { lib: ['ES2022', 'DOM'], types: [] })).toBe('');
+  });
+
+  it("'kvpool' resolves to the typings of the entry its runtime gets: no Node types needed outside Node", () => {
+    const code = `import { BlockManagerPool, Sequence, replay } from 'kvpool';
+export async function run(): Promise<number> {
+  const pool = new BlockManagerPool({ numBlocks: 64, blockSize: 16 });
+  pool.allocate(new Sequence([1, 2, 3]));
+  return (await replay({ requests: 5 })).hitRate;
+}
+`;
+    // A bundler's resolution (a browser or worker build): the platform entry's typings.
+    for (const lib of [['ES2022'], ['ES2022', 'DOM']]) {
+      expect(consumer(code, { module: 'ESNext', moduleResolution: 'Bundler', lib, types: [] }, true)).toBe('');
+    }
+    // Node's resolution: the Node entry, with what only it exports.
+    const node = `${code}export { readTraceFile } from 'kvpool';\n`;
+    expect(consumer(node, { lib: ['ES2022'], types: ['node'] }, true)).toBe('');
   });
 
   it('the Node entry compiles with Node types and no DOM', () => {
