@@ -113,6 +113,6 @@ describe('kvpool replay --sliding-window (CLI)', () => {
     expect(bad.err).toMatch(/--compress-ratios must be a comma-separated list of integers >= 1, got "1,x"/);
     const lone = await capture(() => main(['replay', '--compress-ratios', '4']));
     expect(lone.code).toBe(1);
-    expect(lone.err).toMatch(/compressRatios needs options.slidingWindow/);
+    expect(lone.err).toMatch(/--compress-ratios needs --sliding-window/);
   });
 });

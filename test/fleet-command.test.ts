@@ -98,6 +98,6 @@ describe('kvpool fleet', () => {
     expect(router.err).toMatch(/--router must be among round-robin, least-loaded, session-affinity, approximate-prefix, precise-prefix, got "random"/);
     const mode = await capture(() => main(['fleet', '/nonexistent.jsonl', '--sliding-window', '64', '--host-blocks', '100']));
     expect(mode.code).toBe(1);
-    expect(mode.err).toMatch(/options.hostBlocks cannot be combined with slidingWindow/);
+    expect(mode.err).toMatch(/--host-blocks cannot be combined with --sliding-window/);
   });
 });

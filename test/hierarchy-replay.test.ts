@@ -100,6 +100,6 @@ describe('replay with a KV-cache store behind the host tier', () => {
     expect(table.out).toMatch(/store blocks 5000/);
     const bad = await capture(() => main(['replay', '--requests', '5', '--store-blocks', '10']));
     expect(bad.code).toBe(1);
-    expect(bad.err).toMatch(/storeBlocks needs options.hostBlocks/);
+    expect(bad.err).toMatch(/--store-blocks needs --host-blocks/);
   });
 });

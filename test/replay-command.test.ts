@@ -135,7 +135,16 @@ describe('kvpool replay: warnings and errors', () => {
   it('checks the options before reading a trace', async () => {
     const r = await capture(() => main(['replay', '/nonexistent.jsonl', '--sliding-window', '64', '--host-blocks', '100']));
     expect(r.code).toBe(1);
-    expect(r.err).toMatch(/options.hostBlocks cannot be combined with slidingWindow: a host tier keeps prefix-cache blocks, and a composite pool has none/);
+    expect(r.err).toMatch(/--host-blocks cannot be combined with --sliding-window: a host tier keeps prefix-cache blocks, and a composite pool has none/);
+  });
+
+  it("names flags as typed, and says its name once before the library's own errors", async () => {
+    const host = await capture(() => main(['replay', '--host-blocks', '1']));
+    expect(host.code).toBe(1);
+    expect(host.err).toBe('kvpool: --host-blocks must be >= 2, got 1\n');
+    const big = await capture(() => main(['replay', '--num-blocks', '100000000']));
+    expect(big.code).toBe(1);
+    expect(big.err).toMatch(/^kvpool: a pool of 1 rank\(s\) of 100000000 blocks needs [\d.]+ GiB of Wasm memory/);
   });
 
   it('stops quietly when the reader of its output goes away (| head)', () => {

@@ -201,7 +201,7 @@ describe('replay modes combined', () => {
 
   it('refuses what has no meaning, naming the reason, before anything is built', () => {
     expect(() => replaySync({ requests: 5, slidingWindow: 64, hostBlocks: 64 })).toThrow(
-      /options.hostBlocks cannot be combined with slidingWindow: a host tier keeps prefix-cache blocks, and a composite pool has none/,
+      /options.hostBlocks cannot be combined with options.slidingWindow: a host tier keeps prefix-cache blocks, and a composite pool has none/,
     );
     expect(() => replaySync({ requests: 5, storeBlocks: 64 })).toThrow(/options.storeBlocks needs options.hostBlocks/);
     expect(() => replaySync({ requests: 5, hostBlocks: 64, storeBlocks: 0 })).toThrow(/options.storeBlocks must be >= 1, got 0/);

@@ -56,7 +56,7 @@ describe('sweep()', () => {
 
   it('checks every configuration before starting, naming the one that is wrong', async () => {
     await expect(sweep({ requests: 10, grid: { slidingWindow: [64], eviction: ['lru', 'lfu'] } })).rejects.toThrow(
-      /configuration 2 of 2 \(eviction=lfu slidingWindow=64\): options.eviction 'lfu' cannot be combined with slidingWindow/,
+      /configuration 2 of 2 \(eviction=lfu slidingWindow=64\): options.eviction 'lfu' cannot be combined with options.slidingWindow/,
     );
   });
 });

@@ -8,6 +8,7 @@ import '../wasm-node.js';
 import { replayCommand } from './replay-command.js';
 import { sweepCommand } from './sweep-command.js';
 import { fleetCommand } from './fleet-command.js';
+import { flagNames } from './flag-names.js';
 
 /** The package's version (package.json sits two folders up from dist/cli/ and bindings/cli/ alike). */
 export function packageVersion(): string {
@@ -35,7 +36,9 @@ export async function main(argv: string[]): Promise<number> {
     const ce = e as { code?: string; exitCode?: number };
     // commander printed its own message (help and version exit with 0)
     if (typeof ce.code === 'string' && ce.code.startsWith('commander.')) return ce.exitCode ?? 1;
-    process.stderr.write(`kvpool: ${(e as Error).message}\n`);
+    // The library's own errors start with its name already.
+    const message = flagNames(program, (e as Error).message);
+    process.stderr.write(message.startsWith('kvpool: ') ? `${message}\n` : `kvpool: ${message}\n`);
     return 1;
   }
   return 0;

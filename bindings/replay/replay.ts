@@ -237,7 +237,7 @@ export function parseReplayOptions(o: ReplayOptions): ParsedReplayOptions {
   checkObject('options', o);
   checkKeys('options', o, KEYS);
   if (o.compressRatios !== undefined && o.slidingWindow === undefined) {
-    throw new TypeError('options.compressRatios needs options.slidingWindow (a composite replay), got slidingWindow undefined');
+    throw new TypeError('options.compressRatios needs options.slidingWindow (a composite replay)');
   }
   if (o.onProgress !== undefined && typeof o.onProgress !== 'function') throw new TypeError(`options.onProgress must be a function, got ${describe(o.onProgress)}`);
   const p: ParsedReplayOptions = {
@@ -258,13 +258,13 @@ export function parseReplayOptions(o: ReplayOptions): ParsedReplayOptions {
   };
   parseEvictionPolicy('options.eviction', p.eviction);
   if (p.slidingWindow !== undefined && p.hostBlocks > 0) {
-    throw new TypeError('options.hostBlocks cannot be combined with slidingWindow: a host tier keeps prefix-cache blocks, and a composite pool has none');
+    throw new TypeError('options.hostBlocks cannot be combined with options.slidingWindow: a host tier keeps prefix-cache blocks, and a composite pool has none');
   }
   if (p.storeBlocks !== undefined && p.hostBlocks === 0) {
     throw new TypeError('options.storeBlocks needs options.hostBlocks: the store sits behind the host tier (it is written by offloads and read into host blocks)');
   }
   if (p.eviction !== 'lru' && p.slidingWindow !== undefined) {
-    throw new TypeError(`options.eviction '${p.eviction}' cannot be combined with slidingWindow (a composite pool has no prefix cache)`);
+    throw new TypeError(`options.eviction '${p.eviction}' cannot be combined with options.slidingWindow (a composite pool has no prefix cache)`);
   }
   return p;
 }
