@@ -192,6 +192,25 @@ describe('kvpool replay (CLI)', () => {
   });
 });
 
+describe('a trace given as requests', () => {
+  const ok = { inputLength: 10, outputLength: 2, hashIds: [1] };
+  const cases: Array<[unknown[], RegExp]> = [
+    [[{ foo: 1 }], /^trace\[0\]\.inputLength must be a number, got undefined$/],
+    [[ok, null], /^trace\[1\] must be a trace request \(\{ inputLength, outputLength, hashIds \}\), got null$/],
+    [[{ inputLength: -5, outputLength: 2, hashIds: [] }], /^trace\[0\]\.inputLength must be in \[0, 268435456\], got -5$/],
+    [[ok, { ...ok, outputLength: -1 }], /^trace\[1\]\.outputLength must be in \[0, 268435446\], got -1$/],
+    [[{ ...ok, outputLength: 'x' }], /^trace\[0\]\.outputLength must be a number, got "x"$/],
+    [[ok, ok, { ...ok, hashIds: ['a'] }], /^trace\[2\]\.hashIds\[0\] must be a number, got "a"$/],
+    [[{ ...ok, inputLength: 1000 }], /^trace\[0\]\.hashIds has 1 ids but inputLength 1000 needs 2$/],
+  ];
+
+  it('refuses a bad request in every mode, naming it by its index', () => {
+    for (const mode of [{}, { slidingWindow: 64 }, { hostBlocks: 64 }, { linearStateSlots: 8 }, { eviction: 'priority' as const }]) {
+      for (const [trace, message] of cases) expect(() => replaySync({ trace: trace as TraceRequest[], ...mode }), JSON.stringify(mode)).toThrow(message);
+    }
+  });
+});
+
 describe('replay modes combined', () => {
   const trace = generateWorkload({ requests: 200, seed: 5 });
   const device = (r: ReplayRun) => {

@@ -21,7 +21,7 @@ const proj = mkdtempSync(join(tmpdir(), 'kvpool-runtimes-'));
 function readmeExample(): string {
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
   const at = readme.indexOf('test/runtimes.test.ts');
-  const m = /```ts\n([\s\S]*?)```/.exec(readme.slice(at));
+  const m = /```(?:js|ts)\n([\s\S]*?)```/.exec(readme.slice(at));
   if (at < 0 || !m) throw new Error('README.md: the example marked for test/runtimes.test.ts is missing');
   return m[1]!;
 }

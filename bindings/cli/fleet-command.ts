@@ -121,7 +121,7 @@ export function fleetCommand(): Command {
       } finally {
         bar?.stop();
       }
-      const what = spec ?? `built-in workload (${o.requests} requests, seed ${o.seed})`;
+      const what = spec ?? `built-in workload (seed ${o.seed})`;
       const r0 = results[0]!;
       write(results, o.json ? 'json' : o.format, `kvpool fleet: ${what}, ${r0.requests.toLocaleString('en-US')} requests` + (results.length === 1 ? `, ${r0.config.engines} engines, ${r0.config.router}` : `, ${results.length} fleets`));
       for (const r of results) warn(results.length === 1 ? r.warnings : r.warnings.map((w) => `${r.config.router} x ${r.config.engines}: ${w}`));

@@ -89,6 +89,6 @@ export function glossaryHelp(): string {
   const all = [...RESULT_GLOSSARY, { key: 'warnings', label: '', meaning: 'notes on a result that is probably not what was meant (also on stderr)' }];
   const w = Math.max(...all.map((e) => e.key.length));
   return ['', 'Result fields (JSON keys; the table uses the same words):', ...all.map((e) => `  ${e.key.padEnd(w)}  ${e.meaning}`),
-    '', 'With --dp-size > 1, `ranks` has each rank\'s pool counters; a composite replay adds `subManagers`.',
+    '', '`ranks` has each dp rank\'s pool counters (the table shows them when --dp-size > 1); a composite replay adds `subManagers`.',
     'Every output echoes the configuration (`config`). Details: docs/replay.md.'].join('\n');
 }

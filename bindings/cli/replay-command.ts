@@ -115,7 +115,7 @@ export function replayCommand(): Command {
       } finally {
         bar?.stop();
       }
-      write([result], format, (r) => `kvpool replay: ${spec ?? `built-in workload (${o.requests} requests, seed ${o.seed})`}, ${r.requests.toLocaleString('en-US')} requests, ${r.mode}`);
+      write([result], format, (r) => `kvpool replay: ${spec ?? `built-in workload (seed ${o.seed})`}, ${r.requests.toLocaleString('en-US')} requests, ${r.mode}`);
       warn(result.warnings);
     });
   return cmd;

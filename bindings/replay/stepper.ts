@@ -5,7 +5,7 @@
 import {
   advanceOutputToken, nextOutputToken, outputToken, holdPromptTokens, keepPromptTokens, promptTokens, releasePromptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
 } from './kernel.js';
-import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
+import { MAX_SEQUENCE_TOKENS, checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { TraceRequest } from './trace.js';
 import { TokenBuffers } from './token-buffers.js';
 
@@ -273,6 +273,7 @@ export class ReplayStepper<S extends ReplaySequence> {
 
   /** One iteration of runReplay's request loop. */
   private admit(req: TraceRequest, r: number): ReplayStep {
+    checkRequest(req, r);
     const { target, params } = this;
     const L = req.inputLength;
     const need = L + req.outputLength + 1;
@@ -300,6 +301,8 @@ export class ReplayStepper<S extends ReplaySequence> {
         if (this.live() === 0) break;
         this.finishOldest();
       }
+    } catch (e) {
+      throw requestError(e, r);
     } finally {
       // A held prompt is staged again at cache() (unless its stamps cover
       // it); a kept one stays held for that, the others end here.
@@ -385,6 +388,28 @@ export class ReplayStepper<S extends ReplaySequence> {
     }
     return { request: r, placed: true, matchedBlocks: matched, newBlocks, truncated: cut, finished: this.finishedInStep };
   }
+}
+
+/**
+ * Checks request `r` of a trace before any of it is used (its hash ids are
+ * checked as its prompt is written); the errors name it trace[r]. The
+ * names are built only for a bad request.
+ */
+function checkRequest(req: TraceRequest, r: number): void {
+  if (req === null || typeof req !== 'object') {
+    throw new TypeError(`trace[${r}] must be a trace request ({ inputLength, outputLength, hashIds }), got ${describe(req)}`);
+  }
+  const L = req.inputLength;
+  const O = req.outputLength;
+  if (Number.isInteger(L) && L >= 0 && L <= MAX_SEQUENCE_TOKENS && Number.isInteger(O) && O >= 0 && O <= MAX_SEQUENCE_TOKENS - L) return;
+  checkInt(`trace[${r}].inputLength`, L, 0, MAX_SEQUENCE_TOKENS);
+  checkInt(`trace[${r}].outputLength`, O, 0, MAX_SEQUENCE_TOKENS - L);
+}
+
+/** An error of writing request `r`'s prompt (named `req.…` there) as one naming trace[r]; any other error as it is. */
+function requestError(e: unknown, r: number): unknown {
+  if (!(e instanceof TypeError || e instanceof RangeError) || !e.message.startsWith('req.')) return e;
+  return new (e instanceof TypeError ? TypeError : RangeError)(`trace[${r}].${e.message.slice(4)}`);
 }
 
 /** Runs the replay kernel's loop (docs/replay-kernel.md, the loop) over `requests` and returns its result object. */
