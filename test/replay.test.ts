@@ -165,7 +165,7 @@ describe('kvpool replay (CLI)', () => {
   it('prints a table by default', async () => {
     const r = await capture(() => main(['replay', '--requests', '20']));
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(/built-in workload \(20 requests, seed 1024\)/);
+    expect(r.out).toMatch(/built-in workload \(seed 1024\), 20 requests, plain/);
     expect(r.out).toMatch(/hit rate\s+\d+\.\d\d %/);
     expect(r.out).toMatch(/block size 16 · blocks per rank 65536 · dp size 1 · max running 32 · seed 1024/);
   });
