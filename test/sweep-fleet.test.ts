@@ -57,6 +57,7 @@ describe('fleetSweep()', () => {
 
   it('checks every configuration before starting, naming the one that is wrong', async () => {
     await expect(fleetSweep({ requests: 10, stepMs: -1, grid: { engines: [2] } })).rejects.toThrow(/configuration 1 of 1 \(engines=2 router=round-robin\): options.stepMs/);
+    await expect(fleetSweep({ requests: 10, grid: { engines: [2] }, onProgress: 5 as never })).rejects.toThrow(new TypeError('options.onProgress must be a function, got 5'));
   });
 });
 

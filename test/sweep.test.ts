@@ -58,6 +58,17 @@ describe('sweep()', () => {
     await expect(sweep({ requests: 10, grid: { slidingWindow: [64], eviction: ['lru', 'lfu'] } })).rejects.toThrow(
       /configuration 2 of 2 \(eviction=lfu slidingWindow=64\): options.eviction 'lfu' cannot be combined with options.slidingWindow/,
     );
+    // A value out of range stays a RangeError.
+    await expect(sweep({ requests: 10, grid: { numBlocks: [1] } })).rejects.toThrow(new RangeError('configuration 1 of 1 (numBlocks=1): options.numBlocks must be >= 2, got 1'));
+    await expect(sweep({ requests: 10, grid: { numBlocks: [1] } })).rejects.toThrow(RangeError);
+    await expect(sweep({ requests: 10, grid: { numBlocks: [64] }, onProgress: 5 as never })).rejects.toThrow(new TypeError('options.onProgress must be a function, got 5'));
+  });
+
+  it('rejects with the error of a progress callback that throws (the process goes on)', async () => {
+    const boom = new Error('progress bar broke');
+    await expect(sweep({ requests: 50, grid: { numBlocks: [64, 128] }, workers: 2, onProgress: () => { throw boom; } })).rejects.toBe(boom);
+    // The next sweep runs as usual.
+    expect((await sweep({ requests: 20, grid: { numBlocks: [64] }, workers: 1 })).length).toBe(1);
   });
 });
 

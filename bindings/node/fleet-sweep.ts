@@ -9,7 +9,7 @@ import type { FleetRun } from '../fleet/fleet-result.js';
 import type { RouterPolicy } from '../fleet/routers.js';
 import { checkInt, checkObject, describe } from '../validate.js';
 import { describeConfig, dispatchOrder, sweepConfigurations, sweepTrace, type SweepGrid, type SweepOptions } from './sweep.js';
-import { runOnWorkers } from './sweep-pool.js';
+import { checkProgress, configurationError, runOnWorkers } from './sweep-pool.js';
 import type { SweepJob } from './sweep-worker.js';
 
 /** The fleet axes, varied after (faster than) the replay options: fleet size, then router. */
@@ -51,12 +51,13 @@ export function describeFleetConfig(c: FleetOptions, grid: FleetSweepGrid): stri
 export async function fleetSweep(options: FleetSweepOptions): Promise<FleetRun[]> {
   checkObject('options', options);
   const { grid, workers, onProgress, trace, ...base } = options;
+  checkProgress(onProgress);
   const configs = fleetSweepConfigurations(base, grid);
   const parsed = configs.map((c, i) => {
     try {
       return parseFleetOptions(c);
     } catch (e) {
-      throw new TypeError(`configuration ${i + 1} of ${configs.length} (${describeFleetConfig(c, grid)}): ${(e as Error).message}`);
+      throw configurationError(e, i, configs.length, describeFleetConfig(c, grid));
     }
   });
   const n = workers === undefined ? availableParallelism() : checkInt('options.workers', workers, 1, 256);

@@ -4,6 +4,7 @@
 
 import type { Worker } from 'node:worker_threads';
 import type { TraceRequest } from '../replay/trace.js';
+import { describe } from '../validate.js';
 import { startWorker } from './worker.js';
 import type { SweepJob, SweepReply } from './sweep-worker.js';
 
@@ -28,7 +29,25 @@ export interface PoolPlan {
   describe: (id: number) => string;
 }
 
-/** Runs every job on `plan.workers` threads; the results by job id. */
+/** Checks a sweep's `options.onProgress` (before anything runs). */
+export function checkProgress(onProgress: unknown): void {
+  if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(`options.onProgress must be a function, got ${describe(onProgress)}`);
+}
+
+/**
+ * A sweep's error in configuration `i` of `n` (`what` names it), of the
+ * same class: a RangeError stays one.
+ */
+export function configurationError(e: unknown, i: number, n: number, what: string): Error {
+  const message = `configuration ${i + 1} of ${n} (${what}): ${(e as Error).message}`;
+  return e instanceof RangeError ? new RangeError(message) : new TypeError(message);
+}
+
+/**
+ * Runs every job on `plan.workers` threads; the results by job id. A
+ * progress callback that throws ends the sweep: the promise rejects with
+ * its error.
+ */
 export async function runOnWorkers<R>(plan: PoolPlan): Promise<R[]> {
   const { jobs, lengths, order, requests, onProgress } = plan;
   const n = Math.min(plan.workers, jobs.length);
@@ -41,6 +60,14 @@ export async function runOnWorkers<R>(plan: PoolPlan): Promise<R[]> {
     await new Promise<void>((resolve, reject) => {
       let idle = 0;
       let failed = false;
+      const report = () => {
+        try {
+          onProgress?.({ ...progress });
+        } catch (e) {
+          failed = true;
+          reject(e);
+        }
+      };
       const give = (w: Worker) => {
         if (failed) return;
         if (next >= jobs.length) {
@@ -56,13 +83,13 @@ export async function runOnWorkers<R>(plan: PoolPlan): Promise<R[]> {
           if (m.type === 'progress') {
             progress.requestsDone += m.done - doneOf[m.id]!;
             doneOf[m.id] = m.done;
-            onProgress?.({ ...progress });
+            report();
           } else if (m.type === 'result') {
             results[m.id] = m.result as R;
             progress.requestsDone += lengths[m.id]! - doneOf[m.id]!;
             doneOf[m.id] = lengths[m.id]!;
             progress.runsDone++;
-            onProgress?.({ ...progress });
+            report();
             give(w);
           } else {
             failed = true;

@@ -7,7 +7,7 @@ import { parseReplayOptions, type ParsedReplayOptions, type ReplayOptions, type 
 import type { TraceRequest } from '../replay/trace.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import { readTraceFile } from './trace-file.js';
-import { runOnWorkers, type SweepProgress } from './sweep-pool.js';
+import { checkProgress, configurationError, runOnWorkers, type SweepProgress } from './sweep-pool.js';
 import type { SweepJob } from './sweep-worker.js';
 
 /** Options a sweep can vary: each takes a list of values. */
@@ -45,13 +45,14 @@ export function sweepConfigurations(base: Omit<SweepOptions, 'grid' | 'workers' 
 export async function sweep(options: SweepOptions): Promise<ReplayRun[]> {
   checkObject('options', options);
   const { grid, workers, onProgress, trace, ...base } = options;
+  checkProgress(onProgress);
   const configs = sweepConfigurations(base, grid);
   // Every configuration is checked before anything runs.
   const parsed = configs.map((c, i) => {
     try {
       return parseReplayOptions(c);
     } catch (e) {
-      throw new TypeError(`configuration ${i + 1} of ${configs.length} (${describeConfig(c, grid)}): ${(e as Error).message}`);
+      throw configurationError(e, i, configs.length, describeConfig(c, grid));
     }
   });
   const n = workers === undefined ? availableParallelism() : checkInt('options.workers', workers, 1, 256);
