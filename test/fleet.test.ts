@@ -120,6 +120,25 @@ describe('options and misuse', () => {
     expect(() => fleetSync({ trace, stepMs: 0 })).toThrow(new RangeError('options.stepMs must be a finite number > 0, got 0'));
     expect(() => fleetSync({ trace, loadWeight: 0.5 })).toThrow(/options.loadWeight must be an integer/);
     expect(() => fleetSync({ trace, numBlock: 5 } as never)).toThrow(/numBlock/);
+    // An unknown key is named with every key a fleet takes, its own included.
+    expect(() => fleetSync({ trace, engine: 4 } as never)).toThrow(/unknown option "engine" \(known: trace, .*numBlocks.*, engines, router, stepMs/);
+  });
+
+  it('refuses a bad request before any engine runs, naming it by its index', () => {
+    const ok = req(0, 40, 1, [1]);
+    expect(() => fleetSync({ trace: [ok, null as never], engines: 2 })).toThrow(new TypeError('trace[1] must be a trace request ({ inputLength, outputLength, hashIds }), got null'));
+    expect(() => fleetSync({ trace: [ok, { ...ok, outputLength: -1 }], engines: 2 })).toThrow(/^trace\[1\]\.outputLength must be in \[0, \d+\], got -1$/);
+  });
+
+  it("gives an engine's pool by its index, until disposed", () => {
+    const f = new Fleet({ trace: [req(0, 40, 1, [1])], engines: 2, numBlocks: 64 });
+    f.run();
+    expect(f.pool(1).numFreeBlocks()).toEqual([63]);
+    expect(() => f.pool(2)).toThrow(new RangeError('e must be in [0, 1], got 2'));
+    expect(() => f.pool(-1)).toThrow(RangeError);
+    expect(() => f.pool('0' as never)).toThrow(TypeError);
+    f.dispose();
+    expect(() => f.pool(0)).toThrow('Fleet.pool: this fleet was disposed; its pools are gone');
   });
 
   it('refuses a router answer outside the fleet', () => {

@@ -1,8 +1,8 @@
 // A fleet's options: replay()'s, for every engine, plus how many engines,
 // which router, and the step clock. Parsed once; `config` echoes them.
 
-import { parseReplayOptions, replayConfig, type ParsedReplayOptions, type ReplayConfig, type ReplayOptions } from '../replay/replay.js';
-import { checkInt, checkObject, describe } from '../validate.js';
+import { REPLAY_OPTION_KEYS, parseReplayOptions, replayConfig, type ParsedReplayOptions, type ReplayConfig, type ReplayOptions } from '../replay/replay.js';
+import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import { parseWeights } from './prefix-score.js';
 import type { Router } from './router.js';
 import { ROUTER_POLICIES, type RouterPolicy } from './routers.js';
@@ -65,6 +65,7 @@ export interface FleetConfig extends ReplayConfig {
 
 export function parseFleetOptions(o: FleetOptions): ParsedFleetOptions {
   checkObject('options', o);
+  checkKeys('options', o, [...REPLAY_OPTION_KEYS, ...FLEET_KEYS]);
   const replayOptions: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(o)) if (!(FLEET_KEYS as readonly string[]).includes(k)) replayOptions[k] = v;
   const replay = parseReplayOptions(replayOptions as ReplayOptions);

@@ -12,6 +12,8 @@ import type { KVEventSource } from '../managers/kv-events.js';
 import { traceArg } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { generateWorkload } from '../replay/workload.js';
+import { checkRequest } from '../replay/stepper.js';
+import { checkInt, describe } from '../validate.js';
 import { FleetEngine } from './engine.js';
 import { fleetConfig, parseFleetOptions, type FleetConfig, type FleetOptions, type ParsedFleetOptions } from './fleet-options.js';
 import { assembleRun, engineFigures, type FleetRun } from './fleet-result.js';
@@ -28,7 +30,9 @@ export function arrivalSteps(trace: readonly TraceRequest[], n: number, stepMs: 
   const out = new Float64Array(n);
   let prev = 0;
   for (let r = 0; r < n; r++) {
-    const ts = trace[r]!.timestamp;
+    const req = trace[r];
+    // Not a request: the replay loop refuses it by its index when it comes to it.
+    const ts = req !== null && typeof req === 'object' ? req.timestamp : undefined;
     if (!instant && ts !== undefined) prev = Math.max(prev, Math.floor(ts / stepMs));
     out[r] = prev;
   }
@@ -84,6 +88,10 @@ export class Fleet {
     this.wire = parseWireOptions({ ...wire, ts: 0 });
     const given = traceArg(options);
     this.trace = given ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
+    // Routers read the requests before an engine's loop checks them: every one is checked here first.
+    if (!Array.isArray(this.trace)) throw new TypeError(`options.trace must be an array of trace requests, got ${describe(this.trace)}`);
+    const n = Math.min(this.trace.length, p.replay.limit ?? Infinity);
+    for (let i = 0; i < n; i++) checkRequest(this.trace[i]!, i);
     const r = p.replay;
     this.router = routerOf(p);
     this.config = fleetConfig(p, this.router.name, given === undefined ? undefined : (traceName ?? 'requests'));
@@ -99,7 +107,10 @@ export class Fleet {
 
   /** Engine `e`'s pool (until `dispose`). */
   pool(e: number): FleetEngine['pool'] {
-    return this.engines[e]!.pool;
+    checkInt('e', e, 0, this.p.engines - 1);
+    const pool = this.engines[e]?.pool;
+    if (pool === undefined || pool.isDisposed) throw new Error('Fleet.pool: this fleet was disposed; its pools are gone');
+    return pool;
   }
 
   /** Runs the whole trace and returns the result; once. */

@@ -143,7 +143,8 @@ export interface HostTierReplayRun extends ReplayRunBase {
 export type ReplayRun = PlainReplayRun | LinearStateReplayRun | CompositeReplayRun | HostTierReplayRun;
 export type ReplayMode = ReplayRun['mode'];
 
-const KEYS = [
+/** The keys replay() takes (its options). */
+export const REPLAY_OPTION_KEYS: readonly string[] = [
   'trace', 'requests', 'limit', 'blockSize', 'numBlocks', 'dpSize', 'maxRunning', 'seed', 'publishAfterPrefill', 'eviction',
   'hostBlocks', 'storeBlocks', 'slidingWindow', 'compressRatios', 'linearStateSlots', 'onProgress',
 ];
@@ -235,7 +236,7 @@ export interface ParsedReplayOptions {
 
 export function parseReplayOptions(o: ReplayOptions): ParsedReplayOptions {
   checkObject('options', o);
-  checkKeys('options', o, KEYS);
+  checkKeys('options', o, REPLAY_OPTION_KEYS);
   if (o.compressRatios !== undefined && o.slidingWindow === undefined) {
     throw new TypeError('options.compressRatios needs options.slidingWindow (a composite replay)');
   }

@@ -181,8 +181,7 @@ export class ReplayStepper<S extends ReplaySequence> {
   admitRequest(req: TraceRequest, index: number): ReplayStep {
     if (this.drained) throw new Error('admitRequest: the stepper has drained');
     if (this.r < this.total) throw new Error('admitRequest: the stepper still has requests of its own to step through');
-    checkObject('req', req);
-    checkInt('index', index, 0);
+    checkInt('index', index, 0); // admit checks the request, naming it trace[index]
     const t0 = performance.now();
     this.finishedInStep = 0;
     const out = this.admit(req, index);
@@ -395,7 +394,7 @@ export class ReplayStepper<S extends ReplaySequence> {
  * checked as its prompt is written); the errors name it trace[r]. The
  * names are built only for a bad request.
  */
-function checkRequest(req: TraceRequest, r: number): void {
+export function checkRequest(req: TraceRequest, r: number): void {
   if (req === null || typeof req !== 'object') {
     throw new TypeError(`trace[${r}] must be a trace request ({ inputLength, outputLength, hashIds }), got ${describe(req)}`);
   }
