@@ -166,6 +166,7 @@ describe('vLLM KVEventBatch encoding', () => {
       a.dispose();
       b.dispose();
     }
+    for (const bad of [null, {}, 5]) expect(() => drainVllmEventBatches(bad as never)).toThrow(/^pool must be a BlockManagerPool, got /);
   });
 
   it('host-tier blocks are announced with medium "CPU", their tokens and chain parent', () => {

@@ -463,6 +463,9 @@ export function encodeVllmEventBatches(events: readonly KVEvent[], options: Vllm
  * `encodeVllmEventBatches(pool.drainEvents(), options)`.
  */
 export function drainVllmEventBatches(pool: BlockManagerPool, options: VllmEncodeOptions = {}): EncodedBatch[] {
+  if (pool === null || typeof pool !== 'object' || typeof (pool as { drainEventRecords?: unknown }).drainEventRecords !== 'function') {
+    throw new TypeError(`pool must be a BlockManagerPool, got ${describe(pool)}`);
+  }
   const o = parseWireOptions(options);
   const enc = new VllmWireEncoder(o);
   const out: EncodedBatch[] = [];

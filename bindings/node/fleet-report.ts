@@ -7,10 +7,14 @@ import { writeFileSync } from 'node:fs';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { fixedOptions, groupWarnings, renderSvg, stackedSvg, type ReportChart, type VegaLiteSpec } from './report.js';
 import { esc, reportPage } from './report-page.js';
-import type { FleetGridKey } from './fleet-sweep.js';
-import type { SweepGridKey } from './sweep.js';
+import { FLEET_GRID_KEYS, type FleetGridKey } from './fleet-sweep.js';
+import { SWEEP_GRID_KEYS, type SweepGridKey } from './sweep.js';
+import { checkReportArgs } from './report-args.js';
+import { describe } from '../validate.js';
 
 export type FleetVaried = ReadonlyArray<SweepGridKey | FleetGridKey>;
+
+const FLEET_VARIED_KEYS: readonly string[] = [...SWEEP_GRID_KEYS, ...FLEET_GRID_KEYS];
 
 const flag = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 const isFleetKey = (k: string) => k === 'engines' || k === 'router';
@@ -90,6 +94,7 @@ export function fleetReportCharts(runs: readonly FleetRun[], varied: FleetVaried
 
 /** The HTML page: fixed options, the charts, a row per fleet. */
 export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVaried): Promise<string> {
+  checkReportArgs(runs, varied, FLEET_VARIED_KEYS);
   const charts = fleetReportCharts(runs, varied);
   const svgs = await Promise.all(charts.map((c) => (c.spec ? renderSvg(c.spec) : Promise.resolve(''))));
   const first = runs[0]!.config;
@@ -121,7 +126,8 @@ export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVa
 
 /** Writes the report: `.svg` the charts alone, anything else (`.html`) the page. */
 export async function writeFleetReport(file: string, runs: readonly FleetRun[], varied: FleetVaried): Promise<void> {
-  if (runs.length === 0) throw new RangeError('a report needs at least one result');
+  if (typeof file !== 'string') throw new TypeError(`file must be a path, got ${describe(file)}`);
+  checkReportArgs(runs, varied, FLEET_VARIED_KEYS);
   const text = /\.svg$/i.test(file) ? await stackedSvg(fleetReportCharts(runs, varied)) : await fleetReportHtml(runs, varied);
   writeFileSync(file, text);
 }

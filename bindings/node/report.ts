@@ -5,7 +5,9 @@
 
 import { writeFileSync } from 'node:fs';
 import type { ReplayRun } from '../replay/replay.js';
-import type { SweepGridKey } from './sweep.js';
+import { SWEEP_GRID_KEYS, type SweepGridKey } from './sweep.js';
+import { checkReportArgs } from './report-args.js';
+import { describe } from '../validate.js';
 import { esc, reportPage, type ReportChart, type VegaLiteSpec } from './report-page.js';
 
 export type { ReportChart, VegaLiteSpec };
@@ -156,6 +158,7 @@ export async function renderSvg(spec: VegaLiteSpec): Promise<string> {
 
 /** The HTML page: configuration, charts, results table, all inline (no script, no network; opens from file://). */
 export async function reportHtml(runs: readonly ReplayRun[], varied: readonly SweepGridKey[]): Promise<string> {
+  checkReportArgs(runs, varied, SWEEP_GRID_KEYS);
   const charts = reportCharts(runs, varied);
   const svgs = await Promise.all(charts.map((c) => (c.spec ? renderSvg(c.spec) : Promise.resolve(''))));
   const first = runs[0]!.config;
@@ -214,12 +217,14 @@ export async function stackedSvg(charts: readonly ReportChart[]): Promise<string
 
 /** The charts alone, stacked in one SVG. */
 export async function reportSvg(runs: readonly ReplayRun[], varied: readonly SweepGridKey[]): Promise<string> {
+  checkReportArgs(runs, varied, SWEEP_GRID_KEYS);
   return stackedSvg(reportCharts(runs, varied));
 }
 
 /** Writes the report: `.svg` the charts alone, anything else (`.html`) the page. */
 export async function writeReport(file: string, runs: readonly ReplayRun[], varied: readonly SweepGridKey[]): Promise<void> {
-  if (runs.length === 0) throw new RangeError('a report needs at least one result');
+  if (typeof file !== 'string') throw new TypeError(`file must be a path, got ${describe(file)}`);
+  checkReportArgs(runs, varied, SWEEP_GRID_KEYS);
   const text = /\.svg$/i.test(file) ? await reportSvg(runs, varied) : await reportHtml(runs, varied);
   writeFileSync(file, text);
 }
