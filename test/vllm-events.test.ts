@@ -228,6 +228,10 @@ describe('validation', () => {
     expect(() => encodeVllmEventBatches('x' as never)).toThrow(/events must be an array/);
     // Plain arrays of tokens are fine.
     expect(readBatch(encodeVllmEventBatches([{ ...good(), tokenIds: [1, 2] as never }], { ts: 1 })[0]!.payload).events[0]).toMatchObject({ tokenIds: [1, 2] });
+    // blockId is not on the wire: an event built by hand may leave it out, and encodes as with it.
+    const { blockId: _id, ...noId } = good();
+    expect(encodeVllmEventBatches([noId as never], { ts: 1 })).toEqual(encodeVllmEventBatches([good()], { ts: 1 }));
+    expect(() => bad({ blockId: -1 })).toThrow(/events\[1\]\.blockId must be >= 0, got -1/);
   });
 
   it('checks its options and the topic parts', () => {
