@@ -256,8 +256,8 @@ export function prefillBatch(m: Manager, restoreKey: usize, keys: usize, n: i32,
       const found = !pinnedAll
         ? committed(m, key)
         : restored != 0 && load<u64>(key) == restoreLo && load<u64>(key, 8) == restoreHi ? restored : 0;
-      if (found != 0 && found == restored) restorePinnedAgain = true;
       if (found != 0) {
+        if (found == restored) restorePinnedAgain = true;
         addRef(m, found);
         touch(m, found);
         slot = found;

@@ -79,6 +79,11 @@ export function checkKeys(name: string, opts: object, allowed: readonly string[]
   }
 }
 
+/** Throws unless `v` is undefined or a function. */
+export function checkOptionalFunction(name: string, v: unknown): void {
+  if (v !== undefined && typeof v !== 'function') throw new TypeError(`${name} must be a function, got ${describe(v)}`);
+}
+
 export function checkObject(name: string, v: unknown): object {
   if (v === null || typeof v !== 'object') throw new TypeError(`${name} must be an object, got ${describe(v)}`);
   return v;

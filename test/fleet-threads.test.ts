@@ -36,6 +36,13 @@ describe('a fleet on worker threads', () => {
     }, 60_000);
   }
 
+  it('refuses a bad request before any thread starts, naming it by its index', async () => {
+    const ok = { inputLength: 40, outputLength: 1, hashIds: [1], timestamp: 0 };
+    await expect(fleet({ trace: [ok, null as never], engines: 2, threads: 2 })).rejects.toThrow(
+      new TypeError('trace[1] must be a trace request ({ inputLength, outputLength, hashIds }), got null'),
+    );
+  });
+
   it('the same with instant arrival (one routing step, then the groups run to idle) and uneven groups (5 engines on 3 threads)', async () => {
     const o = { trace, engines: 5, router: 'round-robin' as const, arrival: 'instant' as const };
     const here = fleetSync(o);

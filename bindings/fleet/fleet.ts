@@ -12,8 +12,8 @@ import type { KVEventSource } from '../managers/kv-events.js';
 import { traceArg } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { generateWorkload } from '../replay/workload.js';
-import { checkRequest } from '../replay/stepper.js';
-import { checkInt, describe } from '../validate.js';
+import { checkRequests } from '../replay/stepper.js';
+import { checkInt } from '../validate.js';
 import { FleetEngine } from './engine.js';
 import { fleetConfig, parseFleetOptions, type FleetConfig, type FleetOptions, type ParsedFleetOptions } from './fleet-options.js';
 import { assembleRun, engineFigures, type FleetRun } from './fleet-result.js';
@@ -30,9 +30,7 @@ export function arrivalSteps(trace: readonly TraceRequest[], n: number, stepMs: 
   const out = new Float64Array(n);
   let prev = 0;
   for (let r = 0; r < n; r++) {
-    const req = trace[r];
-    // Not a request: the replay loop refuses it by its index when it comes to it.
-    const ts = req !== null && typeof req === 'object' ? req.timestamp : undefined;
+    const ts = trace[r]!.timestamp;
     if (!instant && ts !== undefined) prev = Math.max(prev, Math.floor(ts / stepMs));
     out[r] = prev;
   }
@@ -89,9 +87,7 @@ export class Fleet {
     const given = traceArg(options);
     this.trace = given ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
     // Routers read the requests before an engine's loop checks them: every one is checked here first.
-    if (!Array.isArray(this.trace)) throw new TypeError(`options.trace must be an array of trace requests, got ${describe(this.trace)}`);
-    const n = Math.min(this.trace.length, p.replay.limit ?? Infinity);
-    for (let i = 0; i < n; i++) checkRequest(this.trace[i]!, i);
+    checkRequests(this.trace, Math.min(this.trace.length, p.replay.limit ?? Infinity));
     const r = p.replay;
     this.router = routerOf(p);
     this.config = fleetConfig(p, this.router.name, given === undefined ? undefined : (traceName ?? 'requests'));

@@ -7,9 +7,9 @@ import { availableParallelism } from 'node:os';
 import { parseFleetOptions, type FleetOptions, type ParsedFleetOptions } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import type { RouterPolicy } from '../fleet/routers.js';
-import { checkInt, checkObject, describe } from '../validate.js';
+import { checkInt, checkObject, checkOptionalFunction, describe } from '../validate.js';
 import { describeConfig, dispatchOrder, sweepConfigurations, sweepTrace, type SweepGrid, type SweepOptions } from './sweep.js';
-import { checkProgress, configurationError, runOnWorkers } from './sweep-pool.js';
+import { configurationError, runOnWorkers } from './sweep-pool.js';
 import type { SweepJob } from './sweep-worker.js';
 
 /** The fleet axes, varied after (faster than) the replay options: fleet size, then router. */
@@ -51,7 +51,7 @@ export function describeFleetConfig(c: FleetOptions, grid: FleetSweepGrid): stri
 export async function fleetSweep(options: FleetSweepOptions): Promise<FleetRun[]> {
   checkObject('options', options);
   const { grid, workers, onProgress, trace, ...base } = options;
-  checkProgress(onProgress);
+  checkOptionalFunction('options.onProgress', onProgress);
   const configs = fleetSweepConfigurations(base, grid);
   const parsed = configs.map((c, i) => {
     try {

@@ -16,6 +16,7 @@ import type { EngineGroup, GroupLoads, GroupStepReply } from '../fleet/engine-gr
 import { LazyRequest } from '../fleet/route-request.js';
 import type { FleetView } from '../fleet/router.js';
 import { traceArg } from '../replay/replay.js';
+import { checkRequests } from '../replay/stepper.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { generateWorkload } from '../replay/workload.js';
 import type { FleetWorkerCall, FleetWorkerData } from './fleet-worker.js';
@@ -82,6 +83,8 @@ export async function fleetOnThreads(p: ParsedFleetOptions, trace: readonly Trac
     if (typeof publish.sink !== 'function') throw new TypeError('publish.sink must be a function');
     parseWireOptions({ ...publish.wire, ts: 0 });
   }
+  // Routers read the requests before an engine's loop checks them: every one is checked here first.
+  checkRequests(trace, Math.min(trace.length, p.replay.limit ?? Infinity));
   const router = routerOf(p);
   const config = fleetConfig(p, router.name, traceName);
   const K = p.engines;

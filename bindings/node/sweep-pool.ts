@@ -4,7 +4,6 @@
 
 import type { Worker } from 'node:worker_threads';
 import type { TraceRequest } from '../replay/trace.js';
-import { describe } from '../validate.js';
 import { startWorker } from './worker.js';
 import type { SweepJob, SweepReply } from './sweep-worker.js';
 
@@ -27,11 +26,6 @@ export interface PoolPlan {
   onProgress?: ((p: SweepProgress) => void) | undefined;
   /** "numBlocks=4096 eviction=lfu": names a job in an error. */
   describe: (id: number) => string;
-}
-
-/** Checks a sweep's `options.onProgress` (before anything runs). */
-export function checkProgress(onProgress: unknown): void {
-  if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError(`options.onProgress must be a function, got ${describe(onProgress)}`);
 }
 
 /**

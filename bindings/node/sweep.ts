@@ -5,9 +5,9 @@
 import { availableParallelism } from 'node:os';
 import { parseReplayOptions, type ParsedReplayOptions, type ReplayOptions, type ReplayRun } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
-import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
+import { checkInt, checkKeys, checkObject, checkOptionalFunction, describe } from '../validate.js';
 import { readTraceFile } from './trace-file.js';
-import { checkProgress, configurationError, runOnWorkers, type SweepProgress } from './sweep-pool.js';
+import { configurationError, runOnWorkers, type SweepProgress } from './sweep-pool.js';
 import type { SweepJob } from './sweep-worker.js';
 
 /** Options a sweep can vary: each takes a list of values. */
@@ -45,7 +45,7 @@ export function sweepConfigurations(base: Omit<SweepOptions, 'grid' | 'workers' 
 export async function sweep(options: SweepOptions): Promise<ReplayRun[]> {
   checkObject('options', options);
   const { grid, workers, onProgress, trace, ...base } = options;
-  checkProgress(onProgress);
+  checkOptionalFunction('options.onProgress', onProgress);
   const configs = sweepConfigurations(base, grid);
   // Every configuration is checked before anything runs.
   const parsed = configs.map((c, i) => {

@@ -8,7 +8,7 @@ import type { BlockManagerStats } from '../managers/block-manager.js';
 import type { BlockManagerImpl } from '../managers/block-manager-impl.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import type { HierarchyRankStats, HostTierRank, OffloadPlan, PrefetchPlan, RankTransfers } from '../ranks/host-tier-rank.js';
-import { checkBool, checkInt, checkObject, describe } from '../validate.js';
+import { checkBool, checkInt, checkObject, checkOptionalFunction, describe } from '../validate.js';
 import { BlockManagerPool } from './block-manager-pool.js';
 import { parsePoolOptions, type BlockManagerPoolOptions, type PoolConfig } from './pool-options.js';
 import type { Sequence } from './sequence.js';
@@ -165,7 +165,7 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
    */
   completeTransfersNow(onOffload?: (dpRank: number, hashes: Uint8Array) => void): number {
     this.ensureOpen();
-    if (onOffload !== undefined && typeof onOffload !== 'function') throw new TypeError(`onOffload must be a function, got ${describe(onOffload)}`);
+    checkOptionalFunction('onOffload', onOffload);
     let n = 0;
     for (const t of this.tiers) n += t.completeTransfersNow(onOffload);
     return n;

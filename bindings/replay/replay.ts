@@ -8,7 +8,7 @@ import { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
 import { Sequence, adoptBuffer } from '../pool/sequence.js';
 import { retentionFrom } from '../managers/retention.js';
-import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
+import { checkBool, checkInt, checkKeys, checkObject, checkOptionalFunction, describe } from '../validate.js';
 import {
   CompositeReplayTarget, compositePoolOptions, parseCompressRatios, type CompositeReplaySequence, type SubManagerReplayStats,
 } from './composite-replay.js';
@@ -240,7 +240,7 @@ export function parseReplayOptions(o: ReplayOptions): ParsedReplayOptions {
   if (o.compressRatios !== undefined && o.slidingWindow === undefined) {
     throw new TypeError('options.compressRatios needs options.slidingWindow (a composite replay)');
   }
-  if (o.onProgress !== undefined && typeof o.onProgress !== 'function') throw new TypeError(`options.onProgress must be a function, got ${describe(o.onProgress)}`);
+  checkOptionalFunction('options.onProgress', o.onProgress);
   const p: ParsedReplayOptions = {
     blockSize: checkInt('options.blockSize', o.blockSize ?? 16, 1),
     numBlocks: checkInt('options.numBlocks', o.numBlocks ?? 65536, 2),

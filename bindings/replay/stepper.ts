@@ -405,6 +405,16 @@ export function checkRequest(req: TraceRequest, r: number): void {
   checkInt(`trace[${r}].outputLength`, O, 0, MAX_SEQUENCE_TOKENS - L);
 }
 
+/**
+ * Checks the first `n` requests of `trace` up front (checkRequest each), for
+ * a loop whose requests others read before its stepper would (a fleet's
+ * routers).
+ */
+export function checkRequests(trace: readonly TraceRequest[], n: number): void {
+  if (!Array.isArray(trace)) throw new TypeError(`options.trace must be an array of trace requests, got ${describe(trace)}`);
+  for (let i = 0; i < n; i++) checkRequest(trace[i]!, i);
+}
+
 /** An error of writing request `r`'s prompt (named `req.…` there) as one naming trace[r]; any other error as it is. */
 function requestError(e: unknown, r: number): unknown {
   if (!(e instanceof TypeError || e instanceof RangeError) || !e.message.startsWith('req.')) return e;
