@@ -37,7 +37,7 @@ describe('a fleet on worker threads', () => {
   }
 
   it('refuses a bad request before any thread starts, naming it by its index', async () => {
-    const ok = { inputLength: 40, outputLength: 1, hashIds: [1], timestamp: 0 };
+    const ok = { inputLength: 40, outputLength: 1, hashIds: Int32Array.of(1), timestamp: 0 };
     await expect(fleet({ trace: [ok, null as never], engines: 2, threads: 2 })).rejects.toThrow(
       new TypeError('trace[1] must be a trace request ({ inputLength, outputLength, hashIds }), got null'),
     );
