@@ -5,7 +5,7 @@
 
 import {
   Manager, CACHED, POLICY_LRU, POLICY_PRIORITY, META_SHIFT, DENSE_REF_SHIFT, refOf, setRef, flagsOf, setFlags, isCached,
-  ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_FREE, setErrorIndex,
+  ERR_NOT_HELD, ERR_FREE, setErrorIndex, idError,
 } from "./layout";
 import { becameEvictable, lruRemove, nextVictim, takeFromRing } from "./lru";
 import { tableRemoveAll, readHomesOf } from "./table";
@@ -213,9 +213,9 @@ export function allocateSteps(m: Manager, k: i32, out: usize): i32 {
   }
 }
 
+/** 0 for an id in range, else its code. */
 @inline function rangeError(m: Manager, id: i32): i32 {
-  if (id <= 0 || id >= m.numBlocks) return id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-  return 0;
+  return idError(id, <u32>(m.numBlocks - 1), 0);
 }
 
 /** Why an in-range id with `r` references and flags `f` cannot lose a holder (0 when it can). */
@@ -262,8 +262,8 @@ export function release(m: Manager, ids: usize, n: i32): i32 {
   let code = 0;
   if (i < n) {
     const id = load<i32>(ids + (<usize>i << 2));
-    if (<u32>(id - 1) >= last) code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-    else {
+    code = idError(id, last, 0);
+    if (code == 0) {
       const r = load<i32>(refs + (<usize>id << rs));
       if (r >= 0) code = holderError(r, load<u8>(flags + <usize>id));
     }
@@ -358,17 +358,30 @@ function releaseListedTwice(m: Manager, ids: usize, n: i32): i32 {
   return 0;
 }
 
+/**
+ * 0 when every listed id is in range and referenced (held or cached); else
+ * the code for the first one that is not (ERR_FREE in range), errorIndex set.
+ */
+export function checkReferenced(m: Manager, ids: usize, n: i32): i32 {
+  // The header's fields in locals: read once, not once per id. One unsigned
+  // compare for the range (0 and negatives wrap past it).
+  const last = <u32>(m.numBlocks - 1);
+  const refs = m.refs;
+  const refShift = <usize>m.refShift;
+  let bad = 0;
+  for (; bad < n; bad++) {
+    const id = load<i32>(ids + (<usize>bad << 2));
+    if (<u32>(id - 1) >= last || load<i32>(refs + (<usize>id << refShift)) == 0) break;
+  }
+  if (bad == n) return 0;
+  setErrorIndex(bad);
+  return idError(load<i32>(ids + (<usize>bad << 2)), last, ERR_FREE);
+}
+
 /** Adds one reference per listed id; every id must be held or cached. */
 export function retain(m: Manager, ids: usize, n: i32): i32 {
-  for (let i = 0; i < n; i++) {
-    const id = load<i32>(ids + (<usize>i << 2));
-    let code = rangeError(m, id);
-    if (code == 0 && refOf(m, id) == 0) code = ERR_FREE;
-    if (code != 0) {
-      setErrorIndex(i);
-      return code;
-    }
-  }
+  const code = checkReferenced(m, ids, n);
+  if (code != 0) return code;
   for (let i = 0; i < n; i++) addRef(m, load<i32>(ids + (<usize>i << 2)));
   return 0;
 }

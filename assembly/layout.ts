@@ -122,6 +122,16 @@ export function setErrorIndex(i: i32): void {
   errorIndex = i;
 }
 
+/**
+ * Why `id` was refused, given `last` = numBlocks - 1 of its manager: padding
+ * (0), out of range, or else `inRange` (the check it failed in range). The
+ * checks' loops only find the first bad id; this works out the code once.
+ */
+// @ts-ignore: decorator
+@inline export function idError(id: i32, last: u32, inRange: i32): i32 {
+  return id == 0 ? ERR_PADDING : <u32>(id - 1) >= last ? ERR_OUT_OF_RANGE : inRange;
+}
+
 // The per-id record (see Manager): its size as a shift, and its fields' offsets.
 export const META_SIZE: usize = <usize>M_SIZE;
 export const META_SHIFT: usize = <usize>M_SHIFT;

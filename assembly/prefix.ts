@@ -8,9 +8,9 @@
 
 import {
   Manager, CACHED, STAMPED, POLICY_LRU, POLICY_LFU, POLICY_PRIORITY, META_SHIFT, META_REFS, META_HASH, DENSE_REF_SHIFT, keyOf, setKey, flagsOf, hashPtr, copyHash,
-  ERR_UNSTAMPED_PARENT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_TOKENS_MISSING, ERR_FREE, setErrorIndex,
+  ERR_UNSTAMPED_PARENT, ERR_NOT_HELD, ERR_TOKENS_MISSING, setErrorIndex, idError,
 } from "./layout";
-import { addRef, pushFree } from "./idpool";
+import { addRef, pushFree, checkReferenced } from "./idpool";
 import { touchAll, lruRemove } from "./lru";
 import { applyBatch, resetBatch } from "./priority";
 import { tableFind, tableFindOrAdd, readHomes } from "./table";
@@ -168,9 +168,8 @@ export function checkInsertIds(m: Manager, ids: usize, n: i32, base: i32 = 0): i
     if (load<i32>(refs + (<usize>id << rs)) - <i32>(load<u8>(flags + <usize>id) & CACHED) <= 0) break;
   }
   if (b == n) return 0;
-  const id = load<i32>(ids + (<usize>b << 2));
   setErrorIndex(base + b);
-  return id == 0 ? ERR_PADDING : <u32>(id - 1) >= last ? ERR_OUT_OF_RANGE : ERR_NOT_HELD;
+  return idError(load<i32>(ids + (<usize>b << 2)), last, ERR_NOT_HELD);
 }
 
 /**
@@ -299,25 +298,13 @@ function stampsCover(m: Manager, ids: usize, n: i32): bool {
  * errorIndex set (nothing changed).
  */
 export function stampChain(m: Manager, tokens: usize, ids: usize, nBlocks: i32, parentId: i32, parentPtr: usize): i32 {
-  // The header's fields in locals (the loops' stores could alias them, so
-  // they would be read again for each id). The check finds the first bad id
-  // only (one unsigned compare for the range); why it is bad comes after.
-  const last = <u32>(m.numBlocks - 1);
-  const refs = m.refs;
-  const refShift = <usize>m.refShift;
-  let bad = 0;
-  for (; bad < nBlocks; bad++) {
-    const id = load<i32>(ids + (<usize>bad << 2));
-    if (<u32>(id - 1) >= last || load<i32>(refs + (<usize>id << refShift)) == 0) break;
-  }
-  if (bad < nBlocks) {
-    const id = load<i32>(ids + (<usize>bad << 2));
-    setErrorIndex(bad);
-    return id == 0 ? ERR_PADDING : <u32>(id - 1) >= last ? ERR_OUT_OF_RANGE : ERR_FREE;
-  }
+  const bad = checkReferenced(m, ids, nBlocks);
+  if (bad != 0) return bad;
   const parent = parentOf(m, parentId, parentPtr);
   if (parent == 1) return ERR_UNSTAMPED_PARENT;
   if (m.prefixOn == 0 || nBlocks <= 0) return 0;
+  // The header's fields in locals (the loops' stores could alias them, so
+  // they would be read again for each id).
   const bytes = <usize>m.blockSize << 2;
   const out = scratch + 48;
   const flags = m.flags;

@@ -6,7 +6,7 @@
 // of blocks, a load plan's hashes stamped on the device blocks it fills, and
 // a finished sequence's release with its offload completed in one call.
 
-import { Manager, CACHED, STAMPED, META_SHIFT, ERR_OUT_OF_RANGE, ERR_PADDING, ERR_NOT_HELD, ERR_EVENTS_ON, flagsOf, hashPtr, setErrorIndex } from "./layout";
+import { Manager, CACHED, STAMPED, META_SHIFT, ERR_NOT_HELD, ERR_EVENTS_ON, flagsOf, hashPtr, setErrorIndex, idError } from "./layout";
 import { tableFind, readHomes } from "./table";
 import { allocate, release, releaseHeldOnce } from "./idpool";
 import { becameEvictable } from "./lru";
@@ -279,9 +279,8 @@ export function mgr_stamp_loaded(dp: usize, sp: usize, srcIds: usize, dstIds: us
     const s = load<i32>(srcIds + (<usize>bad << 2));
     const t = load<i32>(dstIds + (<usize>bad << 2));
     setErrorIndex(bad);
-    if (<u32>(s - 1) >= srcLast) return s == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-    if (<u32>(t - 1) >= dLast) return t == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
-    return ERR_NOT_HELD;
+    const code = idError(s, srcLast, 0);
+    return code != 0 ? code : idError(t, dLast, ERR_NOT_HELD);
   }
   const srcOn = src.prefixOn != 0;
   const stamp = d.prefixOn != 0 && srcOn;
