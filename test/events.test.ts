@@ -355,7 +355,11 @@ describe('recording on a manager', () => {
     expect(m.snapshotEvents()).toEqual([]); // still with snapshots
     const ids = m.allocate(2)!;
     m.cache(T.slice(0, 2 * B), ids);
-    m.recordEvents(false);
+    // Stopping checks the options, then ignores them (one call can toggle with the same options).
+    expect(() => m.recordEvents(false, { snapshots: 'no' } as never)).toThrow(/options.snapshots must be a boolean/);
+    expect(m.recordingEvents).toBe(true);
+    m.recordEvents(false, { snapshots: true });
+    expect(m.recordingEvents).toBe(false);
     // Stopped, a snapshot still announces what was announced and is cached.
     expect(m.snapshotEvents().map((e) => (e as { blockId: number }).blockId)).toEqual([...ids]);
     m.deallocate(ids);

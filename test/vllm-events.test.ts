@@ -8,7 +8,7 @@
 import { decode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import { drainVllmEventBatches, encodeVllmEventBatches, kvEventsTopic, type VllmEncodeOptions } from '../bindings/events/vllm.js';
-import { decodeVllmEventBatch } from '../bindings/events/vllm-decode.js';
+import { decodeVllmEventBatch, decodeVllmEventBatches } from '../bindings/events/vllm-decode.js';
 import { hashBlocks } from '../bindings/hash.js';
 import type { KVCacheGroup, KVEvent } from '../bindings/managers/kv-events.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
@@ -200,6 +200,8 @@ describe('vLLM KVEventBatch encoding', () => {
       }
     }
     expect(() => decodeVllmEventBatch(new Uint8Array([0x91, 0x01]))).toThrow(/not a vLLM KV event batch/);
+    expect(() => decodeVllmEventBatch(new Uint8Array(0))).toThrow(new TypeError('kvpool: not a vLLM KV event batch: the payload is empty'));
+    expect(decodeVllmEventBatches(new Uint8Array(0))).toEqual([]);
     expect(() => decodeVllmEventBatch(new Uint8Array([0x93, 0x01, 0x91, 0x81, 0xa4, 0x74, 0x79, 0x70, 0x65, 0xa1, 0x58, 0x00]))).toThrow(/unknown tag/);
   });
 });

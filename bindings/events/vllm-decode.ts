@@ -133,6 +133,8 @@ function decodeEvent(e: unknown, at: string): VllmEvent {
 /** Decodes one KVEventBatch payload (either event form); a TypeError when it is not one. */
 export function decodeVllmEventBatch(payload: Uint8Array): VllmEventBatch {
   if (!(payload instanceof Uint8Array)) throw new TypeError(`payload must be a Uint8Array, got ${describe(payload)}`);
+  // msgpack's own words for this case name a buffer, not a payload.
+  if (payload.length === 0) throw new TypeError('kvpool: not a vLLM KV event batch: the payload is empty');
   let v: unknown;
   try {
     v = decoder.decode(payload);
