@@ -385,4 +385,31 @@ describe('pool with linear state: prefix hashes and cache ops', () => {
     p.deallocate(s);
     p.check();
   });
+
+  it("refuses a sequence of another rank in a cache's batch: its live slot number names another sequence's slot there", () => {
+    const p = new BlockManagerPool({ numBlocks: 64, blockSize: B, dpSize: 2, enableLinearState: true, linearStateNumSlots: 8 });
+    const a = new Sequence(prompt(3, 1));
+    const b = new Sequence(prompt(3, 500));
+    expect(p.allocate(a, B)).toBe(true);
+    expect(p.allocate(b, B)).toBe(true);
+    expect(a.dpRank).not.toBe(b.dpRank);
+    expect(a.linearStateSlotId).toBe(b.linearStateSlotId); // the same number, each in its own rank's cache
+    a.kvCachedTokens = B; // chunked prefill: a promotion if the slot were a's
+    expect(p.allocate(a, 2 * B)).toBe(true);
+    const op = p.linearStateCacheOp(a, 2 * B);
+    const wrong = p.linearStateCache(b.dpRank);
+    const before = [...Array(8).keys()].map((i) => wrong.slotState(i));
+    expect(() => wrong.resolveCacheOps([op], [a])).toThrow(
+      new RangeError(`sequences[0] holds live slot ${a.linearStateSlotId} of another linear-state cache (a sequence of another rank, or of another pool)`),
+    );
+    expect([...Array(8).keys()].map((i) => wrong.slotState(i))).toEqual(before);
+    expect(wrong.openPins()).toEqual([]);
+    expect(() => wrong.resolveCacheOps([op], [{} as never])).toThrow(/sequences\[0\] must be a pool's Sequence, null or undefined, got/);
+    // On its own rank's cache the same batch promotes a's slot.
+    const right = p.linearStateCache(a.dpRank);
+    const r = right.resolveCacheOps([op], [a]);
+    expect(r.promotions).toHaveLength(1);
+    right.commitReservations(r);
+    p.check();
+  });
 });

@@ -153,8 +153,8 @@ export class LinearStatePrefixCache {
   private readonly reservations = new Set<LinearStateReservation>();
   private readonly batches = new Set<ResolvedLinearStateOps>();
   private readonly liveSet = new Set<number>();
-  /** Live slots a pool's sequences hold: the pool gives them back, not releaseLiveSlot. */
-  private readonly poolHeld = new Set<number>();
+  /** Live slots a pool's sequences hold, and which: the pool gives them back, not releaseLiveSlot. */
+  private readonly poolHeld = new Map<number, SlotHolder>();
 
   constructor(options: LinearStatePrefixCacheOptions, /** @internal */ rt?: CoreInstance) {
     this.numSlots = parse(options);
@@ -214,10 +214,10 @@ export class LinearStatePrefixCache {
     this.liveSet.delete(slot);
   }
 
-  /** @internal A live slot for a pool's sequence (only the pool gives it back, with releasePoolSlot). */
-  acquirePoolSlot(): number | null {
+  /** @internal A live slot for a pool's sequence `holder` (only the pool gives it back, with releasePoolSlot). */
+  acquirePoolSlot(holder: SlotHolder): number | null {
     const s = this.acquireLiveSlot();
-    if (s !== null) this.poolHeld.add(s);
+    if (s !== null) this.poolHeld.set(s, holder);
     return s;
   }
 
@@ -280,6 +280,27 @@ export class LinearStatePrefixCache {
     return s;
   }
 
+  /**
+   * A batch's sequence that holds a live slot must hold it in this cache: a
+   * slot a pool gave it here (a sequence of another rank names another
+   * sequence's slot, and promoting it would take that sequence's state), or
+   * one acquired from this cache by hand that no pool's sequence holds.
+   */
+  private checkSequence(name: string, seq: LinearStateSequence | null | undefined): void {
+    if (seq == null) return;
+    const st = (seq as { state?: unknown }).state;
+    if (typeof seq !== 'object' || typeof st !== 'object' || st === null || typeof (st as SlotHolder).linearSlot !== 'number') {
+      throw new TypeError(`${name} must be a pool's Sequence, null or undefined, got ${describe(seq)}`);
+    }
+    const slot = (st as SlotHolder).linearSlot;
+    if (slot < 0) return;
+    const holder = this.poolHeld.get(slot);
+    const inPool = (st as { owner?: unknown }).owner != null;
+    if (inPool ? holder !== st : holder !== undefined || !this.liveSet.has(slot)) {
+      throw new RangeError(`${name} holds live slot ${slot} of another linear-state cache (a sequence of another rank, or of another pool)`);
+    }
+  }
+
   /** Drops a reservation: its slot is free again. */
   abort(reservation: LinearStateReservation): void {
     this.slots.live();
@@ -307,6 +328,7 @@ export class LinearStatePrefixCache {
       if (sequences.length !== ops.length) {
         throw new RangeError(`sequences must be aligned with ops: ${sequences.length} sequences for ${ops.length} ops`);
       }
+      sequences.forEach((seq, i) => this.checkSequence(`sequences[${i}]`, seq));
     }
     const restoreHashes: (Uint8Array | null)[] = [];
     const saveHashes: (Uint8Array | null)[] = [];
@@ -450,7 +472,11 @@ export class LinearStatePrefixCache {
         if (code < 0) throw new Error(`kvpool: internal error promoting slot ${p.liveSlot} (core code ${code})`);
         this.liveSet.delete(p.liveSlot);
         // The sequence's new live slot is the pool's to give back, as the old one was.
-        if (this.poolHeld.delete(p.liveSlot)) this.poolHeld.add(p.replacement);
+        const holder = this.poolHeld.get(p.liveSlot);
+        if (holder !== undefined) {
+          this.poolHeld.delete(p.liveSlot);
+          this.poolHeld.set(p.replacement, holder);
+        }
         seq.linearSlot = p.replacement;
         seq.linearInit = false;
         applied++;

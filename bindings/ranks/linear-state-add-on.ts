@@ -31,7 +31,7 @@ export class LinearStateAddOn {
   /** A live slot for a sequence that has none; false when the cache has no slot to give. */
   acquire(s: SequenceState): boolean {
     if (s.linearSlot >= 0) return true;
-    const slot = this.cache.acquirePoolSlot();
+    const slot = this.cache.acquirePoolSlot(s);
     if (slot === null) return false;
     s.linearSlot = slot;
     s.linearInit = false;
