@@ -518,6 +518,23 @@ describe('the KV-cache store (prefetch_from_storage)', () => {
     expect(() => p.updatePrefetchResult(s, [] as never)).toThrow(/non-empty array of counts/);
   });
 
+  it('a prefetch the host is short for returns null, keeping what eviction freed on the way (as any failed allocation)', () => {
+    const p = storePool();
+    const a = prompt(3, 100, 1);
+    runAndFinish(p, a);
+    p.completeOffload(p.takeTransfers()[0]!.offload!);
+    const cached = p.hostNumBlocksInPrefixCache()[0]!;
+    expect(cached).toBeGreaterThan(0);
+    const evictedBefore = p.hostStats()[0]!.blocksEvicted;
+    const big = new Sequence(prompt(40, 9000)); // 40 blocks: more than the host has (31)
+    expect(p.prefetchFromStorage(big)).toBeNull();
+    expect(p.hostNumBlocksInPrefixCache()[0]).toBe(0);
+    expect(p.hostStats()[0]!.blocksEvicted - evictedBefore).toBe(cached);
+    expect([...p.hostBlockTable(big)]).toEqual([]);
+    expect(p.hostNumFreeBlocks()[0]).toBe(31);
+    p.check();
+  });
+
   it("a prefetch after host hits stores its blocks chained on the last host hit, as the store's events say", () => {
     const p = storePool();
     const a = prompt(3, 100, 1);
