@@ -202,11 +202,13 @@ describe('ConcurrentBlockManagerImpl handed back and forth', () => {
     }
   });
 
-  it('a thread with no descriptor loads the shared core from its bytes (the browser path) and gets a memory of its own', async () => {
+  it('a thread with no descriptor loads the shared core from its bytes (the browser path) and gets a memory of its own; the plain core offered first is refused and kept nowhere', async () => {
     const bytes = readFileSync(new URL('../build/kvpool-shared.wasm', import.meta.url));
-    const w = spawn({ mode: 'load-bytes', bytes, desc: null, ops: 0, seed: 0, tag: 0, owners: null, start: null });
+    const plain = readFileSync(new URL('../build/kvpool.wasm', import.meta.url));
+    const w = spawn({ mode: 'load-bytes', bytes, plain, desc: null, ops: 0, seed: 0, tag: 0, owners: null, start: null });
     try {
-      const r = await nextMessage<{ hits: number[]; free: number; threadId: number }>(w);
+      const r = await nextMessage<{ hits: number[]; free: number; threadId: number; wrongCore: string }>(w);
+      expect(r.wrongCore).toBe('TypeError: kvpool: source is not the shared-memory core (build/kvpool-shared.wasm); it is the plain core (build/kvpool.wasm)');
       expect(r).toMatchObject({ hits: [1, 2], free: 3, threadId: 1 }); // first instance over its new memory
       expect((r as { refused?: string }).refused).toMatch(/1 shared-memory manager\(s\) of this thread are still open; dispose them first/);
     } finally {

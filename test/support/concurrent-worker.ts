@@ -21,6 +21,8 @@ import { runHistory } from './concurrent-history.js';
 interface Data {
   mode: 'hammer' | 'die-holding' | 'create-big' | 'load-bytes' | 'attach-release' | 'no-wait' | 'history';
   bytes?: Uint8Array;
+  /** "load-bytes": the plain core's bytes, offered first (refused, and nothing kept). */
+  plain?: Uint8Array;
   desc: SharedManagerDescriptor;
   ops: number;
   seed: number;
@@ -39,13 +41,19 @@ const d = workerData as Data;
 const m = d.mode === 'load-bytes' ? null! : ConcurrentBlockManagerImpl.attach(d.desc);
 
 if (d.mode === 'load-bytes') {
+  let wrongCore = '';
+  try {
+    await ConcurrentBlockManagerImpl.ready(d.plain!);
+  } catch (e) {
+    wrongCore = `${(e as Error).name}: ${(e as Error).message}`;
+  }
   const own = await ConcurrentBlockManagerImpl.create({ numBlocks: 6, blockSize: 2 }, d.bytes!);
   const a = own.allocate(2)!;
   own.cache([1, 2, 3, 4], a);
   own.deallocate(a);
   own.check();
   const hits = [...own.allocateShared([1, 2, 3, 4, 5])];
-  const report = { hits, free: own.numFreeBlocks(), threadId: own.threadId, refused: '' };
+  const report = { hits, free: own.numFreeBlocks(), threadId: own.threadId, refused: '', wrongCore };
   try {
     ConcurrentBlockManagerImpl.releaseThread(); // a manager is still open
   } catch (e) {
