@@ -15,7 +15,11 @@ export function describe(v: unknown): string {
   if (typeof v === 'string') return JSON.stringify(v);
   if (typeof v === 'bigint') return `${v}n`;
   if (Array.isArray(v)) return `an array of length ${v.length}`;
-  if (v !== null && typeof v === 'object') return `a ${(v as object).constructor?.name ?? 'object'}`;
+  if (v !== null && typeof v === 'object') {
+    const name = (v as object).constructor?.name ?? 'object';
+    // "an Object", "an ArrayBuffer", "an Int32Array"; "a Uint8Array" (said "you-int").
+    return `${/^[aeio]/i.test(name) ? 'an' : 'a'} ${name}`;
+  }
   return String(v);
 }
 

@@ -354,7 +354,7 @@ describe('all-or-nothing growth', () => {
     try {
       const t = m.newTables();
       expect(() => m.allocate(o.newTables(), 4)).toThrow(/tables were made by another composite manager/);
-      expect(() => m.allocate({} as never, 4)).toThrow(/tables must be a CompositeBlockTables, got a Object/);
+      expect(() => m.allocate({} as never, 4)).toThrow(/tables must be a CompositeBlockTables, got an Object/);
       expect(() => m.allocate(t, -1)).toThrow(/^numTokens must be >= 0, got -1/);
       expect(() => m.allocate(t, 4, 0.5)).toThrow(/^kvCachedTokens must be an integer, got 0.5/);
       expect(() => m.releaseOutOfWindow(t, 0.5)).toThrow(/^kvCachedTokens must be an integer, got 0.5/);

@@ -364,7 +364,9 @@ describe('ConcurrentBlockManagerImpl on one thread', () => {
     expect(() => new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2, lockTimeoutMs: 0 })).toThrow(
       /options.lockTimeoutMs must be >= 1, got 0/,
     );
-    expect(() => new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2, bogus: 1 } as never)).toThrow(/bogus/);
+    expect(() => new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2, bogus: 1 } as never)).toThrow(
+      new TypeError('options: unknown option "bogus" (known: numBlocks, blockSize, enablePrefixCache, seed, evictionPolicy, lockTimeoutMs)'),
+    );
     expect(() => ConcurrentBlockManagerImpl.attach({} as never)).toThrow(TypeError);
     const m = new ConcurrentBlockManagerImpl({ numBlocks: 8, blockSize: 2 });
     const d = m.share();

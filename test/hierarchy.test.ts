@@ -515,6 +515,7 @@ describe('the KV-cache store (prefetch_from_storage)', () => {
     expect(p.prefetchFromStorage(one)).toBeNull();
     const plain = pool();
     expect(() => plain.prefetchFromStorage(new Sequence(a))).toThrow(/created without enableKvcacheStore/);
+    expect(() => plain.updatePrefetchResult(new Sequence(a), 1)).toThrow(new TypeError('updatePrefetchResult: the pool was created without enableKvcacheStore'));
     expect(() => p.updatePrefetchResult(s, [] as never)).toThrow(/non-empty array of counts/);
   });
 

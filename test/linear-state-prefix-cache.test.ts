@@ -47,6 +47,10 @@ describe('LinearStatePrefixCache slots', () => {
     expect(() => c.reserveCheckpoint(null as unknown as Uint8Array)).toThrow(TypeError);
     expect(() => new LinearStatePrefixCache({ numSlots: 1 })).toThrow(/options.numSlots must be >= 2, got 1/);
     expect(() => new LinearStatePrefixCache({ numSlots: 3, x: 1 } as never)).toThrow(/unknown option "x"/);
+    expect(() => new LinearStatePrefixCache({ numSlots: 2 ** 31 - 1 })).toThrow(/^kvpool: Wasm memory exhausted creating a linear-state cache of 2147483647 slots/);
+    const gone = cache(4);
+    gone.dispose();
+    expect(() => gone.match(h(1))).toThrow(/^kvpool: this LinearStatePrefixCache was disposed; it cannot be used any more$/);
     const r = c.reserveCheckpoint(h(1)).reservation!;
     expect(() => c.releaseLiveSlot(r.slot)).toThrow(/is pending, not live/);
     c.commit(r);

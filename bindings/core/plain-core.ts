@@ -4,6 +4,7 @@
 
 import { instantiate, instantiateSync } from '@assemblyscript/loader';
 import { CoreInstance, wrapInstance, type WasmSource } from './core-instance.js';
+import { checkCoreModule, compileSource } from './core-module.js';
 
 export type { WasmSource } from './core-instance.js';
 
@@ -50,10 +51,8 @@ export function loadCore(source?: WasmSource): Promise<void> {
     return Promise.reject(new Error('kvpool: no Wasm source to load the core from; pass one to loadCore()'));
   }
   loading = (async () => {
-    let input: Parameters<typeof instantiate>[0];
-    if (typeof src === 'string' || src instanceof URL) input = fetch(src);
-    else input = src as Parameters<typeof instantiate>[0];
-    const result = await instantiate(input, {});
+    const module = checkCoreModule(await compileSource(src, 'source'), false, 'source');
+    const result = await instantiate(module, {});
     current ??= wrapInstance(result.instance);
   })();
   loading.catch(() => {

@@ -6,6 +6,7 @@
 
 import { MAX_PAGES } from './abi.js';
 import { CoreInstance, instantiateCore, wrapInstance, type WasmSource } from './core-instance.js';
+import { checkCoreModule, compileSource } from './core-module.js';
 import type { CoreExports } from './exports.js';
 
 /** Exports only the shared build has. */
@@ -36,24 +37,6 @@ export function setSharedSyncLoader(fn: () => WebAssembly.Module): void {
   syncLoader = fn;
 }
 
-/**
- * The module, when it is the shared build: it imports its memory and exports
- * the thread calls. Checked before it is kept, so that a wrong module (the
- * plain build is an easy mistake in a browser) leaves nothing behind and a
- * later call with the right one works.
- */
-function sharedModule(module: WebAssembly.Module, what: string): WebAssembly.Module {
-  const exported = new Set(WebAssembly.Module.exports(module).map((e) => e.name));
-  const importsMemory = WebAssembly.Module.imports(module).some((i) => i.module === 'env' && i.name === 'memory' && i.kind === 'memory');
-  if (!importsMemory || !exported.has('nextThreadId') || !exported.has('threadRelease')) {
-    throw new TypeError(
-      `kvpool: ${what} is not the shared-memory core (build/kvpool-shared.wasm)` +
-        (exported.has('abi_check') ? '; it is the plain core (build/kvpool.wasm)' : ''),
-    );
-  }
-  return module;
-}
-
 function adopt(module: WebAssembly.Module, rt: CoreInstance): void {
   // Its start function takes regions (hashing scratch).
   if (rt.ex.heapLockStuck() !== 0) throw new Error("kvpool: gave up waiting for the shared core's region lock while starting a thread");
@@ -77,7 +60,7 @@ function moduleSync(): WebAssembly.Module {
         'with the URL or bytes of build/kvpool-shared.wasm (Node loads it by itself)',
     );
   }
-  compiled = sharedModule(syncLoader(), 'the built-in core');
+  compiled = checkCoreModule(syncLoader(), true, 'the built-in core');
   return compiled;
 }
 
@@ -96,14 +79,10 @@ export async function loadSharedCore(source?: WasmSource): Promise<void> {
     if (source === undefined) {
       moduleSync();
     } else {
-      let src: unknown = source;
-      if (typeof src === 'string' || src instanceof URL) src = fetch(src);
-      let mod: WebAssembly.Module;
-      if (src instanceof WebAssembly.Module) mod = src;
-      else if (typeof (src as PromiseLike<Response>).then === 'function' || src instanceof Response) {
-        mod = await WebAssembly.compileStreaming(src as Response | PromiseLike<Response>);
-      } else mod = await WebAssembly.compile(src as BufferSource);
-      const checked = sharedModule(mod, 'source');
+      // Checked before it is kept: a wrong module (the plain build is an easy
+      // mistake in a browser) leaves nothing behind, and a later call with
+      // the right one works.
+      const checked = checkCoreModule(await compileSource(source, 'source'), true, 'source');
       compiled ??= checked;
     }
   }
@@ -142,7 +121,7 @@ export function attachSharedCore(memory: WebAssembly.Memory, module: WebAssembly
     }
     throw new Error('kvpool: this thread already runs managers over another shared memory; a thread uses one shared memory');
   }
-  sharedModule(module, 'descriptor.module');
+  checkCoreModule(module, true, 'descriptor.module');
   compiled ??= module;
   adopt(module, instantiateCore(module, memory));
   return cur!.rt;

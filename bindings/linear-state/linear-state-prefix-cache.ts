@@ -120,8 +120,12 @@ class SlotCore extends CoreManager {
   protected override createRegion(cfg: CoreManagerConfig): number {
     this.rt.live();
     const ptr = this.rt.growing((e) => e.ls_create(cfg.numBlocks));
-    if (ptr === 0) throw new RangeError(exhausted(this.rt, cfg.numBlocks, true));
+    if (ptr === 0) throw new RangeError(exhausted(this.rt, cfg.numBlocks, true, `a linear-state cache of ${cfg.numBlocks} slots`));
     return ptr;
+  }
+
+  protected override get publicName(): string {
+    return 'LinearStatePrefixCache';
   }
 }
 

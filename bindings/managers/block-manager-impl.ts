@@ -23,7 +23,7 @@ export interface BlockManagerOptions {
   evictionPolicy?: EvictionPolicy;
 }
 
-const KEYS = ['numBlocks', 'blockSize', 'enablePrefixCache', 'seed', 'evictionPolicy'] as const;
+export const MANAGER_OPTION_KEYS = ['numBlocks', 'blockSize', 'enablePrefixCache', 'seed', 'evictionPolicy'] as const;
 
 /**
  * @internal Where and how a manager is made beyond its options: in a given
@@ -39,7 +39,7 @@ export interface ManagerPlacement {
 /** Validated options in the form the core takes. */
 export function parseManagerOptions(opts: BlockManagerOptions, name = 'options', minBlocks = 2) {
   checkObject(name, opts);
-  checkKeys(name, opts, KEYS);
+  checkKeys(name, opts, MANAGER_OPTION_KEYS);
   const numBlocks = checkInt(`${name}.numBlocks`, opts.numBlocks, minBlocks);
   const blockSize = checkInt(`${name}.blockSize`, opts.blockSize, 1);
   const prefixOn = opts.enablePrefixCache === undefined ? true : checkBool(`${name}.enablePrefixCache`, opts.enablePrefixCache);

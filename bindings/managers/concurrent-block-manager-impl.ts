@@ -12,7 +12,7 @@ import {
 } from '../core/shared-core.js';
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { BlockManager, BlockManagerStats } from './block-manager.js';
-import { BlockManagerImpl, parseManagerOptions, type BlockManagerOptions, type ManagerPlacement } from './block-manager-impl.js';
+import { BlockManagerImpl, MANAGER_OPTION_KEYS, parseManagerOptions, type BlockManagerOptions, type ManagerPlacement } from './block-manager-impl.js';
 import type { Retention, RetentionRange } from './retention.js';
 import type { CoreManagerConfig } from './core-manager.js';
 import { SharedLock } from './shared-lock.js';
@@ -70,6 +70,7 @@ let attaching: Attaching | null = null;
 
 function splitOptions(options: ConcurrentBlockManagerOptions, minBlocks = 2): { base: BlockManagerOptions; lockTimeoutMs: number } {
   checkObject('options', options);
+  checkKeys('options', options, [...MANAGER_OPTION_KEYS, 'lockTimeoutMs']);
   const { lockTimeoutMs, ...base } = options;
   const ms = lockTimeoutMs === undefined ? DEFAULT_LOCK_TIMEOUT_MS : checkInt('options.lockTimeoutMs', lockTimeoutMs, 1);
   parseManagerOptions(base, 'options', minBlocks);

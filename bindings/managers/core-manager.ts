@@ -414,7 +414,12 @@ export abstract class CoreManager {
 
   /** @internal Throws when the manager was disposed (every call starts here). */
   live(): void {
-    if (this.disposed) throw new Error(`kvpool: this ${this.constructor.name} was disposed; it cannot be used any more`);
+    if (this.disposed) throw new Error(`kvpool: this ${this.publicName} was disposed; it cannot be used any more`);
+  }
+
+  /** The class a user knows this manager by (a region inside another object names that object). */
+  protected get publicName(): string {
+    return this.constructor.name;
   }
 
   /** @internal Throws unless `other` lives in the same core instance (a call that hands the core both headers). */
@@ -789,10 +794,10 @@ export function checkFits(rt: CoreInstance, what: string, managers: readonly { n
 }
 
 /** The error for a manager the core could not make room for. */
-export function exhausted(rt: CoreInstance, numBlocks: number, prefixOn: boolean): string {
+export function exhausted(rt: CoreInstance, numBlocks: number, prefixOn: boolean, what = `a manager of ${numBlocks} blocks`): string {
   const need = rt.ex.mgr_region_bytes(numBlocks, prefixOn ? 1 : 0);
   return (
-    `kvpool: Wasm memory exhausted creating a manager of ${numBlocks} blocks ` +
+    `kvpool: Wasm memory exhausted creating ${what} ` +
     `(it needs ${fmtBytes(need)}; a 32-bit core holds at most 4 GiB, ${fmtBytes(rt.ex.heapTop() >>> 0)} of it in use or given back)`
   );
 }

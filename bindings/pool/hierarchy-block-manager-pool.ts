@@ -102,6 +102,7 @@ export class HierarchyBlockManagerPool extends BlockManagerPool {
    */
   updatePrefetchResult(sequence: Sequence, successCounts: number | readonly number[]): number {
     const s = this.own(sequence);
+    if (!this.kvcacheStore) throw new TypeError('updatePrefetchResult: the pool was created without enableKvcacheStore');
     const counts = typeof successCounts === 'number' ? [successCounts] : successCounts;
     if (!Array.isArray(counts) || counts.length === 0) throw new TypeError(`successCounts must be a count or a non-empty array of counts, got ${describe(successCounts)}`);
     counts.forEach((c, i) => checkInt(`successCounts[${i}]`, c));
