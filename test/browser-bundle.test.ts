@@ -45,7 +45,7 @@ describe('browser bundle (Vite)', () => {
     expect(seen.filter((s) => isNode(s.id))).toEqual([]);
     const code = outputs.filter((o): o is Rollup.OutputChunk => o.type === 'chunk').map((c) => c.code).join('\n');
     expect(code).not.toMatch(/from\s*["']node:|import\(\s*["']node:|require\(/);
-    expect(code).toContain('instantiateStreaming');
+    expect(code).toContain('compileStreaming');
     const wasm = outputs.filter((o) => o.type === 'asset' && o.fileName.endsWith('.wasm'));
     expect(wasm.map((a) => a.fileName)).toEqual([expect.stringMatching(/^assets\/kvpool-[\w-]+\.wasm$/)]);
     expect(code).toContain(wasm[0]!.fileName.slice('assets/'.length));

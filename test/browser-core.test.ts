@@ -23,7 +23,7 @@ describe.skipIf(!haveChromium)('the core in headless Chromium', () => {
     await server?.close();
   });
 
-  it('loads the Wasm with instantiateStreaming and matches Node call for call', async () => {
+  it('loads the Wasm with compileStreaming and matches Node call for call', async () => {
     const page = await browser.context.newPage();
     const logs: string[] = [];
     page.on('console', (m) => logs.push(m.text()));

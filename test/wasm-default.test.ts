@@ -35,7 +35,7 @@ describe('the default Wasm source', () => {
 
   it('browser entry alone: fetches build/kvpool.wasm relative to the module and streams it', async () => {
     const fetch = stubFetch();
-    const streaming = vi.spyOn(WebAssembly, 'instantiateStreaming');
+    const streaming = vi.spyOn(WebAssembly, 'compileStreaming');
     const inst = await fresh('wasm-default');
     expect(inst.isCoreLoaded()).toBe(false);
     await inst.loadCore();
