@@ -30,6 +30,11 @@ const LAYOUT: CompositeBlockManagerOptions = {
 function composite(more: Partial<CompositeBlockManagerOptions> = {}) {
   return new CompositeBlockManager({ ...LAYOUT, ...more });
 }
+/** LAYOUT with every sub-manager's size given: the window pool's sizing options go. */
+function sized(subManagerBlocks: number[], more: Partial<CompositeBlockManagerOptions> = {}) {
+  const { maxSeqsPerBatch: _s, maxTokensPerBatch: _t, ...rest } = LAYOUT;
+  return new CompositeBlockManager({ ...rest, subManagerBlocks, ...more });
+}
 const tables = (t: CompositeBlockTables) => t.views().map((v) => [...v]);
 const freeStacks = (m: CompositeBlockManager) => m.subManagers.map((s) => [...s.freeIds()]);
 
@@ -59,10 +64,16 @@ describe('layout and sizing', () => {
     // 3 * 256 + ceil(20480 / 128) + 256 + 2
     expect(swaPoolBlocks({ blockSize: 128, slidingWindowSize: 384 })).toBe(768 + 160 + 258);
     expect(swaPoolBlocks({ blockSize: 128, slidingWindowSize: 384, maxSeqsPerBatch: 0, maxTokensPerBatch: 0 })).toBe(3 + 1 + 1 + 2);
+    // The sizing functions check their arguments as the managers do.
+    expect(() => swaBlocksPerSeq(-5, 16)).toThrow(new RangeError('slidingWindowSize must be >= 1, got -5'));
+    expect(() => swaBlocksPerSeq(512, 0)).toThrow(new RangeError('blockSize must be >= 1, got 0'));
+    expect(() => swaPoolBlocks({} as never)).toThrow(new TypeError('sizing.blockSize must be a number, got undefined'));
+    expect(() => swaPoolBlocks({ blockSize: 4, slidingWindowSize: 8, maxSeqsPerBatch: 1.5 })).toThrow(/^sizing.maxSeqsPerBatch must be an integer/);
+    expect(() => swaPoolBlocks({ blockSize: 4, slidingWindowSize: 8, windows: 2 } as never)).toThrow(/^sizing: unknown option "windows"/);
     const m = composite({ swaBlocksPerSeq: 5 });
     expect(m.specs[0]!.numBlocks).toBe(5 * 2 + 2 + 2 + 2);
     m.dispose();
-    const o = composite({ subManagerBlocks: [7, 9, 3] });
+    const o = sized([7, 9, 3]);
     expect(o.specs.map((s) => s.numBlocks)).toEqual([7, 9, 3]);
     o.dispose();
   });
@@ -107,8 +118,13 @@ describe('layout and sizing', () => {
     expect(() => composite({ managerTypes: ['full'], compressRatios: [1], slidingWindowSize: 8 } as never)).toThrow(
       /options.slidingWindowSize does nothing without a sliding-window sub-manager/,
     );
-    expect(() => composite({ subManagerBlocks: [10, 1, 4] })).toThrow(/options.subManagerBlocks\[1\] must be >= 2, got 1/);
+    expect(() => sized([10, 1, 4])).toThrow(/options.subManagerBlocks\[1\] must be >= 2, got 1/);
     expect(() => composite({ swaBlocksPerSeq: 0 })).toThrow(/options.swaBlocksPerSeq must be >= 1, got 0/);
+    for (const k of ['swaBlocksPerSeq', 'maxSeqsPerBatch', 'maxTokensPerBatch'] as const) {
+      expect(() => sized([7, 9, 3], { [k]: 4 })).toThrow(
+        new RangeError(`options.${k} does nothing with options.subManagerBlocks, which sets every sub-manager's size`),
+      );
+    }
     expect(() => composite({ enablePrefixCache: true } as never)).toThrow(/^options: unknown option "enablePrefixCache"/);
     expect(() => composite({ managerTypes: 'full' as never })).toThrow(/options.managerTypes must be an array, got "full"/);
   });
@@ -119,7 +135,7 @@ describe('layout and sizing', () => {
     expect(() => composite({ numBlocks: 1 })).toThrow(/^options.numBlocks must be >= 2, got 1/);
     expect(() => composite({ maxSeqsPerBatch: -1 })).toThrow(/^options.maxSeqsPerBatch must be >= 0, got -1/);
     expect(() => composite({ maxTokensPerBatch: 1.5 })).toThrow(/^options.maxTokensPerBatch must be an integer, got 1.5/);
-    expect(() => composite({ subManagerBlocks: 10 as never })).toThrow(/^options.subManagerBlocks must be an array/);
+    expect(() => sized(10 as never)).toThrow(/^options.subManagerBlocks must be an array/);
     // Derived: a block of blockSize * ratio tokens, and a window pool of perSeq * maxSeqs + ... blocks, must be int32.
     expect(() => composite({ blockSize: 2 ** 30 })).toThrow(/^options.blockSize \* compressRatios\[2\] must be at most 2147483647 \(int32\), got 4294967296/);
     expect(() => composite({ swaBlocksPerSeq: 2 ** 30 })).toThrow(/^the window pool size of sub-manager 0 must be at most 2147483647 \(int32\)/);
@@ -165,6 +181,10 @@ describe('what slides out of the window', () => {
     expect(outOfWindowBlocks(384, 384, 128, 10)).toBe(0);
     expect(outOfWindowBlocks(511, 384, 128, 10)).toBe(1);
     expect(outOfWindowBlocks(10_000, 384, 128, 3)).toBe(3); // capped by the table
+    expect(() => outOfWindowBlocks(640, 384, 0, 10)).toThrow(new RangeError('blockSize must be >= 1, got 0'));
+    expect(() => outOfWindowBlocks(640, 0, 128, 10)).toThrow(new RangeError('slidingWindowSize must be >= 1, got 0'));
+    expect(() => outOfWindowBlocks(-1, 384, 128, 10)).toThrow(/^kvCachedTokens must be >= 0, got -1/);
+    expect(() => outOfWindowBlocks(640, 384, 128, NaN)).toThrow(/^length must be an integer, got NaN/);
   });
 
   it('SlidingWindowBlockManager.releaseOutOfWindow gives back exact ids in index order, once', () => {
@@ -242,6 +262,13 @@ describe('all-or-nothing growth', () => {
       expect(st.map((s) => s.blocksReleasedOutOfWindow)).toEqual([2, 0, 0]);
       expect(st.map((s) => s.admission)).toEqual([false, true, true]);
       m.checkHolders([t]);
+      expect(() => m.checkHolders(t as never)).toThrow(
+        new TypeError('tables must be an iterable of every CompositeBlockTables holding ids of this manager (an array), got a CompositeBlockTables'),
+      );
+      expect(() => t.table(3)).toThrow(new RangeError('i must be in [0, 2], got 3'));
+      expect(() => t.length(-1)).toThrow(new RangeError('i must be in [0, 2], got -1'));
+      expect(() => t.released(1.5)).toThrow(new RangeError('i must be an integer, got 1.5'));
+      expect(t.length(1)).toBe(t.table(1).length);
       m.check();
     } finally {
       m.dispose();
@@ -293,7 +320,7 @@ describe('all-or-nothing growth', () => {
   });
 
   it('a failed growth changes nothing: no table, no free stack, no window release', () => {
-    const m = composite({ subManagerBlocks: [10, 16, 2] }); // one coarse block in all
+    const m = sized([10, 16, 2]); // one coarse block in all
     try {
       const t = m.newTables();
       expect(m.allocate(t, 16)).toBe(true);
@@ -357,6 +384,7 @@ describe('all-or-nothing growth', () => {
       expect(() => m.allocate({} as never, 4)).toThrow(/tables must be a CompositeBlockTables, got an Object/);
       expect(() => m.allocate(t, -1)).toThrow(/^numTokens must be >= 0, got -1/);
       expect(() => m.allocate(t, 4, 0.5)).toThrow(/^kvCachedTokens must be an integer, got 0.5/);
+      expect(() => m.allocate(t, 24, 30)).toThrow(new RangeError('kvCachedTokens must be in [0, 24], got 30'));
       expect(() => m.releaseOutOfWindow(t, 0.5)).toThrow(/^kvCachedTokens must be an integer, got 0.5/);
       expect(tables(t)).toEqual([[], [], []]);
       expect(freeStacks(m)).toEqual(freeStacks(o));
@@ -463,7 +491,7 @@ describe('composite ranks of BlockManagerPool', () => {
   });
 
   it('rolls an empty sequence back exactly: no table, no single id, every pool as before', () => {
-    const p = new BlockManagerPool({ ...POOL, subManagerBlocks: [3, 16, 4] });
+    const p = new BlockManagerPool({ ...POOL, maxSeqsPerBatch: undefined, maxTokensPerBatch: undefined, subManagerBlocks: [3, 16, 4] });
     try {
       const before = poolState(p);
       const s = new Sequence(toks(12)); // 3 window blocks; the window pool has 2

@@ -18,9 +18,9 @@ import {
   DEFAULT_MAX_SEQS_PER_BATCH,
   DEFAULT_MAX_TOKENS_PER_BATCH,
   SlidingWindowBlockManager,
-  outOfWindowBlocks,
-  swaBlocksPerSeq,
+  slidOutBlocks,
   swaPoolBlocks,
+  windowBlocksPerSeq,
 } from './sliding-window-block-manager.js';
 
 /** Spare tables a manager keeps at most (a replay needs one per running sequence). */
@@ -137,6 +137,11 @@ export function parseCompositeLayout(o: CompositeBlockManagerOptions, name = 'op
       : arrayOf(`${name}.subManagerBlocks`, o.subManagerBlocks, kinds.length).map((n, i) =>
           checkInt(`${name}.subManagerBlocks[${i}]`, n, 2),
         );
+  if (override) {
+    for (const k of ['swaBlocksPerSeq', 'maxSeqsPerBatch', 'maxTokensPerBatch'] as const) {
+      if (o[k] !== undefined) throw new RangeError(`${name}.${k} does nothing with ${name}.subManagerBlocks, which sets every sub-manager's size`);
+    }
+  }
   const specs: SubManagerSpec[] = kinds.map((kind, i) => {
     const ratio = ratios[i]!;
     const blockSize = checkInt(`${name}.blockSize * compressRatios[${i}]`, B * Math.max(ratio, 1), 1);
@@ -153,7 +158,7 @@ export function parseCompositeLayout(o: CompositeBlockManagerOptions, name = 'op
       numBlocks = swaPoolBlocks({
         blockSize,
         slidingWindowSize: W,
-        swaBlocksPerSeq: perSeq ?? swaBlocksPerSeq(W, blockSize),
+        swaBlocksPerSeq: perSeq ?? windowBlocksPerSeq(W, blockSize),
         maxSeqsPerBatch: maxSeqs,
         maxTokensPerBatch: maxTokens,
       });
@@ -291,7 +296,8 @@ export class CompositeBlockManager {
   allocate(tables: CompositeBlockTables, numTokens: number, kvCachedTokens = 0): boolean {
     this.own(tables);
     checkInt('numTokens', numTokens);
-    checkInt('kvCachedTokens', kvCachedTokens);
+    // Computed tokens are tokens of the sequence: more would slide window blocks out that the step still needs.
+    checkInt('kvCachedTokens', kvCachedTokens, 0, numTokens);
     return this.allocateFor(tables, numTokens, kvCachedTokens);
   }
 
@@ -392,7 +398,7 @@ export class CompositeBlockManager {
     for (let i = 0; i < this.subManagers.length; i++) {
       if (this.windowed[i] === 0) continue;
       const first = t._released[i]!;
-      const upto = outOfWindowBlocks(kvCached, this.slidingWindowSize, this.sizes[i]!, t._lengths[i]!);
+      const upto = slidOutBlocks(kvCached, this.slidingWindowSize, this.sizes[i]!, t._lengths[i]!);
       if (upto <= first) continue;
       const code = this.subManagers[i]!.releaseFrom(t._tables[i]!, first, upto);
       if (code < 0) throw new Error(`kvpool: internal error releasing window blocks (core code ${code})`);
@@ -487,6 +493,9 @@ export class CompositeBlockManager {
    */
   checkHolders(tables: Iterable<CompositeBlockTables>, /** @internal other holders of one sub-manager's ids */ extra?: { index: number; counts: Int32Array }): Int32Array[] {
     this.live();
+    if (tables == null || typeof (tables as Partial<Iterable<unknown>>)[Symbol.iterator] !== 'function') {
+      throw new TypeError(`tables must be an iterable of every CompositeBlockTables holding ids of this manager (an array), got ${describe(tables)}`);
+    }
     const counts = this.subManagers.map((m) => new Int32Array(m.numBlocks));
     if (extra) counts[extra.index]!.set(extra.counts);
     for (const t of tables) {

@@ -4,6 +4,8 @@
 // window as -1 placeholders, always a leading run, so logical positions
 // never shift. Tables grow by doubling; reads are views, not copies.
 
+import { checkInt } from '../validate.js';
+
 /** A slid-out position of a sliding-window table. */
 export const RELEASED = -1;
 
@@ -35,6 +37,7 @@ export class CompositeBlockTables {
 
   /** Table `i` (a view; valid until the table changes), -1 at slid-out positions. */
   table(i: number): Int32Array {
+    this.index(i);
     return this._tables[i]!.subarray(0, this._lengths[i]!);
   }
 
@@ -45,12 +48,18 @@ export class CompositeBlockTables {
 
   /** Logical blocks of table `i`, placeholders included. */
   length(i: number): number {
+    this.index(i);
     return this._lengths[i]!;
   }
 
   /** Leading positions of table `i` that slid out of the window. */
   released(i: number): number {
+    this.index(i);
     return this._released[i]!;
+  }
+
+  private index(i: number): void {
+    checkInt('i', i, 0, this._tables.length - 1);
   }
 
   /** True when no table holds an id. */

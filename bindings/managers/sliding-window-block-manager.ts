@@ -37,6 +37,13 @@ export const DEFAULT_MAX_TOKENS_PER_BATCH = 20480;
 
 /** Blocks a sequence keeps for a window of `W` tokens: `(W - 1) / B + 1`. */
 export function swaBlocksPerSeq(slidingWindowSize: number, blockSize: number): number {
+  checkInt('slidingWindowSize', slidingWindowSize, 1);
+  checkInt('blockSize', blockSize, 1);
+  return windowBlocksPerSeq(slidingWindowSize, blockSize);
+}
+
+/** @internal swaBlocksPerSeq of checked arguments. */
+export function windowBlocksPerSeq(slidingWindowSize: number, blockSize: number): number {
   return Math.floor((slidingWindowSize - 1) / blockSize) + 1;
 }
 
@@ -48,10 +55,13 @@ export function swaBlocksPerSeq(slidingWindowSize: number, blockSize: number): n
  * its new ones are allocated.
  */
 export function swaPoolBlocks(s: SwaPoolSizing): number {
-  const B = s.blockSize;
-  const perSeq = s.swaBlocksPerSeq ?? swaBlocksPerSeq(s.slidingWindowSize, B);
-  const maxSeqs = Math.max(s.maxSeqsPerBatch ?? DEFAULT_MAX_SEQS_PER_BATCH, 1);
-  const maxTokens = Math.max(s.maxTokensPerBatch ?? DEFAULT_MAX_TOKENS_PER_BATCH, 1);
+  checkObject('sizing', s);
+  checkKeys('sizing', s, ['blockSize', 'slidingWindowSize', 'swaBlocksPerSeq', 'maxSeqsPerBatch', 'maxTokensPerBatch']);
+  const B = checkInt('sizing.blockSize', s.blockSize, 1);
+  const W = checkInt('sizing.slidingWindowSize', s.slidingWindowSize, 1);
+  const perSeq = s.swaBlocksPerSeq === undefined ? windowBlocksPerSeq(W, B) : checkInt('sizing.swaBlocksPerSeq', s.swaBlocksPerSeq, 1);
+  const maxSeqs = Math.max(s.maxSeqsPerBatch === undefined ? DEFAULT_MAX_SEQS_PER_BATCH : checkInt('sizing.maxSeqsPerBatch', s.maxSeqsPerBatch), 1);
+  const maxTokens = Math.max(s.maxTokensPerBatch === undefined ? DEFAULT_MAX_TOKENS_PER_BATCH : checkInt('sizing.maxTokensPerBatch', s.maxTokensPerBatch), 1);
   return perSeq * maxSeqs + Math.ceil(maxTokens / B) + maxSeqs + 2;
 }
 
@@ -61,9 +71,17 @@ export function swaPoolBlocks(s: SwaPoolSizing): number {
  * `cached >= W`, capped by the table's length.
  */
 export function outOfWindowBlocks(kvCachedTokens: number, slidingWindowSize: number, blockSize: number, length: number): number {
-  const W = Math.max(slidingWindowSize, 1);
-  if (kvCachedTokens < W) return 0;
-  return Math.min(Math.floor((kvCachedTokens - W + 1) / blockSize), length);
+  checkInt('kvCachedTokens', kvCachedTokens);
+  checkInt('slidingWindowSize', slidingWindowSize, 1);
+  checkInt('blockSize', blockSize, 1);
+  checkInt('length', length);
+  return slidOutBlocks(kvCachedTokens, slidingWindowSize, blockSize, length);
+}
+
+/** @internal outOfWindowBlocks of checked arguments (the managers' step path). */
+export function slidOutBlocks(kvCachedTokens: number, slidingWindowSize: number, blockSize: number, length: number): number {
+  if (kvCachedTokens < slidingWindowSize) return 0;
+  return Math.min(Math.floor((kvCachedTokens - slidingWindowSize + 1) / blockSize), length);
 }
 
 function parse(o: SlidingWindowBlockManagerOptions) {
@@ -113,7 +131,7 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
     this.live();
     checkInt('kvCachedTokens', kvCachedTokens);
     checkInt('length', length);
-    return outOfWindowBlocks(kvCachedTokens, this.slidingWindowSize, this.blockSize, length);
+    return slidOutBlocks(kvCachedTokens, this.slidingWindowSize, this.blockSize, length);
   }
 
   /**
@@ -128,7 +146,7 @@ export class SlidingWindowBlockManager extends BlockManagerImpl {
     checkInt('kvCachedTokens', kvCachedTokens);
     let first = 0;
     while (first < table.length && table[first] === RELEASED) first++;
-    const upto = outOfWindowBlocks(kvCachedTokens, this.slidingWindowSize, this.blockSize, table.length);
+    const upto = slidOutBlocks(kvCachedTokens, this.slidingWindowSize, this.blockSize, table.length);
     if (upto <= first) return 0;
     for (let i = first; i < upto; i++) {
       if (table[i] === RELEASED) throw new RangeError(`table[${i}] = -1 follows a held block: placeholders must lead the table`);

@@ -62,7 +62,7 @@ export class CompositeReplaySequence implements ReplaySequence {
   }
   get numBlocks(): number {
     const c = this.seq.state.composite;
-    return c ? c.length(this.table) : 0;
+    return c ? c._lengths[this.table]! : 0; // the replay's table index is its own: no check
   }
   get sharedBlocks(): number {
     return 0;
