@@ -186,6 +186,9 @@ describe('XTensorBlockManagerImpl', () => {
     expect(() => mgr({ numLayers: 0 })).toThrow(/options.numLayers must be >= 1, got 0/);
     expect(() => mgr({ numPhysicalPages: 1 })).toThrow(/options.numPhysicalPages must be in \[2, /);
     expect(() => mgr({ minReservedPages: 4, maxReservedPages: 2 })).toThrow(/options.maxReservedPages must be >= 4, got 2/);
+    expect(() => mgr({ minReservedPages: 100, maxReservedPages: undefined })).toThrow(
+      new RangeError('options.minReservedPages = 100 is more than maxReservedPages (32 by default); give maxReservedPages too'),
+    );
     expect(() => mgr({ pages: 3 })).toThrow(/unknown option "pages"/);
     const m = mgr();
     m.reservePaddingBlocks();

@@ -80,6 +80,9 @@ export function parseXTensorOptions(o: XTensorBlockManagerOptions, name = 'optio
   const coverPages = Math.ceil((numBlocks * blockBytes) / pageSize);
   const numPhysicalPages = checkInt(`${name}.numPhysicalPages`, o.numPhysicalPages ?? coverPages * physPerPage, physPerPage, Number.MAX_SAFE_INTEGER);
   const minReserved = checkInt(`${name}.minReservedPages`, o.minReservedPages ?? 8);
+  if (o.maxReservedPages === undefined && minReserved > 32) {
+    throw new RangeError(`${name}.minReservedPages = ${minReserved} is more than maxReservedPages (32 by default); give maxReservedPages too`);
+  }
   const maxReserved = checkInt(`${name}.maxReservedPages`, o.maxReservedPages ?? 32, minReserved);
   const dpRank = checkInt(`${name}.dpRank`, o.dpRank ?? 0);
   const virtualPages = Math.min(coverPages, Math.floor(numPhysicalPages / physPerPage));
