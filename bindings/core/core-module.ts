@@ -2,7 +2,6 @@
 // the core apart before an instance is made of the wrong one (each loader
 // keeps what it compiled, so a wrong module must be refused before that).
 
-import { describe } from '../validate.js';
 import type { WasmSource } from './core-instance.js';
 
 /** Compiles `source`: a URL or its string is fetched, a Response streamed, bytes compiled, a Module taken as it is. */
@@ -16,7 +15,9 @@ export async function compileSource(source: WasmSource, name: string): Promise<W
     return WebAssembly.compile(await (await (src as Response | PromiseLike<Response>)).arrayBuffer());
   }
   if (src instanceof ArrayBuffer || ArrayBuffer.isView(src)) return WebAssembly.compile(src as BufferSource);
-  throw new TypeError(`${name} must be a URL, its string, a Response, bytes or a WebAssembly.Module, got ${describe(source)}`);
+  // (validate.ts's describe is a layer above the core.)
+  const got = typeof src === 'object' && src !== null ? `an object (${(src as object).constructor?.name ?? 'no class'})` : String(src);
+  throw new TypeError(`${name} must be a URL, its string, a Response, bytes or a WebAssembly.Module, got ${got}`);
 }
 
 /**
