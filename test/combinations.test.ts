@@ -411,7 +411,8 @@ class Run {
     const placed = this.seqs.filter((t) => t.s.dpRank >= 0);
     if (placed.length === 0) return;
     const rank = placed[picks[0]! % placed.length]!.s.dpRank;
-    const twins = [...new Set(picks.map((i) => placed[i % placed.length]!))].filter((t) => t.s.dpRank === rank);
+    // A sequence whose live slot was given back has no state to run a forward on (refused).
+    const twins = [...new Set(picks.map((i) => placed[i % placed.length]!))].filter((t) => t.s.dpRank === rank && t.s.linearStateSlotId >= 0);
     const stepEnds: number[] = [];
     const ops: LinearStateCacheOp[] = [];
     const mops: ModelOp[] = [];

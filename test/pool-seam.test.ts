@@ -184,6 +184,11 @@ describe('linear state', () => {
     p.releaseLinearStateSlot(s);
     expect(s.linearStateSlotId).toBe(-1);
     expect(s.singleBlockId).toBeGreaterThan(0);
+    // No state to run a forward on: no cache op, and the sequence stays uninitialized.
+    expect(() => p.linearStateCacheOp(s, s.numTokens)).toThrow(
+      new Error('linearStateCacheOp: the sequence holds no live linear-state slot (releaseLinearStateSlot gave it back); allocate it again first'),
+    );
+    expect(s.linearStateInitialized).toBe(false);
     p.check();
     s.appendToken(7);
     expect(p.allocate(s)).toBe(true);

@@ -77,6 +77,10 @@ export class LinearStateAddOn {
   cacheOp(s: SequenceState, blockSize: number, stepEnd: number, hashes: (nBlocks: number) => Uint8Array): LinearStateCacheOp {
     const B = blockSize;
     checkInt('stepEnd', stepEnd, s.kvCached, s.numTokens);
+    // A forward needs the state it runs on: an op without a live slot would send the worker nowhere.
+    if (s.linearSlot < 0) {
+      throw new Error('linearStateCacheOp: the sequence holds no live linear-state slot (releaseLinearStateSlot gave it back); allocate it again first');
+    }
     const kvc = s.kvCached;
     const restore = !s.linearInit && kvc > 0 && kvc % B === 0;
     const save = kvc < s.numPromptTokens && stepEnd > 0 && stepEnd % B === 0;

@@ -69,6 +69,7 @@ export class ModelLinearStateAddOn {
   cacheOp(s: ModelSequence, blockSize: number, stepEnd: number, keys: (n: number) => string[]): ModelOp {
     const B = blockSize;
     modelInt('stepEnd', stepEnd, s.kvCachedTokens, s.numTokens);
+    if (s.linearSlot < 0) throw new Error('model: the sequence holds no live slot');
     const kvc = s.kvCachedTokens;
     const restore = !s.linearInit && kvc > 0 && kvc % B === 0;
     const save = kvc < s.numPromptTokens && stepEnd > 0 && stepEnd % B === 0;
