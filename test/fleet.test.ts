@@ -128,6 +128,12 @@ describe('options and misuse', () => {
     const ok = req(0, 40, 1, [1]);
     expect(() => fleetSync({ trace: [ok, null as never], engines: 2 })).toThrow(new TypeError('trace[1] must be a trace request ({ inputLength, outputLength, hashIds }), got null'));
     expect(() => fleetSync({ trace: [ok, { ...ok, outputLength: -1 }], engines: 2 })).toThrow(/^trace\[1\]\.outputLength must be in \[0, \d+\], got -1$/);
+    // The step clock counts to a timestamp: a non-finite or negative one is refused.
+    for (const timestamp of [Infinity, -5, NaN]) {
+      expect(() => fleetSync({ trace: [ok, { ...ok, timestamp }], engines: 2 })).toThrow(
+        new RangeError(`trace[1].timestamp must be a number of milliseconds in [0, 2^53 - 1] (or absent), got ${timestamp}`),
+      );
+    }
   });
 
   it("gives an engine's pool by its index, until disposed", () => {

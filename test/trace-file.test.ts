@@ -9,7 +9,7 @@ import { Readable } from 'node:stream';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { BUILTIN_TRACES, readTraceFile, resolveTrace } from '../bindings/node/trace-file.js';
-import { parseTrace, type TraceRequest } from '../bindings/replay/trace.js';
+import { parseTrace, TraceError, type TraceRequest } from '../bindings/replay/trace.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvpool-trace-'));
 const LINES = [
@@ -55,6 +55,28 @@ describe('readTraceFile', () => {
     const f = file('l.jsonl', TEXT);
     expect((await readTraceFile(f, 2)).map((r) => r.inputLength)).toEqual([600, 10]);
     expect((await readTraceFile(f, { limit: 0 })).length).toBe(0);
+  });
+
+  it('checks its limit and options by name before reading', async () => {
+    const f = file('o.jsonl', TEXT);
+    await expect(readTraceFile(f, 1.5)).rejects.toThrow(new RangeError('limit must be an integer, got 1.5'));
+    await expect(readTraceFile(f, { limit: '3' as never })).rejects.toThrow(new TypeError('options.limit must be a number, got "3"'));
+    await expect(readTraceFile(f, { limit: -1 })).rejects.toThrow(/^options.limit must be in \[0, 9007199254740991\], got -1/);
+    await expect(readTraceFile(f, { maxLineBytes: 0 })).rejects.toThrow(/^options.maxLineBytes must be in \[1, 9007199254740991\], got 0/);
+    await expect(readTraceFile(f, { bogus: 1 } as never)).rejects.toThrow(/^options: unknown option "bogus" \(known: limit, stdin, maxLineBytes\)/);
+    await expect(readTraceFile(f, null as never)).rejects.toThrow(/^options must be an object, got null/);
+    await expect(readTraceFile(f, { stdin: 5 } as never)).rejects.toThrow(new TypeError('options.stdin must be a readable stream, got 5'));
+  });
+
+  it('checks a timestamp when there is one (a fleet counts its steps from it)', async () => {
+    for (const [ts, shown] of [['"x"', '"x"'], ['-5', '-5'], ['1e400', 'Infinity'], ['1e300', '1e+300'], ['null', 'null']]) {
+      const bad = `{"timestamp": ${ts}, "input_length": 10, "output_length": 0, "hash_ids": [3]}`;
+      await expect(readTraceFile(file('ts.jsonl', LINES[0] + '\n' + bad + '\n'))).rejects.toThrow(
+        new TraceError(2, `"timestamp" must be a number of milliseconds in [0, 2^53 - 1] (or absent), got ${shown}`),
+      );
+    }
+    const none = parseTrace('{"input_length": 10, "output_length": 0, "hash_ids": [3]}');
+    expect(none[0]!.timestamp).toBeUndefined();
   });
 
   it('names the line of a malformed request, also inside a gzip file', async () => {

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { createGunzip } from 'node:zlib';
 import { Readable } from 'node:stream';
 import { parseTraceLine, TraceError, type TraceRequest } from '../replay/trace.js';
+import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 
 /** The traces shipped in the package (see traces/README.md for where they come from). */
 export const BUILTIN_TRACES: Readonly<Record<string, { file: string; description: string }>> = {
@@ -45,12 +46,9 @@ export function resolveTrace(spec: string): { path: string } | { stdin: true } {
  * TraceError with its line number; a leading UTF-8 byte-order mark is skipped.
  */
 export async function readTraceFile(spec: string, limitOrOptions: number | ReadTraceOptions = {}): Promise<TraceRequest[]> {
-  const o: ReadTraceOptions = typeof limitOrOptions === 'number' ? { limit: limitOrOptions } : limitOrOptions;
-  const limit = o.limit ?? Infinity;
-  if (!(limit >= 0)) throw new RangeError(`limit must be >= 0, got ${limit}`);
-  const maxLine = o.maxLineBytes ?? MAX_TRACE_LINE_BYTES;
+  const { limit, maxLine, stdin } = readOptions(limitOrOptions);
   const where = resolveTrace(spec);
-  const source: Readable = 'stdin' in where ? (o.stdin ?? process.stdin) : createReadStream(where.path);
+  const source: Readable = 'stdin' in where ? (stdin ?? process.stdin) : createReadStream(where.path);
   const out: TraceRequest[] = [];
   if (limit === 0) {
     if (!('stdin' in where)) source.destroy();
@@ -98,6 +96,20 @@ export async function readTraceFile(spec: string, limitOrOptions: number | ReadT
     if (!('stdin' in where)) source.destroy();
   }
   return out;
+}
+
+/** readTraceFile's second argument, checked: a limit, or the options. */
+function readOptions(v: number | ReadTraceOptions): { limit: number; maxLine: number; stdin: Readable | undefined } {
+  if (typeof v === 'number') return { limit: checkInt('limit', v, 0, Number.MAX_SAFE_INTEGER), maxLine: MAX_TRACE_LINE_BYTES, stdin: undefined };
+  checkObject('options', v);
+  checkKeys('options', v, ['limit', 'stdin', 'maxLineBytes']);
+  const limit = v.limit === undefined ? Infinity : checkInt('options.limit', v.limit, 0, Number.MAX_SAFE_INTEGER);
+  const maxLine = v.maxLineBytes === undefined ? MAX_TRACE_LINE_BYTES : checkInt('options.maxLineBytes', v.maxLineBytes, 1, Number.MAX_SAFE_INTEGER);
+  const stdin = v.stdin;
+  if (stdin !== undefined && (stdin === null || typeof (stdin as Partial<Readable>)[Symbol.asyncIterator] !== 'function')) {
+    throw new TypeError(`options.stdin must be a readable stream, got ${describe(stdin)}`);
+  }
+  return { limit, maxLine, stdin };
 }
 
 function tooLong(line: number, max: number): TraceError {

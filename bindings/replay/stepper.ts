@@ -6,7 +6,7 @@ import {
   advanceOutputToken, nextOutputToken, outputToken, holdPromptTokens, keepPromptTokens, promptTokens, releasePromptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
 } from './kernel.js';
 import { MAX_SEQUENCE_TOKENS, checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
-import type { TraceRequest } from './trace.js';
+import { isTimestamp, type TraceRequest } from './trace.js';
 import { TokenBuffers } from './token-buffers.js';
 
 /** What one `step()` did. */
@@ -412,7 +412,14 @@ export function checkRequest(req: TraceRequest, r: number): void {
  */
 export function checkRequests(trace: readonly TraceRequest[], n: number): void {
   if (!Array.isArray(trace)) throw new TypeError(`options.trace must be an array of trace requests, got ${describe(trace)}`);
-  for (let i = 0; i < n; i++) checkRequest(trace[i]!, i);
+  for (let i = 0; i < n; i++) {
+    const req = trace[i]!;
+    checkRequest(req, i);
+    // The fleet's step clock counts to it.
+    if (req.timestamp !== undefined && !isTimestamp(req.timestamp)) {
+      throw new RangeError(`trace[${i}].timestamp must be a number of milliseconds in [0, 2^53 - 1] (or absent), got ${describe(req.timestamp)}`);
+    }
+  }
 }
 
 /** An error of writing request `r`'s prompt (named `req.…` there) as one naming trace[r]; any other error as it is. */

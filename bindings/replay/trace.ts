@@ -30,6 +30,11 @@ function field(obj: Record<string, unknown>, key: string, line: number): number 
   return v;
 }
 
+/** A request's timestamp as a fleet takes it: milliseconds, finite, not negative, within a double's integers. */
+export function isTimestamp(ts: unknown): ts is number {
+  return typeof ts === 'number' && ts >= 0 && ts <= Number.MAX_SAFE_INTEGER;
+}
+
 /** Parses one trace line (1-based `line` for messages); null for a blank line. */
 export function parseTraceLine(text: string, line: number): TraceRequest | null {
   if (text.trim() === '') return null;
@@ -63,7 +68,11 @@ export function parseTraceLine(text: string, line: number): TraceRequest | null 
     hashIds[i] = v;
   }
   const ts = o['timestamp'];
-  return { inputLength, outputLength, hashIds, timestamp: typeof ts === 'number' ? ts : undefined };
+  // A fleet places requests by it (a step count comes from it): absent, or a time in ms a step clock can count to.
+  if (ts !== undefined && !isTimestamp(ts)) {
+    throw new TraceError(line, `"timestamp" must be a number of milliseconds in [0, 2^53 - 1] (or absent), got ${typeof ts === 'number' ? ts : JSON.stringify(ts)}`);
+  }
+  return { inputLength, outputLength, hashIds, timestamp: ts };
 }
 
 /** Parses a whole trace held in memory (browsers: a dropped file's text); a leading byte-order mark is skipped. */
