@@ -55,6 +55,8 @@ describe('readTraceFile', () => {
     const f = file('l.jsonl', TEXT);
     expect((await readTraceFile(f, 2)).map((r) => r.inputLength)).toEqual([600, 10]);
     expect((await readTraceFile(f, { limit: 0 })).length).toBe(0);
+    expect((await readTraceFile(f, Infinity)).length).toBe(3); // all: the blank line is no request
+    expect((await readTraceFile(f, { limit: Infinity })).length).toBe(3);
   });
 
   it('checks its limit and options by name before reading', async () => {

@@ -22,7 +22,7 @@ export const BUILTIN_TRACES: Readonly<Record<string, { file: string; description
 export const MAX_TRACE_LINE_BYTES = 64 << 20;
 
 export interface ReadTraceOptions {
-  /** Read at most this many requests (default all). */
+  /** Read at most this many requests (default all; Infinity is all too). */
   limit?: number;
   /** Where `-` reads from (default process.stdin). */
   stdin?: Readable;
@@ -98,12 +98,17 @@ export async function readTraceFile(spec: string, limitOrOptions: number | ReadT
   return out;
 }
 
+/** A count of requests, or Infinity for all of them. */
+function checkLimit(name: string, v: unknown): number {
+  return v === Infinity ? v : checkInt(name, v, 0, Number.MAX_SAFE_INTEGER);
+}
+
 /** readTraceFile's second argument, checked: a limit, or the options. */
 function readOptions(v: number | ReadTraceOptions): { limit: number; maxLine: number; stdin: Readable | undefined } {
-  if (typeof v === 'number') return { limit: checkInt('limit', v, 0, Number.MAX_SAFE_INTEGER), maxLine: MAX_TRACE_LINE_BYTES, stdin: undefined };
+  if (typeof v === 'number') return { limit: checkLimit('limit', v), maxLine: MAX_TRACE_LINE_BYTES, stdin: undefined };
   checkObject('options', v);
   checkKeys('options', v, ['limit', 'stdin', 'maxLineBytes']);
-  const limit = v.limit === undefined ? Infinity : checkInt('options.limit', v.limit, 0, Number.MAX_SAFE_INTEGER);
+  const limit = v.limit === undefined ? Infinity : checkLimit('options.limit', v.limit);
   const maxLine = v.maxLineBytes === undefined ? MAX_TRACE_LINE_BYTES : checkInt('options.maxLineBytes', v.maxLineBytes, 1, Number.MAX_SAFE_INTEGER);
   const stdin = v.stdin;
   if (stdin !== undefined && (stdin === null || typeof (stdin as Partial<Readable>)[Symbol.asyncIterator] !== 'function')) {
