@@ -96,6 +96,9 @@ describe('ReplayStepper', () => {
       expect(() => new ReplayStepper(t, w, { ...ok, limit: -1 })).toThrow(new RangeError('params.limit must be >= 0, got -1'));
       expect(() => new ReplayStepper(t, w, { ...ok, maxRuning: 3 } as ReplayParams)).toThrow(TypeError);
       expect(() => new ReplayStepper(t, 'trace' as unknown as [], ok)).toThrow(new TypeError('requests must be an array of trace requests, got "trace"'));
+      // Blocks and hits are counted in params' block size: the pool's must match.
+      expect(() => new ReplayStepper(t, w, { ...ok, blockSize: 8 })).toThrow(new RangeError("params.blockSize = 8 differs from the target's pool's block size, 16"));
+      expect(() => runReplay(t, w, { ...ok, blockSize: 8 })).toThrow(RangeError);
       expect(pool.numFreeBlocks()).toEqual([63]);
       pool.check();
       const st = new ReplayStepper(t, w, { ...ok, limit: 2 });

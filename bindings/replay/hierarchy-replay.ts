@@ -35,6 +35,9 @@ export interface HostTierResult {
 
 /** The replay loop's view of a HierarchyBlockManagerPool whose worker does every planned copy at once. */
 export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
+  get blockSize(): number {
+    return this.tiered.blockSize;
+  }
   /** @internal The pool reads each prompt from the buffer it was given. */
   readonly holdsPrompt = true;
   /** @internal As PoolReplayTarget's: both tiers read tokens only through their core's stagings. */

@@ -19,6 +19,8 @@ export interface ReplaySequence {
 
 /** The pool operations the loop uses. */
 export interface ReplayTarget<S extends ReplaySequence> {
+  /** Optional: the block size the target's pool works in; the loop refuses params of another. */
+  readonly blockSize?: number;
   /**
    * A sequence whose prompt is `buffer[0, promptLength)`. The buffer is fresh
    * and sized for the whole request (prompt + outputs); the target may keep it.

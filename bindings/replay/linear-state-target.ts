@@ -25,6 +25,10 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
   get keepsPrompt(): boolean {
     return this.base.keepsPrompt === true;
   }
+  /** The base target's. */
+  get blockSize(): number | undefined {
+    return this.base.blockSize;
+  }
   /** The base target's, when it has one. */
   readonly appendOutputs?: (seq: S, first: number, count: number) => void;
   /** @internal The base target's, when it has one. */

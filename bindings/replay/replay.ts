@@ -154,6 +154,9 @@ export const REPLAY_DECODE_PRIORITY = 10;
 
 /** The replay loop's view of a BlockManagerPool. */
 export class PoolReplayTarget implements ReplayTarget<Sequence> {
+  get blockSize(): number {
+    return this.pool.blockSize;
+  }
   /** @internal The pool reads each prompt from the buffer it was given. */
   readonly holdsPrompt = true;
   /**

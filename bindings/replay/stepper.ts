@@ -91,6 +91,10 @@ export class ReplayStepper<S extends ReplaySequence> {
     if (!Array.isArray(requests)) throw new TypeError(`requests must be an array of trace requests, got ${describe(requests)}`);
     this.params = checkParams(params);
     this.B = this.params.blockSize;
+    // Prompt blocks and hits are counted in params' blocks: the pool's must be the same.
+    if (target.blockSize !== undefined && target.blockSize !== this.B) {
+      throw new RangeError(`params.blockSize = ${this.B} differs from the target's pool's block size, ${target.blockSize}`);
+    }
     this.buffers = new TokenBuffers(this.params.maxRunning);
     this.total = Math.min(requests.length, this.params.limit ?? Infinity);
     this.evictedBefore = target.blocksEvicted();
