@@ -5,7 +5,8 @@ import { loadCore } from '../core/plain-core.js';
 import { checkBool, checkInt, checkInt32Array, checkKeys, checkObject, checkSeed, describe } from '../validate.js';
 import type { BlockManager } from './block-manager.js';
 import type { CoreInstance } from '../core/core-instance.js';
-import { CoreManager } from './core-manager.js';
+import { CoreManager, exhaustedDoing } from './core-manager.js';
+import { AUX_SIZE, POLICY_PRIORITY } from '../core/abi.js';
 import { throwIdError } from './core-errors.js';
 import { parseRetention, rangeFrom, rangeTo, writeRetention, type Retention, type RetentionRange } from './retention.js';
 import { EVICTION_POLICIES, parseEvictionPolicy, type EvictionPolicy } from './eviction-policy.js';
@@ -49,6 +50,16 @@ export function parseManagerOptions(opts: BlockManagerOptions, name = 'options',
   return { numBlocks, blockSize, prefixOn, seedLo: seed.lo, seedHi: seed.hi, policy };
 }
 
+/**
+ * Bytes a policy other than LRU adds to a manager of `n` blocks, as the
+ * core's mgr_set_policy allocates them: under LFU a key and list links per
+ * id (4 + 8), under priority also an expiry-heap entry, a batch key and the
+ * retention fields (4 + 16 + AUX_SIZE).
+ */
+function policyBytes(policy: number, n: number): number {
+  return n * (12 + (policy === POLICY_PRIORITY ? 4 + 16 + AUX_SIZE : 0));
+}
+
 export class BlockManagerImpl extends CoreManager implements BlockManager {
   readonly enablePrefixCache: boolean;
 
@@ -63,7 +74,7 @@ export class BlockManagerImpl extends CoreManager implements BlockManager {
         this.ex.mgr_destroy(this.ptr); // not dispose(): a subclass is not constructed yet
         throw new RangeError(
           code === -2
-            ? `kvpool: Wasm memory exhausted setting up the '${options.evictionPolicy}' eviction policy`
+            ? exhaustedDoing(this.rt, `setting up the '${options.evictionPolicy}' eviction policy on a manager of ${cfg.numBlocks} blocks`, policyBytes(cfg.policy, cfg.numBlocks))
             : `options.evictionPolicy: this manager's cache is not empty; its policy cannot change`,
         );
       }

@@ -795,9 +795,13 @@ export function checkFits(rt: CoreInstance, what: string, managers: readonly { n
 
 /** The error for a manager the core could not make room for. */
 export function exhausted(rt: CoreInstance, numBlocks: number, prefixOn: boolean, what = `a manager of ${numBlocks} blocks`): string {
-  const need = rt.ex.mgr_region_bytes(numBlocks, prefixOn ? 1 : 0);
+  return exhaustedDoing(rt, `creating ${what}`, rt.ex.mgr_region_bytes(numBlocks, prefixOn ? 1 : 0));
+}
+
+/** The message of a step that needed `need` more bytes of Wasm memory than it could have. */
+export function exhaustedDoing(rt: CoreInstance, doing: string, need: number): string {
   return (
-    `kvpool: Wasm memory exhausted creating ${what} ` +
+    `kvpool: Wasm memory exhausted ${doing} ` +
     `(it needs ${fmtBytes(need)}; a 32-bit core holds at most 4 GiB, ${fmtBytes(rt.ex.heapTop() >>> 0)} of it in use or given back)`
   );
 }
