@@ -178,6 +178,21 @@ describe.skipIf(!haveChromium)('the pool inspector in headless Chromium', () => 
     await page.close();
   });
 
+  it("says what is wrong with the URL's options, naming the value given, and shows the defaults", async () => {
+    const page = await browser.context.newPage();
+    for (const [query, error] of [
+      ['eviction=xyz', `the URL's options: options.eviction must be one of 'lru', 'lfu', 'priority', got "xyz"`],
+      ['numBlocks=abc', "the URL's numBlocks=abc is not a number"],
+      ['numBlocks=1', "the URL's options: options.numBlocks must be >= 2, got 1"],
+    ]) {
+      await page.goto(`${server.url}/?${query}`);
+      await page.waitForFunction(() => window.kvpoolInspector?.ready === true);
+      expect(await page.locator('#error').textContent()).toBe(`${error}; the defaults are shown instead`);
+      expect(await page.locator('select[name="eviction"]').inputValue()).toBe('lru');
+    }
+    await page.close();
+  });
+
   it('keeps the running-sequences table in step with the status line while playing', async () => {
     const page = await browser.context.newPage();
     await page.goto(`${server.url}/?numBlocks=2000&requests=300&maxRunning=24&speed=4`);

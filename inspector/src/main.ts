@@ -7,7 +7,7 @@ import { STATE_COLORS } from './colors.js';
 import { BlockGrid } from './grid.js';
 import { Plot } from './plots.js';
 import { renderSequences } from './sequences.js';
-import { DEFAULT_OPTIONS, Session, type SessionOptions } from './session.js';
+import { DEFAULT_OPTIONS, Session, checkSessionOptions, type SessionOptions } from './session.js';
 
 /** Requests replayed per animation frame at each speed setting. */
 const SPEEDS = [1 / 16, 1 / 4, 1, 4, 16, 64, 256, 1024];
@@ -90,20 +90,30 @@ function writeOptions(o: SessionOptions): void {
   }
 }
 
-/** Options from the page's query string (?numBlocks=65536&dpSize=4&eviction=lfu…) over the defaults. */
-function optionsFromUrl(): SessionOptions {
+/**
+ * Options from the page's query string (?numBlocks=65536&dpSize=4&eviction=lfu…)
+ * over the defaults, checked before they reach the form (which would turn a
+ * value it cannot show into an empty one); the defaults and why, when not.
+ */
+function optionsFromUrl(): { options: SessionOptions; error: string | null } {
   const q = new URLSearchParams(location.search);
   const o: Record<string, unknown> = { ...DEFAULT_OPTIONS };
+  const speed = q.get('speed');
+  if (speed !== null) speedInput.value = speed;
   for (const k of Object.keys(o)) {
     const v = q.get(k);
     if (v === null) continue;
     if (k === 'publishAfterPrefill') o[k] = v === '1' || v === 'true';
     else if (k === 'eviction') o[k] = v;
+    else if (v.trim() === '' || !Number.isFinite(Number(v))) return { options: DEFAULT_OPTIONS, error: `the URL's ${k}=${v} is not a number` };
     else o[k] = Number(v);
   }
-  const speed = q.get('speed');
-  if (speed !== null) speedInput.value = speed;
-  return o as unknown as SessionOptions;
+  try {
+    checkSessionOptions(o as unknown as SessionOptions);
+  } catch (e) {
+    return { options: DEFAULT_OPTIONS, error: `the URL's options: ${(e as Error).message}` };
+  }
+  return { options: o as unknown as SessionOptions, error: null };
 }
 
 function buildRanks(s: Session): void {
@@ -312,7 +322,8 @@ declare global {
 }
 
 async function start(): Promise<void> {
-  writeOptions(optionsFromUrl());
+  const url = optionsFromUrl();
+  writeOptions(url.options);
   showSpeed();
   try {
     await loadCore();
@@ -321,6 +332,7 @@ async function start(): Promise<void> {
     return;
   }
   reset();
+  if (url.error) errorEl.textContent = `${url.error}; the defaults are shown instead`;
   window.kvpoolInspector = {
     get session() {
       return session;

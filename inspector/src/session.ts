@@ -91,6 +91,15 @@ export class Samples {
 
 const RECENT = 50;
 
+/** The options as replay() takes them, checked as replay() checks them: the same messages for a bad value. */
+export function checkSessionOptions(o: SessionOptions): ReturnType<typeof parseReplayOptions> {
+  return parseReplayOptions({
+    numBlocks: o.numBlocks, blockSize: o.blockSize, dpSize: o.dpSize, maxRunning: o.maxRunning, seed: o.seed, requests: o.requests,
+    publishAfterPrefill: o.publishAfterPrefill, eviction: o.eviction, hostBlocks: o.hostBlocks,
+    ...(o.slidingWindow > 0 && { slidingWindow: o.slidingWindow }),
+  });
+}
+
 export class Session {
   private readonly open: OpenReplay;
   readonly stepper: ReplayStepper<ReplaySequence>;
@@ -117,12 +126,7 @@ export class Session {
     traceName?: string,
   ) {
     const o = options;
-    // Checked as replay() checks them: the same messages for a bad value.
-    const parsed = parseReplayOptions({
-      numBlocks: o.numBlocks, blockSize: o.blockSize, dpSize: o.dpSize, maxRunning: o.maxRunning, seed: o.seed, requests: o.requests,
-      publishAfterPrefill: o.publishAfterPrefill, eviction: o.eviction, hostBlocks: o.hostBlocks,
-      ...(o.slidingWindow > 0 && { slidingWindow: o.slidingWindow }),
-    });
+    const parsed = checkSessionOptions(o);
     this.trace = trace ?? generateWorkload({ requests: parsed.requests, seed: parsed.seed });
     this.traceName = traceName ?? `built-in workload (${this.trace.length} requests, seed ${o.seed})`;
     this.config = replayConfig(parsed, trace === undefined ? undefined : this.traceName);
