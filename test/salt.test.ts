@@ -120,6 +120,9 @@ describe('cache salt', () => {
     expect(() => new Sequence([1], { cacheSalt: 5 as unknown as string })).toThrow(/options.cacheSalt must be a string, got 5/);
     expect(() => new Sequence([1], { salt: 'a' } as never)).toThrow(/unknown option "salt"/);
     expect(() => new Sequence([1], null as never)).toThrow(/options must be an object/);
+    expect(() => new Sequence([1], [] as never)).toThrow(new TypeError('options must be an object, got an array of length 0'));
+    expect(() => new Sequence([1], { cacheSalt: null as never })).toThrow(new TypeError('options.cacheSalt must be a string, got null'));
+    expect(new Sequence([1], { cacheSalt: undefined }).cacheSalt).toBe('');
     const s = new Sequence([1], { cacheSalt: 'a' });
     expect(() => (s.cacheSalt = null as unknown as string)).toThrow(/cacheSalt must be a string, got null/);
     expect(s.cacheSalt).toBe('a');

@@ -96,7 +96,7 @@ export class Sequence {
 
   set cacheSalt(salt: string) {
     if (typeof salt !== 'string') throw new TypeError(`cacheSalt must be a string, got ${describe(salt)}`);
-    if (this.state.owner !== null) throw new Error('cacheSalt can only be set before the sequence is first allocated');
+    if (this.state.owner !== null) throw new Error('cacheSalt can only be set before the sequence is first allocated (a pool takes it on its first allocate call, even one that fails)');
     this.state.salt = salt === '' ? null : salt;
   }
 
@@ -306,11 +306,12 @@ export class Sequence {
 }
 
 function parseSalt(options: SequenceOptions): string | null {
-  if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw new TypeError(`options must be an object, got ${describe(options)}`);
   for (const k of Object.keys(options)) {
     if (k !== 'cacheSalt') throw new TypeError(`options: unknown option ${JSON.stringify(k)} (known: cacheSalt)`);
   }
-  const salt = options.cacheSalt ?? '';
+  // Only absent means "no salt" (as '' does); null is refused, as the setter refuses it.
+  const salt = options.cacheSalt === undefined ? '' : options.cacheSalt;
   if (typeof salt !== 'string') throw new TypeError(`options.cacheSalt must be a string, got ${describe(salt)}`);
   return salt === '' ? null : salt;
 }
