@@ -107,8 +107,9 @@ describe('LFU eviction', () => {
 
   it('rejects bad policies, naming the option', () => {
     expect(() => new BlockManagerImpl({ numBlocks: 4, blockSize: 1, evictionPolicy: 'mru' as never })).toThrow(
-      new TypeError(`options.evictionPolicy must be one of 'lru', 'lfu', 'priority', got "mru"`),
+      new RangeError(`options.evictionPolicy must be one of 'lru', 'lfu', 'priority', got "mru"`),
     );
+    expect(() => new BlockManagerImpl({ numBlocks: 4, blockSize: 1, evictionPolicy: 'mru' as never })).toThrow(RangeError); // a string naming no policy: a bad value
     expect(() => new BlockManagerImpl({ numBlocks: 4, blockSize: 1, enablePrefixCache: false, evictionPolicy: 'lfu' })).toThrow(RangeError);
     expect(() => new BlockManagerPool({ numBlocks: 4, blockSize: 1, evictionPolicy: 3 as never })).toThrow(TypeError);
     expect(() => new BlockManagerPool({ numBlocks: 4, blockSize: 1, enablePrefixCache: false, evictionPolicy: 'lfu' })).toThrow(RangeError);

@@ -484,6 +484,8 @@ describe('bad input leaves the pool unchanged', () => {
     expect(snapshot()).toEqual(before);
     p.check();
     q.check();
+    p.dispose();
+    expect(() => q.allocate(s)).toThrow(new Error('sequence belongs to another pool (disposed since: make a new Sequence of the same tokens); a sequence is used with one pool only'));
   });
 
   it('check() notices a sequence whose table was tampered with', () => {

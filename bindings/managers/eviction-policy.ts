@@ -17,6 +17,10 @@ export const DEFAULT_PRIORITY = 35;
 export function parseEvictionPolicy(name: string, v: unknown): number {
   if (v === undefined) return 0;
   const code = EVICTION_POLICIES.indexOf(v as EvictionPolicy);
-  if (code < 0) throw new TypeError(`${name} must be one of ${EVICTION_POLICIES.map((p) => `'${p}'`).join(', ')}, got ${describe(v)}`);
+  if (code < 0) {
+    // A string that names no policy is a bad value (RangeError); anything else, the wrong kind of value.
+    const E = typeof v === 'string' ? RangeError : TypeError;
+    throw new E(`${name} must be one of ${EVICTION_POLICIES.map((p) => `'${p}'`).join(', ')}, got ${describe(v)}`);
+  }
   return code;
 }

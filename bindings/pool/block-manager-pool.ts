@@ -112,7 +112,10 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
     this.ensureOpen();
     if (!(seq instanceof Sequence)) throw new TypeError(`${name} must be a Sequence, got ${describe(seq)}`);
     const s = seq.state;
-    if (s.owner !== null && s.owner !== this) throw new Error(`${name} belongs to another pool; a sequence is used with one pool only`);
+    if (s.owner !== null && s.owner !== this) {
+      const gone = (s.owner as { isDisposed?: boolean }).isDisposed === true ? ' (disposed since: make a new Sequence of the same tokens)' : '';
+      throw new Error(`${name} belongs to another pool${gone}; a sequence is used with one pool only`);
+    }
     return s;
   }
 
