@@ -160,7 +160,7 @@ const rows = [...new Set(columns.flatMap((c) => [...c.counts.keys()]))]
   .slice(0, Number(opts.top));
 const fmt = (v: number | undefined) => (v === undefined ? '' : `${(v / 1e6).toFixed(v < 1e7 ? 2 : 1)} M`);
 for (const e of events) {
-  console.log(`\n${eventName[e]} per replay of the first ${opts.limit} requests (${opts.trace}), millions; valgrind ${opts.cache ? '(caches simulated) ' : ''}\n`);
+  console.log(`\n${eventName[e]} per replay of the first ${opts.limit} requests (${opts.trace}), millions; valgrind callgrind${opts.cache ? ', caches simulated' : ''}\n`);
   console.log(`| function | ${columns.map((c) => c.label).join(' | ')} |`);
   console.log(`| --- |${columns.map(() => ' ---: |').join('')}`);
   for (const n of ['all (the process)', 'all of the core', ...rows]) console.log(`| ${n} | ${columns.map((c) => fmt(c.counts.get(n)?.get(e))).join(' | ')} |`);

@@ -324,6 +324,10 @@ describe('ConcurrentBlockManagerImpl on one thread', () => {
     // A throw inside gives every level back.
     expect(() => m.withLock(() => m.deallocate([0]))).toThrow(RangeError);
     expect(m.lockDepth()).toBe(0);
+    // An exit without its enter is refused: it would free a hold of another thread.
+    expect(() => m.lockExit()).toThrow(/^kvpool: the lock was given back by a thread that does not hold it/);
+    expect(m.lockDepth()).toBe(0);
+    expect(m.allocate(1)).not.toBeNull();
     m.check();
     m.dispose();
   });

@@ -163,6 +163,7 @@ describe('beam search as the reference does it', () => {
     expect([a.dpRank, b.dpRank]).toEqual([0, 1]);
     expect(() => p.adoptBeam(a, b)).toThrow(/the child is on dp rank 0, its source on 1/);
     expect(() => p.adoptBeam(a, a)).toThrow(/the same sequence/);
+    expect(() => p.adoptBeam(a, b, { swap: true } as never)).toThrow(new TypeError('options: unknown option "swap" (known: swapLastBlock)'));
     p.check();
     const c = new BlockManagerPool({ numBlocks: 16, blockSize: B, managerTypes: ['full'] });
     const x = new Sequence(prompt(1));

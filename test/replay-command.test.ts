@@ -40,6 +40,9 @@ describe('kvpool replay: outputs', () => {
     expect(r.out).toMatch(new RegExp(`hit rate\\s+${(run.hitRate * 100).toFixed(2)} %`));
     expect(r.out).toMatch(/workload requests 300 · block size 16 · blocks per rank 2000 · dp size 1/);
     expect(r.out).toMatch(new RegExp(`id checksum\\s+${run.idChecksum.toLocaleString('en-US')}\\n`));
+    expect(r.out).toMatch(/^kvpool replay: built-in workload \(seed 1024\), 300 requests, plain/m);
+    const one = await capture(() => main(['replay', '--requests', '1']));
+    expect(one.out).toMatch(/^kvpool replay: built-in workload \(seed 1024\), 1 request, plain/m);
   });
 
   it('--format csv has a header of config.* and figure columns, and the JSON values', async () => {

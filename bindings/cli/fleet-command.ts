@@ -14,7 +14,7 @@ import { fleetOnThreadsOf } from '../node/fleet-threads.js';
 import { fleetGlossaryHelp } from './fleet-glossary.js';
 import { fleetJson, formatFleet, formatFleetComparison, formatFleetCsv } from './fleet-format.js';
 import { addFleetZmqOptions, fleetPublishing, type FleetZmqFlags } from './fleet-publish.js';
-import { FORMATS, type OutputFormat } from './format.js';
+import { FORMATS, count, type OutputFormat } from './format.js';
 import { addReplayOptions, parseIntArg } from './options.js';
 import { replayOptionsOf, traceSpec, warn, type ReplayFlags } from './replay-command.js';
 
@@ -123,7 +123,7 @@ export function fleetCommand(): Command {
       }
       const what = spec ?? `built-in workload (seed ${o.seed})`;
       const r0 = results[0]!;
-      write(results, o.json ? 'json' : o.format, `kvpool fleet: ${what}, ${r0.requests.toLocaleString('en-US')} requests` + (results.length === 1 ? `, ${r0.config.engines} engines, ${r0.config.router}` : `, ${results.length} fleets`));
+      write(results, o.json ? 'json' : o.format, `kvpool fleet: ${what}, ${count(r0.requests, 'request')}` + (results.length === 1 ? `, ${r0.config.engines} engines, ${r0.config.router}` : `, ${results.length} fleets`));
       for (const r of results) warn(results.length === 1 ? r.warnings : r.warnings.map((w) => `${r.config.router} x ${r.config.engines}: ${w}`));
     });
   return cmd;

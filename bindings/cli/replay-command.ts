@@ -7,7 +7,7 @@ import { readTraceFile } from '../node/trace-file.js';
 import { ZmqEventPublisher } from '../node/zmq-publisher.js';
 import { parseReplayOptions, replaySync, type ReplayOptions, type ReplayRun } from '../replay/replay.js';
 import { EventReplay, replayWithEventHook, type ReplayStepHook } from '../replay/replay-events.js';
-import { FORMATS, formatCsv, formatJsonLines, formatRun, type OutputFormat } from './format.js';
+import { FORMATS, count, formatCsv, formatJsonLines, formatRun, type OutputFormat } from './format.js';
 import { glossaryHelp } from './glossary.js';
 import { addReplayOptions, parseIntArg, seconds } from './options.js';
 import { kvEventsTopic } from '../events/vllm.js';
@@ -115,7 +115,7 @@ export function replayCommand(): Command {
       } finally {
         bar?.stop();
       }
-      write([result], format, (r) => `kvpool replay: ${spec ?? `built-in workload (seed ${o.seed})`}, ${r.requests.toLocaleString('en-US')} requests, ${r.mode}`);
+      write([result], format, (r) => `kvpool replay: ${spec ?? `built-in workload (seed ${o.seed})`}, ${count(r.requests, 'request')}, ${r.mode}`);
       warn(result.warnings);
     });
   return cmd;

@@ -88,6 +88,8 @@ export class SharedLock {
   exit(): void {
     const a = this.i32();
     const b = this.base;
+    // An exit without its enter would take a level from, or free, another thread's hold.
+    if ((Atomics.load(a, b + WORD) & OWNER_MASK) !== this.self) throw new Error('kvpool: the lock was given back by a thread that does not hold it (an exit without its enter)');
     if (--a[b + DEPTH]! > 0) return;
     if ((Atomics.exchange(a, b + WORD, 0) & CONTENDED) !== 0) Atomics.notify(a, b + WORD, 1);
   }
