@@ -8,12 +8,12 @@ import { CONFIG_GLOSSARY, RANK_GLOSSARY, RESULT_GLOSSARY, SUB_MANAGER_GLOSSARY }
 export const FORMATS = ['table', 'json', 'jsonl', 'csv'] as const;
 export type OutputFormat = (typeof FORMATS)[number];
 
-/** A fraction as a percentage for people: 0.0543 -> "5.43 %". */
 /** "1 request", "12,031 requests". */
 export function count(n: number, noun: string): string {
   return `${n.toLocaleString('en-US')} ${noun}${n === 1 ? '' : 's'}`;
 }
 
+/** A fraction as a percentage for people: 0.0543 -> "5.43 %". */
 export function percent(x: number): string {
   return `${(x * 100).toFixed(2)} %`;
 }

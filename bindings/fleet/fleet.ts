@@ -87,7 +87,7 @@ export class Fleet {
     const given = traceArg(options);
     this.trace = given ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
     // Routers read the requests before an engine's loop checks them: every one is checked here first.
-    checkRequests(this.trace, Math.min(this.trace.length, p.replay.limit ?? Infinity));
+    checkRequests(this.trace, p.replay.limit);
     const r = p.replay;
     this.router = routerOf(p);
     this.config = fleetConfig(p, this.router.name, given === undefined ? undefined : (traceName ?? 'requests'));

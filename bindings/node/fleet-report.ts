@@ -124,10 +124,15 @@ export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVa
   });
 }
 
+/** The charts alone, stacked in one SVG. */
+async function fleetReportSvg(runs: readonly FleetRun[], varied: FleetVaried): Promise<string> {
+  checkReportArgs(runs, varied, FLEET_VARIED_KEYS);
+  return stackedSvg(fleetReportCharts(runs, varied));
+}
+
 /** Writes the report: `.svg` the charts alone, anything else (`.html`) the page. */
 export async function writeFleetReport(file: string, runs: readonly FleetRun[], varied: FleetVaried): Promise<void> {
   if (typeof file !== 'string') throw new TypeError(`file must be a path, got ${describe(file)}`);
-  checkReportArgs(runs, varied, FLEET_VARIED_KEYS);
-  const text = /\.svg$/i.test(file) ? await stackedSvg(fleetReportCharts(runs, varied)) : await fleetReportHtml(runs, varied);
+  const text = /\.svg$/i.test(file) ? await fleetReportSvg(runs, varied) : await fleetReportHtml(runs, varied);
   writeFileSync(file, text);
 }

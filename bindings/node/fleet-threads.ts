@@ -84,7 +84,7 @@ export async function fleetOnThreads(p: ParsedFleetOptions, trace: readonly Trac
     parseWireOptions({ ...publish.wire, ts: 0 });
   }
   // Routers read the requests before an engine's loop checks them: every one is checked here first.
-  checkRequests(trace, Math.min(trace.length, p.replay.limit ?? Infinity));
+  checkRequests(trace, p.replay.limit);
   const router = routerOf(p);
   const config = fleetConfig(p, router.name, traceName);
   const K = p.engines;

@@ -18,7 +18,7 @@ import { CompositeRank } from '../ranks/composite-rank.js';
 import type { LinearStateAddOn } from '../ranks/linear-state-add-on.js';
 import type { BlockTransferInfo, RankManager } from '../ranks/rank-manager.js';
 import type { SequenceState } from '../ranks/sequence-state.js';
-import { checkBool, checkInt, checkKeys, describe } from '../validate.js';
+import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import type { KVCacheManager } from './kv-cache-manager.js';
 import { checkLabels, rankStats, renderMetrics, sumStats, type PoolRankStats } from './metrics.js';
 import { parsePoolOptions, type BlockManagerPoolOptions, type PoolConfig } from './pool-options.js';
@@ -344,7 +344,7 @@ export class BlockManagerPool implements KVCacheManager, SequenceOwner {
   adoptBeam(child: Sequence, source: Sequence, options: ForkOptions = {}): void {
     const c = this.own(child, 'child');
     const s = this.own(source, 'source');
-    if (options === null || typeof options !== 'object') throw new TypeError(`options must be an object, got ${describe(options)}`);
+    checkObject('options', options);
     checkKeys('options', options, ['swapLastBlock']);
     const swap = checkBool('options.swapLastBlock', options.swapLastBlock ?? false);
     if (c === s) throw new Error('adoptBeam: child and source are the same sequence');

@@ -6,7 +6,7 @@ import {
   advanceOutputToken, nextOutputToken, outputToken, holdPromptTokens, keepPromptTokens, promptTokens, releasePromptTokens, type ReplayParams, type ReplayProgress, type ReplayResult, type ReplaySequence, type ReplayTarget,
 } from './kernel.js';
 import { MAX_SEQUENCE_TOKENS, checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
-import { isTimestamp, type TraceRequest } from './trace.js';
+import { TIMESTAMP_RULE, isTimestamp, type TraceRequest } from './trace.js';
 import { TokenBuffers } from './token-buffers.js';
 
 /** What one `step()` did. */
@@ -410,18 +410,19 @@ export function checkRequest(req: TraceRequest, r: number): void {
 }
 
 /**
- * Checks the first `n` requests of `trace` up front (checkRequest each), for
- * a loop whose requests others read before its stepper would (a fleet's
- * routers).
+ * Checks the requests of `trace` a replay of `limit` takes (all when
+ * undefined) up front (checkRequest each), for a loop whose requests others
+ * read before its stepper would (a fleet's routers).
  */
-export function checkRequests(trace: readonly TraceRequest[], n: number): void {
+export function checkRequests(trace: readonly TraceRequest[], limit: number | undefined): void {
   if (!Array.isArray(trace)) throw new TypeError(`options.trace must be an array of trace requests, got ${describe(trace)}`);
+  const n = Math.min(trace.length, limit ?? Infinity);
   for (let i = 0; i < n; i++) {
     const req = trace[i]!;
     checkRequest(req, i);
     // The fleet's step clock counts to it.
     if (req.timestamp !== undefined && !isTimestamp(req.timestamp)) {
-      throw new RangeError(`trace[${i}].timestamp must be a number of milliseconds in [0, 2^53 - 1] (or absent), got ${describe(req.timestamp)}`);
+      throw new RangeError(`trace[${i}].timestamp must be ${TIMESTAMP_RULE}, got ${describe(req.timestamp)}`);
     }
   }
 }

@@ -30,6 +30,9 @@ function field(obj: Record<string, unknown>, key: string, line: number): number 
   return v;
 }
 
+/** What a request's timestamp must be, for the errors that refuse one. */
+export const TIMESTAMP_RULE = 'a number of milliseconds in [0, 2^53 - 1] (or absent)';
+
 /** A request's timestamp as a fleet takes it: milliseconds, finite, not negative, within a double's integers. */
 export function isTimestamp(ts: unknown): ts is number {
   return typeof ts === 'number' && ts >= 0 && ts <= Number.MAX_SAFE_INTEGER;
@@ -70,7 +73,7 @@ export function parseTraceLine(text: string, line: number): TraceRequest | null 
   const ts = o['timestamp'];
   // A fleet places requests by it (a step count comes from it): absent, or a time in ms a step clock can count to.
   if (ts !== undefined && !isTimestamp(ts)) {
-    throw new TraceError(line, `"timestamp" must be a number of milliseconds in [0, 2^53 - 1] (or absent), got ${typeof ts === 'number' ? ts : JSON.stringify(ts)}`);
+    throw new TraceError(line, `"timestamp" must be ${TIMESTAMP_RULE}, got ${typeof ts === 'number' ? ts : JSON.stringify(ts)}`);
   }
   return { inputLength, outputLength, hashIds, timestamp: ts };
 }
