@@ -64,6 +64,7 @@ interface OpenBatch {
 const seen = {
   refusals: new Set<number>(),
   rows: new Set<string>(),
+  slotlessOps: 0,
   failedAllocations: 0,
   adoptions: 0,
   swaps: 0,
@@ -473,7 +474,14 @@ class Run {
         if (this.raws.some((r) => r.dpRank === 0 && r.blockIds.includes(1))) return false;
         sameRefusal(() => pool.deallocateBlocks(0, [1]), () => model.deallocateBlocks(0, [1]));
         return true;
-      case 3: sameRefusal(() => pool.linearStateCacheOp(s, s.numTokens + 1), () => model.linearStateCacheOp(m, m.numTokens + 1)); return true;
+      case 3:
+        sameRefusal(() => pool.linearStateCacheOp(s, s.numTokens + 1), () => model.linearStateCacheOp(m, m.numTokens + 1));
+        // A placed sequence whose live slot was given back has no state to run a forward on.
+        if (this.row.linear && s.dpRank >= 0 && s.linearStateSlotId < 0) {
+          sameRefusal(() => pool.linearStateCacheOp(s, s.kvCachedTokens), () => model.linearStateCacheOp(m, m.kvCachedTokens));
+          seen.slotlessOps++;
+        }
+        return true;
       case 4:
         if (this.row.linear) return false;
         sameRefusal(() => pool.releaseLinearStateSlot(s), () => model.releaseLinearStateSlot(m));
