@@ -40,6 +40,18 @@ export class PairTable {
     this.tab[2 * this.positionOf(entry, h)] = next + 1;
   }
 
+  /** The longest distance of a pair from its hash's home position (what a lookup may walk). */
+  longestProbe(): number {
+    const { tab, mask } = this;
+    let most = 0;
+    for (let i = 0; i <= mask; i++) {
+      if (tab[2 * i] === 0) continue;
+      const d = (i - (tab[2 * i + 1]! & mask)) & mask;
+      if (d > most) most = d;
+    }
+    return most;
+  }
+
   private positionOf(entry: number, h: number): number {
     const tab = this.tab;
     let i = h & this.mask;

@@ -24,6 +24,7 @@ import { readTraceFile } from '../bindings/node/trace-file.js';
 import { TRACE_PATH } from './support/externals.js';
 import { soak, soaking } from './support/soak.js';
 import { readBatch } from './support/vllm-wire.js';
+import { collidingHashes, fingerprint, payload, refusedCases, storedMap } from './support/hostile-batches.js';
 
 
 interface EngineSpec {
@@ -42,7 +43,8 @@ type Op =
   | { kind: 'reset'; engine: number }
   | { kind: 'offload'; engine: number; ok: boolean }
   | { kind: 'prefetch'; pick: number; delivered: number }
-  | { kind: 'join'; how: 'snapshot' | 'replay' };
+  | { kind: 'join'; how: 'snapshot' | 'replay' }
+  | { kind: 'hostile'; pick: number; at: number; value: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 9, arbitrary: fc.record({ kind: fc.constant('new' as const), engine: fc.nat(), prompt: fc.nat({ max: 5 }), len: fc.integer({ min: 2, max: 18 }), salt: fc.boolean() }) },
@@ -54,6 +56,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 9, arbitrary: fc.record({ kind: fc.constant('offload' as const), engine: fc.nat(), ok: fc.boolean() }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('prefetch' as const), pick: fc.nat(), delivered: fc.nat({ max: 6 }) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('join' as const), how: fc.constantFrom('snapshot' as const, 'replay' as const) }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('hostile' as const), pick: fc.nat(), at: fc.nat(), value: fc.nat(255) }) },
 );
 
 const engineArb: fc.Arbitrary<EngineSpec> = fc.record({
@@ -112,7 +115,44 @@ function checkIndex(idx: KVEventIndex, engines: readonly Engine[], fromWire: boo
 }
 
 /** What the runs exercised (checked after the property, so that it cannot pass by testing nothing). */
-const seen = { stored: 0, cpu: 0, fetched: 0, salted: 0, cleared: 0, evicted: 0, lateChecks: 0 };
+const seen = { stored: 0, cpu: 0, fetched: 0, salted: 0, cleared: 0, evicted: 0, lateChecks: 0, hostileRefused: 0, hostileApplied: 0 };
+
+const HOSTILE = refusedCases(2);
+
+/**
+ * A hostile peer's batch to the wire index, beside the engines' streams: a
+ * refusal the issue reported, a real batch with a byte changed, a flood of
+ * crafted hashes, or the peer going away. Refused: a typed error and the
+ * index exactly as before; applied: it lands on the peer's own sources (the
+ * engines' are checked after the step as always).
+ */
+function hostile(idx: KVEventIndex, op: Extract<Op, { kind: 'hostile' }>, published: readonly Uint8Array[]): void {
+  const peer = `peer-${op.pick % 2}`;
+  const kind = op.pick % 4;
+  if (kind === 3) {
+    idx.removeInstance(peer);
+    return;
+  }
+  let batch: Uint8Array | Record<string, unknown>;
+  let mustRefuse = false;
+  if (kind === 0) {
+    batch = HOSTILE[op.at % HOSTILE.length]!.batch;
+    mustRefuse = true;
+  } else if (kind === 1 && published.length > 0) {
+    batch = published[op.at % published.length]!.slice();
+    batch[op.value % batch.length] = op.at & 255;
+  } else batch = payload([storedMap(collidingHashes(50 + (op.at % 200)), 2)]);
+  const before = fingerprint(idx);
+  try {
+    idx.applyBatch(peer, batch as never);
+    expect(mustRefuse).toBe(false);
+    seen.hostileApplied++;
+  } catch (e) {
+    expect(e instanceof TypeError || e instanceof RangeError, String(e)).toBe(true);
+    expect(fingerprint(idx)).toBe(before);
+    seen.hostileRefused++;
+  }
+}
 
 function run(specs: EngineSpec[], ops: Op[]): void {
   const engines: Engine[] = specs.map((spec, i) => {
@@ -141,6 +181,8 @@ function run(specs: EngineSpec[], ops: Op[]): void {
         else if (e.pool instanceof HierarchyBlockManagerPool) {
           for (const t of e.pool.takeTransfers()) if (t.offload) e.pool.completeOffload(t.offload, op.ok);
         }
+      } else if (op.kind === 'hostile') {
+        hostile(wire, op, engines.flatMap((e) => e.published));
       } else if (op.kind === 'join') {
         if (op.how === 'snapshot') {
           // A router that starts now: the snapshot, then what follows.
@@ -293,7 +335,7 @@ describe('KVEventIndex', () => {
 
   it('checks what it is given and leaves the index as it was', () => {
     const idx = new KVEventIndex({ blockSize: 2 });
-    expect(() => new KVEventIndex({ blockSize: 0 })).toThrow(/options.blockSize must be >= 1/);
+    expect(() => new KVEventIndex({ blockSize: 0 })).toThrow(/options.blockSize must be in \[1, 4096\], got 0/);
     expect(() => new KVEventIndex({ size: 2 } as never)).toThrow(/unknown option "size"/);
     expect(() => idx.apply('', [])).toThrow(/instance must be a non-empty string/);
     expect(() => idx.apply('a', [{ type: 'foo', dpRank: 0 } as never])).toThrow(/type must be "stored", "removed" or "cleared"/);
@@ -303,12 +345,12 @@ describe('KVEventIndex', () => {
     p4.recordEvents(true);
     cache(p4, [1, 2, 3, 4]);
     const ok = m.drainEvents();
-    expect(() => idx.apply('b', [...ok, ...p4.drainEvents()])).toThrow(/the index's blocks hold 2 tokens, but a stored event has 4/);
+    expect(() => idx.apply('b', [...ok, ...p4.drainEvents()])).toThrow(/the index's blocks hold 2 tokens, but events\[\d+\] stores a block of 4/);
     expect(idx.sourcesInfo()).toEqual([]); // nothing applied
     // The same refusal from a wire batch and from a manager's raw records.
     cache(p4, [5, 6, 7, 8]);
     const [batch] = encodeVllmEventBatches(p4.drainEvents());
-    expect(() => idx.applyBatch('b', batch!.payload)).toThrow(/^the index's blocks hold 2 tokens, but a BlockStored event has block_size 4$/);
+    expect(() => idx.applyBatch('b', batch!.payload)).toThrow(/^KVEventIndex.applyBatch\("b"\), the batch of ts [0-9.]+: events\[0\].block_size is 4, but the index's blocks hold 2 tokens$/);
     const m4 = new BlockManagerImpl({ numBlocks: 8, blockSize: 4 });
     m4.recordEvents(true);
     m4.cache([1, 2, 3, 4], m4.allocate(1)!);

@@ -1,16 +1,40 @@
 // The index's chain keys and who holds each: a table of 128-bit keys (4 u32
-// words, XXH3-128 output, so their first word is already a good table hash)
-// to the set of sources holding a block of that key, in typed arrays. A query
-// walks its keys through here; a store or an eviction adds or takes one
-// source. No object per key, and no string made of one.
+// words, XXH3-128 output) to the set of sources holding a block of that key,
+// in typed arrays. A query walks its keys through here; a store or an
+// eviction adds or takes one source. No object per key, and no string made
+// of one. Keys are placed by a hash keyed with the index's secret
+// (index-seed.ts): a stream chooses its tokens, and XXH3's seed here is
+// public, so it could otherwise choose keys that share a home position.
 
 import { PairTable } from '../pair-table.js';
+import { drawSecret, keyedMix3 } from './index-seed.js';
 
 const NONE = -1;
 
 export class KeyHolders {
-  /** Entry numbers by the key's first word (probes compare it without reading the entry). */
+  /** Entry numbers by the key's keyed hash (probes compare it without reading the entry). */
   private readonly table = new PairTable();
+
+  constructor(private readonly secret: Uint32Array = drawSecret()) {}
+
+  private hashAt(w: Uint32Array, at: number): number {
+    return keyedMix3(this.secret, w[at]!, w[at + 1]!, w[at + 2]! ^ w[at + 3]!);
+  }
+
+  /** Keys held. */
+  get size(): number {
+    return this.table.size;
+  }
+
+  /** Holder records in use. */
+  get holderRecords(): number {
+    return this.hHigh - this.freeHolders.length;
+  }
+
+  /** The longest distance of an entry from its home position. */
+  longestProbe(): number {
+    return this.table.longestProbe();
+  }
   private cap = 0;
   private high = 0;
   private words = new Uint32Array(0);
@@ -33,13 +57,13 @@ export class KeyHolders {
     const b = w[at + 1]!;
     const c = w[at + 2]!;
     const d = w[at + 3]!;
-    const a32 = a | 0;
-    for (let i = a & mask; ; i = (i + 1) & mask) {
+    const h = keyedMix3(this.secret, a, b, c ^ d);
+    for (let i = h & mask; ; i = (i + 1) & mask) {
       const v = tab[2 * i]!;
       if (v === 0) return NONE;
-      if (tab[2 * i + 1] !== a32) continue;
+      if (tab[2 * i + 1] !== h) continue;
       const q = (v - 1) * 4;
-      if (words[q + 1] === b && words[q + 2] === c && words[q + 3] === d) return v - 1;
+      if (words[q] === a && words[q + 1] === b && words[q + 2] === c && words[q + 3] === d) return v - 1;
     }
   }
 
@@ -91,12 +115,12 @@ export class KeyHolders {
     }
     this.words.set(w.subarray(at, at + 4), e * 4);
     this.first[e] = NONE;
-    this.table.insert(e, w[at]! | 0);
+    this.table.insert(e, this.hashAt(w, at));
     return e;
   }
 
   private removeEntry(e: number): void {
-    this.table.remove(e, this.words[e * 4]! | 0);
+    this.table.remove(e, this.hashAt(this.words, e * 4));
     this.freeEntries[this.nFreeEntries++] = e;
   }
 

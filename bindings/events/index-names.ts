@@ -9,6 +9,11 @@ export class HashNames {
   private readonly refs: number[] = [];
   private readonly free: number[] = [];
 
+  /** Names held. */
+  get size(): number {
+    return this.ids.size;
+  }
+
   /** The id of `name` (made if new), with one more reference. */
   acquire(name: string): number {
     let id = this.ids.get(name);

@@ -10,6 +10,7 @@
 // u32 halves; HASH_NAME: an interned name, `lo` its id) and two u32 halves.
 
 import { PairTable } from '../pair-table.js';
+import { drawSecret, keyedMix3 } from './index-seed.js';
 
 export const HASH_U64 = 0;
 export const HASH_NAME = 1;
@@ -31,13 +32,6 @@ export interface SlotOwner {
 const NOT_WAITING = -2;
 const NONE = -1;
 
-function mix(a: number, b: number, c: number): number {
-  let h = Math.imul(a ^ Math.imul(b, 0x85ebca6b), 0x9e3779b1) ^ Math.imul(c + 0x7f4a7c15, 0xc2b2ae35);
-  h ^= h >>> 15;
-  h = Math.imul(h, 0x2c1b3c6d);
-  return h ^ (h >>> 12);
-}
-
 /**
  * Slot numbers by (source, form, lo, hi); the key of an entry is read from
  * the slot's own fields (its hash, or with `byParent` its parent's hash).
@@ -48,13 +42,19 @@ class SlotTable {
   constructor(
     private readonly s: BlockSlots,
     private readonly byParent: boolean,
+    private readonly secret: Uint32Array,
   ) {}
 
   private hashOf(slot: number): number {
     const s = this.s;
     return this.byParent
-      ? mix(s.pLo[slot]!, s.pHi[slot]!, s.src[slot]! * 4 + s.pForm[slot]!)
-      : mix(s.hLo[slot]!, s.hHi[slot]!, s.src[slot]! * 4 + s.hForm[slot]!);
+      ? keyedMix3(this.secret, s.pLo[slot]!, s.pHi[slot]!, s.src[slot]! * 4 + s.pForm[slot]!)
+      : keyedMix3(this.secret, s.hLo[slot]!, s.hHi[slot]!, s.src[slot]! * 4 + s.hForm[slot]!);
+  }
+
+  /** The longest distance of an entry from its home position (probes a lookup may walk). */
+  longestProbe(): number {
+    return this.table.longestProbe();
   }
 
   find(src: number, form: number, lo: number, hi: number): number {
@@ -64,7 +64,7 @@ class SlotTable {
     const F = this.byParent ? s.pForm : s.hForm;
     const S = s.src;
     const { tab, mask } = this.table;
-    const h = mix(lo, hi, src * 4 + form);
+    const h = keyedMix3(this.secret, lo, hi, src * 4 + form);
     for (let i = h & mask; ; i = (i + 1) & mask) {
       const v = tab[2 * i]!;
       if (v === 0) return NONE;
@@ -111,11 +111,27 @@ export class BlockSlots {
   private nFree = 0;
   /** The extra keys of a first block that has some (a salt). */
   readonly extras = new Map<number, readonly unknown[]>();
-  private readonly byHash = new SlotTable(this, false);
-  private readonly waitingFor = new SlotTable(this, true);
+  private readonly byHash: SlotTable;
+  private readonly waitingFor: SlotTable;
 
-  /** `B`: tokens per block. */
-  constructor(readonly B: number) {}
+  /** `B`: tokens per block; `secret`: the tables' hash key (index-seed.ts), drawn when not given. */
+  constructor(
+    readonly B: number,
+    secret: Uint32Array = drawSecret(),
+  ) {
+    this.byHash = new SlotTable(this, false, secret);
+    this.waitingFor = new SlotTable(this, true, secret);
+  }
+
+  /** Slots in use (blocks held by every owner). */
+  get used(): number {
+    return this.high - this.nFree;
+  }
+
+  /** The longest probe run of the two tables (a flood shows here). */
+  longestProbe(): number {
+    return Math.max(this.byHash.longestProbe(), this.waitingFor.longestProbe());
+  }
 
   /** The block of `owner` with this hash, or -1. */
   find(owner: number, form: number, lo: number, hi: number): number {

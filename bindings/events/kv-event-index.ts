@@ -25,10 +25,15 @@ import type { KVEvent, KVEventSource, SaltNames } from '../managers/kv-events.js
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import { chainKeys, rootKey } from './index-chain.js';
 import { KeyHolders } from './index-keys.js';
+import { parseLimits, type KVEventIndexLimits } from './index-limits.js';
 import { HashNames } from './index-names.js';
+import { drawSecret } from './index-seed.js';
 import { BlockSlots, HASH_NAME, HASH_U64, NO_PARENT, type SlotOwner } from './index-slots.js';
 import { checkEvents } from './vllm.js';
+import { checkVllmBatch } from './vllm-check.js';
 import { decodeVllmEventBatch, type VllmBlockHash, type VllmBlockStored, type VllmEventBatch } from './vllm-decode.js';
+
+export type { KVEventIndexLimits } from './index-limits.js';
 
 /** An engine's block hash as the index keeps it: an integer (uint64) or, from a bytes-form stream, hex. */
 export type IndexedHash = bigint | string;
@@ -45,8 +50,29 @@ export interface IndexedBlock {
 }
 
 export interface KVEventIndexOptions {
-  /** Tokens per block; default: the block size of the first stored event. */
+  /** Tokens per block; default: the block size of the first stored event (give it when the streams come from the network). */
   blockSize?: number;
+  /** Bounds on what a stream may send (docs/events.md, limits); each one left out keeps its default. */
+  limits?: Partial<KVEventIndexLimits>;
+}
+
+/** What an index holds, counted (a flood or a leak shows here). */
+export interface KVEventIndexStats {
+  /** Sources (instance, rank, medium) held. */
+  sources: number;
+  /** Ranks (instance, rank) held. */
+  ranks: number;
+  /** Blocks held, over every source. */
+  blocks: number;
+  /** Distinct chain keys held. */
+  keys: number;
+  /** Bytes-form hashes held by name. */
+  names: number;
+  /** Source and rank numbers ever in use at once: the size of the per-source arrays. */
+  sourceNumbers: number;
+  rankNumbers: number;
+  /** The longest probe run of the index's hash tables (stays small whatever hashes a stream sends). */
+  longestProbe: number;
 }
 
 export interface PrefixQuery {
@@ -100,13 +126,21 @@ function lowHalves(h: Uint8Array): [number, number] {
 export class KVEventIndex {
   private size: number | null;
   private readonly sources = new Map<string, Source>();
-  /** Sources by id (removed ones stay as holes: ids are never reused). */
-  private readonly byId: Source[] = [];
+  /** Sources by id; a removed source's id is reused (freeIds), so 200,000 engines coming and going cost what the most at once do. */
+  private readonly byId: Array<Source | undefined> = [];
+  private readonly freeIds: number[] = [];
   private readonly rankIds = new Map<string, number>();
   private readonly rankInstance: string[] = [];
+  /** Per rank id: its sources (media) held. */
+  private readonly rankMedia: number[] = [];
+  private readonly freeRanks: number[] = [];
+  /** The tables' hash key: a stream cannot choose collisions without it (index-seed.ts). */
+  private readonly secret = drawSecret();
   private slots: BlockSlots | null = null;
-  private readonly holders = new KeyHolders();
+  private readonly holders = new KeyHolders(this.secret);
   private readonly names = new HashNames();
+  /** What a stream may send. */
+  readonly limits: Readonly<KVEventIndexLimits>;
   // Scratch: the run being stored (hashes), its keys, a query's keys, keying work.
   private rForm = new Uint8Array(64);
   private rLo = new Uint32Array(64);
@@ -126,8 +160,9 @@ export class KVEventIndex {
 
   constructor(options: KVEventIndexOptions = {}) {
     checkObject('options', options);
-    checkKeys('options', options, ['blockSize']);
-    this.size = options.blockSize === undefined ? null : checkInt('options.blockSize', options.blockSize, 1);
+    checkKeys('options', options, ['blockSize', 'limits']);
+    this.limits = Object.freeze(parseLimits(options.limits));
+    this.size = options.blockSize === undefined ? null : checkInt('options.blockSize', options.blockSize, 1, this.limits.maxBlockSize);
   }
 
   /** Tokens per block (null until the first stored event when not given). */
@@ -139,13 +174,22 @@ export class KVEventIndex {
 
   /** Applies events drained from a kvpool pool (`pool.drainEvents()` or a snapshot) of `instance`. */
   apply(instance: string, events: readonly KVEvent[]): void {
-    checkInstance(instance);
+    this.checkInstance(instance);
     checkEvents(events);
+    const lim = this.limits;
+    if (events.length > lim.maxEventsPerBatch) throw new RangeError(`events must hold at most ${lim.maxEventsPerBatch} events (limits.maxEventsPerBatch), got ${events.length}`);
     let size = this.size;
-    for (const e of events) {
-      if (e.type !== 'stored') continue;
-      size = agreedSize(size, e.tokenIds.length, 'a stored event has');
-    }
+    const plan = new SourcePlan();
+    events.forEach((e, i) => {
+      if (e.dpRank > lim.maxDpRank) throw new RangeError(`events[${i}].dpRank must be at most ${lim.maxDpRank} (limits.maxDpRank), got ${e.dpRank}`);
+      if (e.medium.length > lim.maxNameLength) throw new RangeError(`events[${i}].medium must be at most ${lim.maxNameLength} characters long (limits.maxNameLength), got a string of ${e.medium.length}`);
+      if (e.type === 'cleared') return;
+      plan.add(e.dpRank, e.medium, e.type === 'stored' ? 1 : 0);
+      if (e.type !== 'stored') return;
+      if (e.tokenIds.length > lim.maxBlockSize) throw new RangeError(`events[${i}].tokenIds must hold at most ${lim.maxBlockSize} tokens (limits.maxBlockSize), got ${e.tokenIds.length}`);
+      size = agreedSize(size, e.tokenIds.length, `events[${i}] stores a block of`);
+    });
+    this.checkPlan(instance, plan, 'events');
     // The size is the first stored event's, whatever group it belongs to.
     this.size = size;
     for (const e of events) {
@@ -173,19 +217,31 @@ export class KVEventIndex {
    * `instance`; `dpRank` stands in when the batch names none.
    */
   applyBatch(instance: string, batch: Uint8Array | VllmEventBatch, dpRank = 0): void {
-    checkInstance(instance);
-    checkInt('dpRank', dpRank, 0);
-    const b = batch instanceof Uint8Array ? decodeVllmEventBatch(batch) : batch;
-    checkObject('batch', b);
+    this.checkInstance(instance);
+    checkInt('dpRank', dpRank, 0, this.limits.maxDpRank);
+    const wire = batch instanceof Uint8Array;
+    let b: VllmEventBatch;
+    let where = `KVEventIndex.applyBatch(${JSON.stringify(instance)})`;
+    try {
+      const v: unknown = wire ? decodeVllmEventBatch(batch) : batch;
+      if (v !== null && typeof v === 'object' && typeof (v as VllmEventBatch).ts === 'number') where += `, the batch of ts ${(v as VllmEventBatch).ts}`;
+      checkVllmBatch(v, this.limits, wire);
+      b = v;
+    } catch (e) {
+      throw refusal(e, where);
+    }
     const rank = b.dataParallelRank ?? dpRank;
     let size = this.size;
-    for (const e of b.events) {
-      if (e.type !== 'BlockStored') continue;
-      size = agreedSize(size, e.blockSize, 'a BlockStored event has block_size');
-      if (isMain(e.kvCacheSpecKind, e.groupIdx) && e.tokenIds.length !== e.blockHashes.length * size) {
-        throw new RangeError(`a stored run of ${e.blockHashes.length} blocks of ${size} tokens carries ${e.tokenIds.length} tokens`);
-      }
-    }
+    const plan = new SourcePlan();
+    b.events.forEach((e, i) => {
+      if (e.type === 'AllBlocksCleared') return;
+      const stored = e.type === 'BlockStored' ? e.blockHashes.length : 0;
+      plan.add(rank, e.medium ?? 'GPU', stored);
+      if (e.type !== 'BlockStored') return;
+      if (size !== null && e.blockSize !== size) throw new RangeError(`${where}: events[${i}].${wire ? 'block_size' : 'blockSize'} is ${e.blockSize}, but the index's blocks hold ${size} tokens`);
+      size = e.blockSize;
+    });
+    this.checkPlan(instance, plan, where);
     for (const e of b.events) {
       if (e.type === 'AllBlocksCleared') {
         // vLLM's reset of the device cache; its other media keep their blocks.
@@ -194,8 +250,8 @@ export class KVEventIndex {
         if (!this.mainGroup(null, e.groupIdx)) continue;
         const s = this.source(instance, rank, e.medium ?? 'GPU');
         for (const h of e.blockHashes) {
-          if (typeof h === 'bigint') {
-            const v = BigInt.asUintN(64, h);
+          if (typeof h !== 'object') {
+            const v = BigInt.asUintN(64, BigInt(h));
             this.drop(s, HASH_U64, Number(v & LOW32), Number(v >> 32n));
           } else {
             const id = this.names.known(hex(h));
@@ -214,9 +270,10 @@ export class KVEventIndex {
     const n = e.blockHashes.length;
     if (this.rLo.length < n) this.growRun(n);
     const held: number[] = [];
-    const put = (h: VllmBlockHash, i: number): void => {
-      if (typeof h === 'bigint') {
-        const v = BigInt.asUintN(64, h);
+    const put = (h: VllmBlockHash | number, i: number): void => {
+      // A hand-built batch may give a hash as a safe integer (checked).
+      if (typeof h !== 'object') {
+        const v = BigInt.asUintN(64, BigInt(h));
         this.rForm[i] = HASH_U64;
         this.rLo[i] = Number(v & LOW32);
         this.rHi[i] = Number(v >> 32n);
@@ -260,8 +317,8 @@ export class KVEventIndex {
    * event but a run's tokens.
    */
   applyRecords(instance: string, dpRank: number, source: KVEventSource, rt: CoreInstance, ptr: number, len: number, salts: SaltNames | null): void {
-    checkInstance(instance);
-    checkInt('dpRank', dpRank, 0);
+    this.checkInstance(instance);
+    checkInt('dpRank', dpRank, 0, this.limits.maxDpRank);
     const end = ptr + len;
     let size = this.size;
     for (let p = ptr; p < end; ) {
@@ -323,11 +380,54 @@ export class KVEventIndex {
 
   /** Forgets everything `instance` published (it went away). */
   removeInstance(instance: string): void {
-    checkInstance(instance);
+    this.checkInstance(instance);
     for (const [k, s] of this.sources) {
       if (s.instance !== instance) continue;
       this.clearBlocks(s);
       this.sources.delete(k);
+      this.byId[s.id] = undefined;
+      this.freeIds.push(s.id);
+      if (--this.rankMedia[s.rank]! === 0) {
+        this.rankIds.delete(`${instance}\u0000${s.dpRank}`);
+        this.freeRanks.push(s.rank);
+      }
+    }
+  }
+
+  /** Counts of what the index holds. */
+  stats(): KVEventIndexStats {
+    return {
+      sources: this.sources.size,
+      ranks: this.rankIds.size,
+      blocks: this.slots?.used ?? 0,
+      keys: this.holders.size,
+      names: this.names.size,
+      sourceNumbers: this.byId.length,
+      rankNumbers: this.rankInstance.length,
+      longestProbe: Math.max(this.holders.longestProbe(), this.slots?.longestProbe() ?? 0),
+    };
+  }
+
+  private checkInstance(instance: string): void {
+    checkInstance(instance);
+    if (instance.length > this.limits.maxNameLength) throw new RangeError(`instance must be at most ${this.limits.maxNameLength} characters long (limits.maxNameLength), got a string of ${instance.length}`);
+  }
+
+  /** Refuses a batch whose new sources or stored blocks would pass the limits (counted as if it removed nothing). */
+  private checkPlan(instance: string, plan: SourcePlan, where: string): void {
+    const lim = this.limits;
+    for (const [rank, perMedium] of plan.ranks) {
+      const rankId = this.rankIds.get(`${instance}\u0000${rank}`);
+      let count = rankId === undefined ? 0 : this.rankMedia[rankId]!;
+      for (const [medium, stored] of perMedium) {
+        const s = this.sources.get(`${instance}\u0000${rank}\u0000${medium}`);
+        if (s === undefined) count++;
+        const held = s?.count ?? 0;
+        if (held + stored > lim.maxBlocksPerSource) {
+          throw new RangeError(`${where}: it stores ${stored} blocks on rank ${rank}, medium ${JSON.stringify(medium)}, which holds ${held}: more than limits.maxBlocksPerSource (${lim.maxBlocksPerSource})`);
+        }
+      }
+      if (count > lim.maxMediaPerRank) throw new RangeError(`${where}: rank ${rank} would hold blocks on ${count} media, more than limits.maxMediaPerRank (${lim.maxMediaPerRank})`);
     }
   }
 
@@ -344,12 +444,14 @@ export class KVEventIndex {
       const rk = `${instance}\u0000${dpRank}`;
       let rank = this.rankIds.get(rk);
       if (rank === undefined) {
-        rank = this.rankInstance.length;
+        rank = this.freeRanks.pop() ?? this.rankInstance.length;
         this.rankIds.set(rk, rank);
-        this.rankInstance.push(instance);
+        this.rankInstance[rank] = instance;
+        this.rankMedia[rank] = 0;
       }
-      s = { id: this.byId.length, instance, dpRank, medium, rank, head: NONE, tail: NONE, count: 0, waiting: 0 };
-      this.byId.push(s);
+      this.rankMedia[rank]!++;
+      s = { id: this.freeIds.pop() ?? this.byId.length, instance, dpRank, medium, rank, head: NONE, tail: NONE, count: 0, waiting: 0 };
+      this.byId[s.id] = s;
       this.sources.set(k, s);
     }
     return s;
@@ -357,7 +459,7 @@ export class KVEventIndex {
 
   private slotsOf(B: number): BlockSlots {
     if (this.size === null) this.size = B;
-    return (this.slots ??= new BlockSlots(this.size));
+    return (this.slots ??= new BlockSlots(this.size, this.secret));
   }
 
   /**
@@ -583,7 +685,7 @@ export class KVEventIndex {
 
   /** The blocks one source holds, as announced (order: as stored). */
   blocks(instance: string, dpRank = 0, medium = 'GPU'): IndexedBlock[] {
-    checkInstance(instance);
+    this.checkInstance(instance);
     checkInt('dpRank', dpRank, 0);
     const s = this.sources.get(`${instance}\u0000${dpRank}\u0000${medium}`);
     const slots = this.slots;
@@ -625,6 +727,24 @@ function checkInstance(instance: unknown): void {
 
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Per rank and medium, the blocks a batch stores (its sources, before any is made). */
+class SourcePlan {
+  readonly ranks = new Map<number, Map<string, number>>();
+
+  add(rank: number, medium: string, stored: number): void {
+    let m = this.ranks.get(rank);
+    if (m === undefined) this.ranks.set(rank, (m = new Map()));
+    m.set(medium, (m.get(medium) ?? 0) + stored);
+  }
+}
+
+/** A refusal of a batch, named: the same error class, the batch's place first. */
+function refusal(e: unknown, where: string): Error {
+  if (e instanceof RangeError) return new RangeError(`${where}: ${e.message}`);
+  if (e instanceof TypeError) return new TypeError(`${where}: ${e.message}`);
+  return e as Error;
 }
 
 /** The index's block size once a stored event of `n`-token blocks agrees with it (the first sets it); `what` names the event in the refusal. */

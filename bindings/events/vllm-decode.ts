@@ -71,9 +71,10 @@ function optStr(what: string, v: unknown): string | null {
 
 function hashOf(what: string, v: unknown): VllmBlockHash {
   if (typeof v === 'bigint') return BigInt.asUintN(64, v);
-  if (typeof v === 'number' && Number.isInteger(v)) return BigInt.asUintN(64, BigInt(v));
+  // A float beyond 2^53 names no hash exactly: refused rather than rounded into another.
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return BigInt.asUintN(64, BigInt(v));
   if (v instanceof Uint8Array) return v;
-  return fail(`${what} must be an integer or bytes`, v);
+  return fail(`${what} must be an integer (int64, uint64 or a safe integer) or bytes`, v);
 }
 
 function hashes(what: string, v: unknown): VllmBlockHash[] {
