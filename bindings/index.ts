@@ -82,7 +82,7 @@ export {
   decodeVllmEventBatch, decodeVllmEventBatches, type VllmEventBatch, type VllmEvent, type VllmBlockStored, type VllmBlockRemoved, type VllmAllBlocksCleared, type VllmBlockHash,
 } from './events/vllm-decode.js';
 export {
-  KVEventIndex, type KVEventIndexOptions, type PrefixQuery, type PrefixMatch, type IndexedBlock, type IndexedHash, type IndexSourceInfo,
+  KVEventIndex, DEFAULT_INDEX_LIMITS, type KVEventIndexOptions, type KVEventIndexLimits, type KVEventIndexStats, type PrefixQuery, type PrefixMatch, type IndexedBlock, type IndexedHash, type IndexSourceInfo,
 } from './events/kv-event-index.js';
 export { replayWithEvents, type ReplayEventSink } from './replay/replay-events.js';
 export {
