@@ -33,7 +33,7 @@ import { checkEvents } from './vllm.js';
 import { checkVllmBatch } from './vllm-check.js';
 import { decodeVllmEventBatch, type VllmBlockHash, type VllmBlockStored, type VllmEventBatch } from './vllm-decode.js';
 
-export type { KVEventIndexLimits } from './index-limits.js';
+export { DEFAULT_INDEX_LIMITS, type KVEventIndexLimits } from './index-limits.js';
 
 /** An engine's block hash as the index keeps it: an integer (uint64) or, from a bytes-form stream, hex. */
 export type IndexedHash = bigint | string;
