@@ -77,10 +77,11 @@ async function handshake(pub: ZmqEventPublisher, sub: Sock): Promise<bigint> {
 }
 
 /** Sends a replay request and collects the replies until the end marker. */
-async function replay(dealer: Sock, from: bigint, frames: 'topic' | 'seq'): Promise<Array<[bigint, Uint8Array, string]>> {
+async function replay(dealer: Sock, from: bigint, frames: 'topic' | 'seq', readAfterMs = 0): Promise<Array<[bigint, Uint8Array, string]>> {
   const start = new Uint8Array(8);
   new DataView(start.buffer).setBigUint64(0, from, false);
   await dealer.send([new Uint8Array(0), start]); // a DEALER adds the delimiter a REQ would
+  if (readAfterMs > 0) await new Promise((r) => setTimeout(r, readAfterMs));
   const out: Array<[bigint, Uint8Array, string]> = [];
   for (;;) {
     const msg = await dealer.receive();
@@ -198,6 +199,74 @@ describe.skipIf(zmq === null)('ZeroMQ publisher', () => {
       expect((await replay(dealer, 0n, 'topic')).map(([s, b]) => [s, b[0]])).toEqual([[4n, 4], [5n, 5], [6n, 6]]);
     } finally {
       dealer.close();
+      pub.close();
+    }
+  });
+
+  it('replays 12,000 batches whole and in order, past the socket\'s high-water mark, then the end marker', async () => {
+    // A ROUTER drops at its high-water mark (1,000) unless mandatory: 9,150 of 10,000 arrived before.
+    const pub = await ZmqEventPublisher.create({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', bufferSteps: 12_000 });
+    const dealer = new zmq!.Dealer({ receiveTimeout: 10_000 });
+    try {
+      dealer.connect(pub.replayEndpoint!);
+      // 1 KB each: 12 MB, more than the kernel's socket buffers and both sockets' queues hold.
+      const body = (i: number) => new Uint8Array(1024).fill(7).fill(i & 255, 0, 1).fill(i >> 8, 1, 2);
+      await Promise.all(Array.from({ length: 12_000 }, (_, i) => pub.publish(body(i))));
+      // A subscriber that starts reading late: the publisher meets the high-water mark while it sends.
+      const got = await replay(dealer, 0n, 'topic', 500);
+      expect(got.length).toBe(12_000);
+      expect(got.every(([s, b], i) => s === BigInt(i) && b[0] === (i & 255) && b[1] === i >> 8)).toBe(true);
+      expect(pub.replayStats).toEqual({ served: 1, partial: 0, ignored: 0, abandoned: 0 });
+    } finally {
+      dealer.close();
+      pub.close();
+    }
+  });
+
+  it('a replay from before its buffer starts is visibly partial: its first batch is past the sequence asked for', async () => {
+    const pub = await ZmqEventPublisher.create({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', bufferSteps: 4 });
+    const dealer = new zmq!.Dealer({ receiveTimeout: 5000 });
+    try {
+      dealer.connect(pub.replayEndpoint!);
+      for (let i = 0; i < 10; i++) await pub.publish(Uint8Array.of(i));
+      // The subscriber's check (docs/events.md): complete iff the first sequence number is the one it asked for.
+      const from2 = await replay(dealer, 2n, 'topic');
+      expect(from2.map(([q]) => q)).toEqual([6n, 7n, 8n, 9n]);
+      expect(from2[0]![0] > 2n).toBe(true); // 2 to 5 are lost: re-snapshot
+      const from7 = await replay(dealer, 7n, 'topic');
+      expect(from7.map(([q]) => q)).toEqual([7n, 8n, 9n]); // complete
+      expect(await replay(dealer, 10n, 'topic')).toEqual([]); // nothing new: complete too
+      expect(pub.replayStats).toEqual({ served: 3, partial: 1, ignored: 0, abandoned: 0 });
+    } finally {
+      dealer.close();
+      pub.close();
+    }
+  });
+
+  it('bounds what one request costs: an oversized one is dropped by libzmq before it is buffered, malformed ones are ignored, others are served', async () => {
+    const pub = await ZmqEventPublisher.create({ endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', bufferSteps: 10 });
+    const hostile = new zmq!.Dealer({ receiveTimeout: 300 });
+    const good = new zmq!.Dealer({ receiveTimeout: 5000 });
+    try {
+      hostile.connect(pub.replayEndpoint!);
+      good.connect(pub.replayEndpoint!);
+      for (let i = 0; i < 3; i++) await pub.publish(Uint8Array.of(i));
+      // 4 MiB where 8 bytes belong: libzmq refuses the frame (past maxMessageSize) and drops the connection,
+      // so the serve loop never sees it (it would count it as ignored).
+      await hostile.send([new Uint8Array(0), new Uint8Array(4 << 20)]);
+      await expect(hostile.receive()).rejects.toMatchObject({ code: 'EAGAIN' });
+      expect((await replay(good, 0n, 'topic')).map(([q]) => q)).toEqual([0n, 1n, 2n]);
+      expect(pub.replayStats.ignored).toBe(0);
+      // Small but malformed: seen, ignored, counted; the next request is answered.
+      await good.send([new Uint8Array(0), new Uint8Array(3)]);
+      await good.send([new Uint8Array(0), new Uint8Array(8), new Uint8Array(8)]);
+      expect((await replay(good, 1n, 'topic')).map(([q]) => q)).toEqual([1n, 2n]);
+      expect(pub.replayStats).toMatchObject({ served: 2, ignored: 2 });
+      await expect(ZmqEventPublisher.create({ replayEndpoint: 'tcp://127.0.0.1:*', replayMaxRequestBytes: 4 })).rejects.toThrow(/options.replayMaxRequestBytes must be in \[8, 1048576\], got 4/);
+      await expect(ZmqEventPublisher.create({ replayQueue: 0 })).rejects.toThrow(/options.replayQueue/);
+    } finally {
+      hostile.close();
+      good.close();
       pub.close();
     }
   });

@@ -37,6 +37,32 @@ export interface ZmqPublisherOptions {
   bufferSteps?: number;
   /** Reply framing of the replay endpoint (default 'topic'). */
   replayFrames?: ReplayFrames;
+  /**
+   * Largest frame a replay request may have, in bytes (default 64; a request
+   * is an empty frame and an 8-byte sequence number). libzmq drops a larger
+   * frame and disconnects its sender before the frame is buffered.
+   */
+  replayMaxRequestBytes?: number;
+  /** Requests waiting to be answered, per client (the ROUTER's receive high-water mark; default 16). */
+  replayQueue?: number;
+  /**
+   * Milliseconds one reply's send may wait for a client that does not read
+   * (default 10000); then the reply is abandoned without its end marker and
+   * the next request is served.
+   */
+  replaySendTimeoutMs?: number;
+}
+
+/** What the replay endpoint did (docs/events.md, limits of the replay endpoint). */
+export interface ReplayStats {
+  /** Replies sent whole, end marker included. */
+  served: number;
+  /** Of them, replies that began after the requested sequence number (the buffer had moved on). */
+  partial: number;
+  /** Requests of the wrong shape, ignored. */
+  ignored: number;
+  /** Replies abandoned (the client did not read within the send timeout, or went away). */
+  abandoned: number;
 }
 
 /** Options of `forRanks`: one publisher per dp rank. */
@@ -69,9 +95,17 @@ interface Socket {
 interface RouterSocket extends Socket {
   receive(): Promise<Uint8Array[]>;
 }
+interface RouterOptions {
+  linger: number;
+  /** Block (up to sendTimeout) at the high-water mark instead of dropping silently. */
+  mandatory: boolean;
+  maxMessageSize: number;
+  receiveHighWaterMark: number;
+  sendTimeout: number;
+}
 interface ZmqModule {
   Publisher: new (options: { sendHighWaterMark: number; linger: number }) => Socket;
-  Router: new (options: { linger: number }) => RouterSocket;
+  Router: new (options: RouterOptions) => RouterSocket;
 }
 
 const ZEROMQ = 'zeromq'; // a variable: the import is not resolved at compile time
@@ -116,7 +150,7 @@ function seqBytes(seq: bigint): Uint8Array {
   return b;
 }
 
-const OPTION_KEYS = ['endpoint', 'mode', 'topic', 'highWaterMark', 'replayEndpoint', 'bufferSteps', 'replayFrames'];
+const OPTION_KEYS = ['endpoint', 'mode', 'topic', 'highWaterMark', 'replayEndpoint', 'bufferSteps', 'replayFrames', 'replayMaxRequestBytes', 'replayQueue', 'replaySendTimeoutMs'];
 
 interface Parsed {
   endpoint: string;
@@ -126,6 +160,9 @@ interface Parsed {
   replayEndpoint: string | null;
   bufferSteps: number;
   replayFrames: ReplayFrames;
+  maxRequestBytes: number;
+  queue: number;
+  sendTimeoutMs: number;
 }
 
 function parse(options: ZmqPublisherOptions, keys: readonly string[]): Parsed {
@@ -147,7 +184,10 @@ function parse(options: ZmqPublisherOptions, keys: readonly string[]): Parsed {
   if (!Number.isInteger(bufferSteps) || bufferSteps < 1) throw new RangeError(`options.bufferSteps must be an integer >= 1, got ${describe(bufferSteps)}`);
   const replayFrames = options.replayFrames ?? 'topic';
   if (replayFrames !== 'topic' && replayFrames !== 'seq') throw new RangeError(`options.replayFrames must be "topic" or "seq", got ${describe(replayFrames)}`);
-  return { endpoint, mode, topic, hwm, replayEndpoint, bufferSteps, replayFrames };
+  const maxRequestBytes = checkInt('options.replayMaxRequestBytes', options.replayMaxRequestBytes ?? 64, 8, 1 << 20);
+  const queue = checkInt('options.replayQueue', options.replayQueue ?? 16, 1, 100_000);
+  const sendTimeoutMs = checkInt('options.replaySendTimeoutMs', options.replaySendTimeoutMs ?? 10_000, 1, 3_600_000);
+  return { endpoint, mode, topic, hwm, replayEndpoint, bufferSteps, replayFrames, maxRequestBytes, queue, sendTimeoutMs };
 }
 
 export class ZmqEventPublisher {
@@ -164,6 +204,7 @@ export class ZmqEventPublisher {
   /** The last batches sent, oldest first, for replays. */
   private readonly buffer: Array<{ seq: bigint; payload: Uint8Array }> = [];
   private bufferHead = 0;
+  private readonly stats: ReplayStats = { served: 0, partial: 0, ignored: 0, abandoned: 0 };
 
   private constructor(
     private readonly socket: Socket,
@@ -193,7 +234,8 @@ export class ZmqEventPublisher {
       if (p.mode === 'bind') await socket.bind(p.endpoint);
       else socket.connect(p.endpoint);
       if (p.replayEndpoint !== null) {
-        router = new zmq.Router({ linger: 0 });
+        // mandatory: at the high-water mark a send waits (the reply stays whole) instead of dropping batches silently.
+        router = new zmq.Router({ linger: 0, mandatory: true, maxMessageSize: p.maxRequestBytes, receiveHighWaterMark: p.queue, sendTimeout: p.sendTimeoutMs });
         await router.bind(p.replayEndpoint);
       }
     } catch (e) {
@@ -236,6 +278,9 @@ export class ZmqEventPublisher {
             ...(p.replayEndpoint !== null && { replayEndpoint: rankEndpoint(p.replayEndpoint, r) }),
             bufferSteps: p.bufferSteps,
             replayFrames: p.replayFrames,
+            replayMaxRequestBytes: p.maxRequestBytes,
+            replayQueue: p.queue,
+            replaySendTimeoutMs: p.sendTimeoutMs,
           }),
         );
       }
@@ -261,6 +306,11 @@ export class ZmqEventPublisher {
     const sent = this.tail.then(() => this.socket.send([this.topicBytes, seqBytes(seq), payload])).then(() => seq);
     this.tail = sent.catch(() => undefined);
     return sent;
+  }
+
+  /** What the replay endpoint answered and refused so far (a copy). */
+  get replayStats(): ReplayStats {
+    return { ...this.stats };
   }
 
   /** Resolves once every publish so far went out (or failed). */
@@ -295,19 +345,28 @@ export class ZmqEventPublisher {
         return; // closed
       }
       // vLLM's check: three frames (identity, delimiter, start); anything else is ignored.
-      if (frames.length !== 3 || frames[2]!.length !== 8) continue;
+      if (frames.length !== 3 || frames[2]!.length !== 8) {
+        this.stats.ignored++;
+        continue;
+      }
       const [id, delim, start] = frames as [Uint8Array, Uint8Array, Uint8Array];
       const from = new DataView(start.buffer, start.byteOffset, 8).getBigUint64(0, false);
       const topic = this.replayFrames === 'topic';
       try {
         // A snapshot of the buffer: batches published meanwhile come live.
+        // Every buffered batch from `from` on, contiguous: a gap can only be at the start, where the
+        // first sequence number is past `from` (the batches before it left the buffer).
         const batches = this.buffer.slice(this.bufferHead).filter((b) => b.seq >= from);
         for (const b of batches) {
           await router.send(topic ? [id, delim, this.topicBytes, seqBytes(b.seq), b.payload] : [id, delim, seqBytes(b.seq), b.payload]);
         }
         await router.send(topic ? [id, delim, new Uint8Array(0), END_SEQ, new Uint8Array(0)] : [id, delim, END_SEQ, new Uint8Array(0)]);
+        this.stats.served++;
+        if (from < this.seq && (batches.length === 0 || batches[0]!.seq > from)) this.stats.partial++;
       } catch {
+        // The client did not read within the send timeout, or went away: the reply ends without its end marker.
         if (this.closed) return;
+        this.stats.abandoned++;
       }
     }
   }
