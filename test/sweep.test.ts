@@ -2,6 +2,9 @@
 // worker threads gives exactly the result of the same replay run alone, in
 // grid order, with progress reported as it goes.
 
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { sweep, sweepConfigurations } from '../bindings/node/sweep.js';
@@ -95,6 +98,28 @@ describe('kvpool sweep', () => {
     expect(rows.length).toBe(3);
     const col = rows[0]!.split(',').indexOf('config.blockSize');
     expect(rows.slice(1).map((row) => row.split(',')[col])).toEqual(['8', '16']);
+  });
+
+  it('takes its trace as an argument, as replay and fleet do: the same sweep as --trace', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvpool-sweep-trace-'));
+    try {
+      const file = join(dir, 'trace.jsonl');
+      // Mooncake's line format (snake case, hash ids as an array).
+      const line = (r: ReturnType<typeof generateWorkload>[number]) => JSON.stringify({ timestamp: r.timestamp, input_length: r.inputLength, output_length: r.outputLength, hash_ids: [...r.hashIds] });
+      writeFileSync(file, generateWorkload({ requests: 40, seed: 3 }).map(line).join('\n') + '\n');
+      const args = ['--num-blocks', '200,400', '--format', 'json', '--workers', '1'];
+      const positional = await capture(() => main(['sweep', file, ...args]));
+      expect(positional.code).toBe(0);
+      const flag = await capture(() => main(['sweep', '--trace', file, ...args]));
+      const runs = (out: string) => (JSON.parse(out) as ReplayRun[]).map(timingFree);
+      expect(runs(positional.out)).toEqual(runs(flag.out));
+      expect(runs(positional.out).map((r) => r.requests)).toEqual([40, 40]);
+      const both = await capture(() => main(['sweep', file, '--trace', 'mooncake-conversation', ...args]));
+      expect(both.code).not.toBe(0);
+      expect(both.err).toMatch(/two traces given/);
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
   });
 
   it('refuses a report file it cannot write as HTML or SVG', async () => {

@@ -11,7 +11,7 @@ import { glossaryHelp } from './glossary.js';
 import { addReplayOptions, parseIntArg } from './options.js';
 import { addSweepFleetOptions, fleetSweepCommand, isFleetSweep, sweepFleetGlossaryHelp, type SweepFleetFlags } from './sweep-fleet.js';
 import { sweepProgressBar } from './sweep-progress.js';
-import { warn, write, type ReplayFlags } from './replay-command.js';
+import { traceSpec, warn, write, type ReplayFlags } from './replay-command.js';
 
 type GridFlags = { [K in keyof ReplayFlags]: K extends SweepGridKeyFlag ? Array<NonNullable<ReplayFlags[K]>> | undefined : ReplayFlags[K] };
 type SweepGridKeyFlag = (typeof SWEEP_GRID_KEYS)[number];
@@ -38,9 +38,9 @@ export function formatSweepTable(runs: readonly ReplayRun[], varied: readonly Sw
 }
 
 export function sweepCommand(): Command {
-  const cmd = new Command('sweep').description(
-    'replay every combination of the listed option values, in parallel on worker threads, and compare them (e.g. --num-blocks 4096,16384,65536 --eviction lru,lfu)',
-  );
+  const cmd = new Command('sweep')
+    .description('replay every combination of the listed option values, in parallel on worker threads, and compare them (e.g. --num-blocks 4096,16384,65536 --eviction lru,lfu)')
+    .argument('[trace]', 'a .jsonl or .jsonl.gz file, or a built-in trace name (mooncake-conversation), as --trace; default: the built-in generated workload');
   addReplayOptions(cmd, true);
   addSweepFleetOptions(cmd);
   cmd
@@ -49,7 +49,10 @@ export function sweepCommand(): Command {
     .option('--report <file>', 'also write a self-contained report with charts: FILE.html (charts and table) or FILE.svg (the charts alone)')
     .option('--no-progress', 'no progress bar (there is one only when stderr is a terminal)')
     .addHelpText('after', glossaryHelp() + '\n' + sweepFleetGlossaryHelp())
-    .action(async (o: GridFlags & SweepFleetFlags & { format: OutputFormat; workers?: number; report?: string; progress: boolean }) => {
+    .action(async (positional: string | undefined, o: GridFlags & SweepFleetFlags & { format: OutputFormat; workers?: number; report?: string; progress: boolean }) => {
+      // The positional trace is --trace's twin, as in replay and fleet (both given: they must agree).
+      const trace = traceSpec(positional, o.trace);
+      if (trace !== undefined) o.trace = trace;
       if (o.report !== undefined && !/\.(html?|svg)$/i.test(o.report)) throw new Error(`--report ${JSON.stringify(o.report)}: the file must end in .html or .svg`);
       // Every list flag becomes a grid entry (one value is a grid of one); the rest hold for every run.
       const grid: SweepGrid = {};
