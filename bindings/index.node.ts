@@ -6,6 +6,7 @@ import './wasm-node.js';
 
 export * from './index.js';
 export { readTraceFile, resolveTrace, BUILTIN_TRACES, MAX_TRACE_LINE_BYTES, type ReadTraceOptions } from './node/trace-file.js';
+export { readTimingFile } from './node/timing-file.js';
 // Shadows the platform-neutral replay of index.js (an explicit export wins over `export *`).
 export { replay } from './node/replay-file.js';
 export { fleet } from './node/fleet-file.js';

@@ -104,3 +104,8 @@ export { ApproximatePrefixRouter, type ApproximatePrefixOptions } from './fleet/
 export { PrecisePrefixRouter, engineInstance, type PrecisePrefixOptions } from './fleet/precise-prefix.js';
 export type { PrefixScoreWeights } from './fleet/prefix-score.js';
 export { BlockState, BLOCK_STATE_NAMES } from './managers/block-state.js';
+export {
+  timingModel, parseTimingSpec, DEFAULT_TIMING,
+  type TimingModel, type TimingSpec, type TimingSpecInput, type StepBatch, type PolynomialTiming, type TableTiming,
+} from './timing/timing-model.js';
+export { parseTimingTable } from './timing/timing-table.js';
