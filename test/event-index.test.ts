@@ -54,9 +54,9 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 15, arbitrary: fc.record({ kind: fc.constant('finish' as const), pick: fc.nat(), computed: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('reset' as const), engine: fc.nat() }) },
   { weight: 9, arbitrary: fc.record({ kind: fc.constant('offload' as const), engine: fc.nat(), ok: fc.boolean() }) },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('prefetch' as const), pick: fc.nat(), delivered: fc.nat({ max: 6 }) }) },
+  { weight: 5, arbitrary: fc.record({ kind: fc.constant('prefetch' as const), pick: fc.nat(), delivered: fc.nat({ max: 6 }) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('join' as const), how: fc.constantFrom('snapshot' as const, 'replay' as const) }) },
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('hostile' as const), pick: fc.nat(), at: fc.nat(), value: fc.nat(255) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('hostile' as const), pick: fc.nat(), at: fc.nat(), value: fc.nat(255) }) },
 );
 
 const engineArb: fc.Arbitrary<EngineSpec> = fc.record({
@@ -396,8 +396,10 @@ describe('KVEventIndex follows a replay', () => {
     expect(followReplay({ ...base, hostBlocks: 150 }, { blockHashes: 'bytes' }, 1)).toBeGreaterThan(100);
   });
 
-  it.runIf(soaking)('soak: the Mooncake conversation trace, 4096 blocks, with a host tier: the index holds the caches every 50 steps', async () => {
+  // The whole trace when soaking (CI); its first 300 requests on a smaller cache otherwise.
+  it(`the Mooncake conversation trace${soaking ? '' : ', first 300 requests'}, with a host tier: the index holds the caches every 50 steps`, async () => {
     const trace = await readTraceFile(TRACE_PATH);
-    expect(followReplay({ trace, numBlocks: 4096, hostBlocks: 8192 }, {}, 50)).toBeGreaterThan(200);
+    const o = soaking ? { trace, numBlocks: 4096, hostBlocks: 8192 } : { trace: trace.slice(0, 300), numBlocks: 1024, hostBlocks: 2048 };
+    expect(followReplay(o, {}, soaking ? 50 : 10)).toBeGreaterThan(soaking ? 200 : 20);
   });
 });

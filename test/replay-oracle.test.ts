@@ -6,9 +6,10 @@
 //    and against the model's own replay loop (model/replay.ts).
 // 2. Random traces in every mode: the library's replay and the model's loop
 //    over the model pools must give the same result object.
-// 3. CI only (KVPOOL_FULL_REPLAY=1, set by .ci/run): the Mooncake
-//    conversation trace in every mode, library against model (the whole
-//    trace where the model is fast enough; see CI_LIMIT).
+// 3. The Mooncake conversation trace in every mode, library against model:
+//    its first requests on a small cache by default; in CI
+//    (KVPOOL_FULL_REPLAY=1, set by .ci/run) the whole trace where the model
+//    is fast enough (see CI_LIMIT), on the replay's default sizes.
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -259,7 +260,7 @@ describe('replay oracle: random traces, library against the model loop', () => {
   }
 });
 
-// ---- the whole trace, CI only ----
+// ---- the Mooncake trace: a prefix by default, the whole trace in CI ----
 
 const full = process.env['KVPOOL_FULL_REPLAY'] === '1';
 
@@ -288,20 +289,25 @@ const CI_LIMIT: Record<string, number | undefined> = {
   'sliding window with linear state': 2000,
 };
 
-describe.runIf(full && haveTrace)('replay oracle: the Mooncake conversation trace in every mode (CI)', () => {
+/** Outside CI: the first requests only, on a cache small enough that they evict (so that every test also runs in a user's `npx vitest run`). */
+const QUICK_REQUESTS = 100;
+
+describe.runIf(haveTrace)(`replay oracle: the Mooncake conversation trace in every mode (${full ? 'CI' : `the first ${QUICK_REQUESTS} requests; CI: more`})`, () => {
   let loaded: Promise<TraceRequest[]> | null = null;
   const load = () => (loaded ??= import('../bindings/node/trace-file.js').then((m) => m.readTraceFile(TRACE_PATH)));
   for (const [name, mode] of MODES) {
-    const limit = CI_LIMIT[name];
-    it(`agrees in mode: ${name} (${limit === undefined ? 'the whole trace' : `the first ${limit} requests`})`, { timeout: 1_800_000 }, async () => {
+    const limit = full ? CI_LIMIT[name] : QUICK_REQUESTS;
+    // CI: the replay's defaults (65536 blocks); quick: 1/64 of every size.
+    const scale = full ? 1 : 64;
+    it(`agrees in mode: ${name} (${limit === undefined ? 'the whole trace' : `the first ${limit} requests`}${full ? '' : `, ${65536 / scale} blocks`})`, { timeout: 1_800_000 }, async () => {
       const trace = (await load()).slice(0, limit);
       // The replay's defaults: 16-token blocks, 65536 blocks, 32 running; a
       // host tier twice the device, a window of 4096 tokens with full
       // sub-managers of ratios 1 and 4, 202 checkpoint slots.
       const o = {
-        blockSize: 16, numBlocks: 65536, maxRunning: 32, ...mode,
-        ...(mode.hostBlocks && { hostBlocks: 131072 }),
-        ...(mode.storeBlocks && { hostBlocks: 16384, storeBlocks: 262144 }),
+        blockSize: 16, numBlocks: 65536 / scale, maxRunning: 32, ...mode,
+        ...(mode.hostBlocks && { hostBlocks: 131072 / scale }),
+        ...(mode.storeBlocks && { hostBlocks: 16384 / scale, storeBlocks: 262144 / scale }),
         ...(mode.slidingWindow && { slidingWindow: 4096, compressRatios: [1, 4] }),
         ...(mode.linearStateSlots && { linearStateSlots: 202 }),
       };
