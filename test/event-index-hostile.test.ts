@@ -72,6 +72,11 @@ describe('KVEventIndex refuses what a real engine never sends', () => {
     expect(() => idx.applyBatch('e', payload([storedMap([5n], B)], 3))).toThrow(/data_parallel_rank must be an integer in \[0, 2\], got 3/);
     expect(() => idx.applyBatch('e', payload([storedMap([5n], B), storedMap([6n], B), storedMap([7n], B)]))).toThrow(/events must be at most 2 events \(limits.maxEventsPerBatch\)/);
     expect(() => idx.applyBatch('x'.repeat(300), payload([]))).toThrow(/instance must be at most 256 characters long/);
+    // Events of a kvpool pool take the same limits.
+    const stored = { type: 'stored', blockId: 1, dpRank: 0, medium: 'GPU', hash: new Uint8Array(16).fill(9), parentHash: null, tokenIds: Int32Array.of(1, 2, 3, 4), salt: null as string | null, group: { index: 0, kind: 'full_attention' as const, slidingWindow: null } } as const;
+    expect(() => idx.apply('e', [{ ...stored, dpRank: 3 }])).toThrow(/events\[0\].dpRank must be at most 2 \(limits.maxDpRank\), got 3/);
+    expect(() => idx.apply('e', [{ ...stored, salt: 's'.repeat(257) }])).toThrow(/events\[0\].salt must be at most 256 characters long/);
+    expect(() => idx.apply('e', [{ ...stored, medium: 'CPU' }])).toThrow(/rank 0 would hold blocks on 2 media/);
     expect(fingerprint(idx)).toBe(before);
     // A batch is counted as if it removed nothing (docs/events.md): removals make room for the next batch.
     expect(() => idx.applyBatch('e', payload([{ type: 'BlockRemoved', block_hashes: [1n, 2n], medium: 'GPU' }, storedMap([3n, 4n], B)]))).toThrow(/maxBlocksPerSource/);

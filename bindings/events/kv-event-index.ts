@@ -187,6 +187,7 @@ export class KVEventIndex {
       plan.add(e.dpRank, e.medium, e.type === 'stored' ? 1 : 0);
       if (e.type !== 'stored') return;
       if (e.tokenIds.length > lim.maxBlockSize) throw new RangeError(`events[${i}].tokenIds must hold at most ${lim.maxBlockSize} tokens (limits.maxBlockSize), got ${e.tokenIds.length}`);
+      if (e.salt !== null && e.salt.length > lim.maxNameLength) throw new RangeError(`events[${i}].salt must be at most ${lim.maxNameLength} characters long (limits.maxNameLength), got a string of ${e.salt.length}`);
       size = agreedSize(size, e.tokenIds.length, `events[${i}] stores a block of`);
     });
     this.checkPlan(instance, plan, 'events');
