@@ -5,12 +5,13 @@ import { REPLAY_OPTION_KEYS, parseReplayOptions, replayConfig, type ParsedReplay
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import { parseWeights } from './prefix-score.js';
 import type { Router } from './router.js';
+import { parseTimedOptions, TIMED_KEYS, type TimedFleetOptions, type ParsedTimedOptions, type TimedConfig } from './timed-options.js';
 import { ROUTER_POLICIES, type RouterPolicy } from './routers.js';
 
 /** How request arrival is timed: by the trace's `timestamp` (ms), or every request at step 0. */
 export type FleetArrival = 'timestamps' | 'instant';
 
-export interface FleetOptions extends ReplayOptions {
+export interface FleetOptions extends ReplayOptions, TimedFleetOptions {
   /** Engines, each a pool of replay()'s options (default 4). */
   engines?: number;
   /** A built-in policy or your own Router (default 'round-robin'). */
@@ -33,7 +34,7 @@ export interface FleetOptions extends ReplayOptions {
   threads?: number;
 }
 
-export const FLEET_KEYS = ['engines', 'router', 'stepMs', 'arrival', 'prefixWeight', 'loadWeight', 'affinityBlocks', 'threads'] as const;
+export const FLEET_KEYS = ['engines', 'router', 'stepMs', 'arrival', 'prefixWeight', 'loadWeight', 'affinityBlocks', 'threads', ...TIMED_KEYS] as const;
 
 /** The default step: 20 ms of trace time. */
 export const DEFAULT_STEP_MS = 20;
@@ -50,9 +51,11 @@ export interface ParsedFleetOptions {
   loadWeight: number;
   affinityBlocks: number;
   threads: number;
+  /** Set when the run keeps time in milliseconds (docs/fleet-time.md); undefined on the step clock. */
+  timed: ParsedTimedOptions | undefined;
 }
 
-export interface FleetConfig extends ReplayConfig {
+export interface FleetConfig extends ReplayConfig, Partial<TimedConfig> {
   engines: number;
   /** The router's name (a built-in policy's, or your Router's `name`). */
   router: string;
@@ -80,6 +83,10 @@ export function parseFleetOptions(o: FleetOptions): ParsedFleetOptions {
   const arrival = o.arrival ?? 'timestamps';
   if (arrival !== 'timestamps' && arrival !== 'instant') throw new RangeError(`options.arrival must be "timestamps" or "instant", got ${describe(arrival)}`);
   const w = parseWeights(o);
+  const timed = parseTimedOptions(o);
+  const threads = checkInt('options.threads', o.threads ?? 0, 0, 256);
+  if (timed !== undefined && threads > 0) throw new RangeError(`options.threads ${threads}: a timed fleet runs in one thread; leave threads out`);
+  if (timed !== undefined && o.stepMs !== undefined) throw new RangeError('options.stepMs belongs to the step clock; a timed fleet takes its step times from options.timing');
   return {
     replay,
     replayOptions: replayOptions as ReplayOptions,
@@ -89,7 +96,8 @@ export function parseFleetOptions(o: FleetOptions): ParsedFleetOptions {
     arrival,
     ...w,
     affinityBlocks: checkInt('options.affinityBlocks', o.affinityBlocks ?? 1, 1),
-    threads: checkInt('options.threads', o.threads ?? 0, 0, 256),
+    threads,
+    timed,
   };
 }
 
@@ -103,5 +111,6 @@ export function fleetConfig(p: ParsedFleetOptions, routerName: string, trace: st
     prefixWeight: p.prefixWeight,
     loadWeight: p.loadWeight,
     affinityBlocks: p.affinityBlocks,
+    ...(p.timed !== undefined && p.timed.config),
   };
 }

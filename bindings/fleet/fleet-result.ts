@@ -3,6 +3,7 @@
 
 import type { ReplayRun } from '../replay/replay.js';
 import type { FleetConfig } from './fleet-options.js';
+import type { FleetLatency } from './fleet-latency.js';
 
 /** Queueing delay, in steps, from arrival to admission (rejected requests included). */
 export interface QueueingFigures {
@@ -49,6 +50,8 @@ export interface FleetRun {
    */
   loadImbalance: number;
   engines: FleetEngineFigures[];
+  /** Timed runs only (options.timing or scheduler 'continuous'): the millisecond figures (docs/fleet-time.md). */
+  latency?: FleetLatency;
   warnings: string[];
 }
 
