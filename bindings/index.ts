@@ -95,6 +95,7 @@ export { ReplayStepper, type ReplayStep } from './replay/stepper.js';
 export { fleet, fleetSync, Fleet, arrivalSteps, type FleetEventSink } from './fleet/fleet.js';
 export { DEFAULT_STEP_MS, type FleetOptions, type FleetConfig, type FleetArrival } from './fleet/fleet-options.js';
 export type { FleetRun, FleetEngineFigures, QueueingFigures } from './fleet/fleet-result.js';
+export { sloSearch, meetsSlo, fewestMeeting, type SloTargets, type SloSearchResult } from './fleet/slo-search.js';
 export type { Router, RouteRequest, FleetView } from './fleet/router.js';
 export { ROUTER_POLICIES, createRouter, type RouterPolicy, type RouterContext } from './fleet/routers.js';
 export { RoundRobinRouter } from './fleet/round-robin.js';

@@ -1,0 +1,69 @@
+// The capacity question a timed fleet answers (docs/fleet.md, the SLO
+// answer): how few engines keep the 99th-percentile TTFT and inter-token
+// latency under their targets? Tried in ascending order of engine count,
+// stopping at the first that meets every target -- exact whatever the
+// shape of the curve, since no count below it was skipped.
+
+import { checkInt, checkObject, describe } from '../validate.js';
+import { fleetSync } from './fleet.js';
+import type { FleetOptions } from './fleet-options.js';
+import type { FleetRun } from './fleet-result.js';
+
+/** p99 targets in milliseconds; at least one. */
+export interface SloTargets {
+  /** latency.ttftMs.p99 must not exceed this. */
+  ttftMs?: number;
+  /** latency.itlMs.p99 must not exceed this. */
+  itlMs?: number;
+}
+
+export interface SloSearchResult {
+  /** The fewest engines whose run meets every target; null: none of the counts tried. */
+  engines: number | null;
+  /** Every run made, in ascending engine count (the last meets the targets when `engines` is set). */
+  runs: FleetRun[];
+}
+
+/** The targets, checked: finite numbers > 0, at least one given. */
+export function checkSloTargets(slo: SloTargets): SloTargets {
+  checkObject('slo', slo);
+  for (const [k, v] of Object.entries(slo)) {
+    if (k !== 'ttftMs' && k !== 'itlMs') throw new RangeError(`slo: unknown target ${JSON.stringify(k)} (ttftMs, itlMs)`);
+    if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)) throw new RangeError(`slo.${k} must be a finite number > 0, got ${describe(v)}`);
+  }
+  if (slo.ttftMs === undefined && slo.itlMs === undefined) throw new RangeError('slo: give ttftMs or itlMs (or both)');
+  return slo;
+}
+
+/** Whether a timed run's p99 TTFT and ITL are within the targets given (a step-clock run has no latency to judge). */
+export function meetsSlo(run: FleetRun, slo: SloTargets): boolean {
+  const l = run.latency;
+  if (l === undefined) throw new RangeError('an SLO needs a timed fleet run (options.timing or scheduler "continuous")');
+  return (slo.ttftMs === undefined || l.ttftMs.p99 <= slo.ttftMs) && (slo.itlMs === undefined || l.itlMs.p99 <= slo.itlMs);
+}
+
+/** Of runs already made (a sweep's), the one with the fewest engines that meets the targets (null: none does; a tie: the first). */
+export function fewestMeeting(runs: readonly FleetRun[], slo: SloTargets): FleetRun | null {
+  let best: FleetRun | null = null;
+  for (const r of runs) if (meetsSlo(r, slo) && (best === null || r.config.engines < best.config.engines)) best = r;
+  return best;
+}
+
+/**
+ * Runs `options` (a timed fleet; its `engines` is ignored) at each engine
+ * count, smallest first, until one meets every target. `engineCounts`: a
+ * list, or N for 1..N. The core must be loaded (as for fleetSync).
+ */
+export function sloSearch(options: FleetOptions, slo: SloTargets, engineCounts: number | readonly number[], traceName?: string): SloSearchResult {
+  checkSloTargets(slo);
+  const counts = typeof engineCounts === 'number' ? Array.from({ length: checkInt('engineCounts', engineCounts, 1, 4096) }, (_, i) => i + 1) : engineCounts;
+  if (!Array.isArray(counts) || counts.length === 0) throw new TypeError(`engineCounts must be a number or a non-empty array of engine counts, got ${describe(engineCounts)}`);
+  const ascending = [...new Set(counts.map((c, i) => checkInt(`engineCounts[${i}]`, c, 1, 4096)))].sort((a, b) => a - b);
+  const runs: FleetRun[] = [];
+  for (const engines of ascending) {
+    const run = fleetSync({ ...options, engines }, traceName);
+    runs.push(run);
+    if (meetsSlo(run, slo)) return { engines, runs };
+  }
+  return { engines: null, runs };
+}
