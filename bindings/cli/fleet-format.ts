@@ -1,52 +1,64 @@
 // Output of fleet results: a table for people (the fleet's figures, then a
 // row per engine), CSV and JSON for programs. JSON leaves out each engine's
 // full replay result (`engines[].run`, the library's): its figures are in
-// the engine's row.
+// the engine's row. A timed run's latency adds to each (latency-format.ts).
 
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { csvOf, formatConfig, get, percent } from './format.js';
 import { CONFIG_GLOSSARY } from './glossary.js';
 import { FLEET_CONFIG_GLOSSARY, FLEET_ENGINE_GLOSSARY, FLEET_GLOSSARY } from './fleet-glossary.js';
+import { COMPARISON_LATENCY_HEAD, comparisonLatencyCells, latencyCsvColumns, latencyEngineColumns, latencyJson, latencyLines, timedConfigParts } from './latency-format.js';
 
 function num(key: string, v: number): string {
   if (key.endsWith('hitRate')) return percent(v);
   return v.toLocaleString('en-US');
 }
 
-/** The result as JSON has it (engines without their full replay result). */
-export function fleetJson(r: FleetRun): unknown {
-  return { ...r, engines: r.engines.map(({ run: _run, ...e }) => e) };
+/** The result as JSON has it (engines without their full replay result; a timed run's per-request times only with `perRequest`). */
+export function fleetJson(r: FleetRun, perRequest = false): unknown {
+  return { ...r, engines: r.engines.map(({ run: _run, ...e }) => e), ...latencyJson(r.latency, perRequest) };
+}
+
+/** The fleet's configuration line: on the millisecond clock, the timed options in place of the step. */
+function fleetParts(r: FleetRun): string {
+  const timed = timedConfigParts(r.config);
+  const parts = FLEET_CONFIG_GLOSSARY.filter((e) => timed === '' || e.key !== 'config.stepMs').map((e) => `${e.label} ${String(get(r, e.key))}`);
+  return [...parts, ...(timed === '' ? [] : [timed])].join(' · ');
 }
 
 export function formatFleet(r: FleetRun, title: string): string {
-  const fleetParts = FLEET_CONFIG_GLOSSARY.map((e) => `${e.label} ${String(get(r, e.key))}`).join(' · ');
   const rows = FLEET_GLOSSARY.map((e) => [e.label, num(e.key, get(r, e.key) as number)] as const);
   const w = Math.max(...rows.map(([k]) => k.length));
   const vw = Math.max(...rows.map(([, v]) => v.length));
-  const head = FLEET_ENGINE_GLOSSARY.map((e) => e.label);
-  const body = r.engines.map((e) => FLEET_ENGINE_GLOSSARY.map((g) => num(g.key, get(e, g.key.slice('engines[].'.length)) as number)));
+  const timed = r.latency === undefined ? undefined : latencyEngineColumns(r.latency);
+  const head = [...FLEET_ENGINE_GLOSSARY.map((e) => e.label), ...(timed?.head ?? [])];
+  const body = r.engines.map((e, i) => [...FLEET_ENGINE_GLOSSARY.map((g) => num(g.key, get(e, g.key.slice('engines[].'.length)) as number)), ...(timed?.cells(i) ?? [])]);
   const cw = head.map((h, c) => Math.max(h.length, ...body.map((b) => b[c]!.length)));
   const line = (cells: readonly string[]) => '  ' + cells.map((x, c) => x.padStart(cw[c]!)).join('  ');
-  return [title, `  ${fleetParts}`, `  ${formatConfig(r.config)}`, '', ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v.padStart(vw)}`), '', line(head), ...body.map(line)].join('\n');
+  const latency = r.latency === undefined ? [] : ['', ...latencyLines(r.latency)];
+  return [title, `  ${fleetParts(r)}`, `  ${formatConfig(r.config)}`, '', ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v.padStart(vw)}`), ...latency, '', line(head), ...body.map(line)].join('\n');
 }
 
-/** The flat columns: config.* (replay's, then the fleet's), the fleet's figures, warnings. Engine rows are JSON-only. */
-export function fleetCsvColumns(): string[] {
-  return [...CONFIG_GLOSSARY, ...FLEET_CONFIG_GLOSSARY, ...FLEET_GLOSSARY].map((e) => e.key).concat('warnings');
+/** The flat columns: config.* (replay's, then the fleet's), the fleet's figures, a timed run's latency scalars, warnings. Engine rows are JSON-only. */
+export function fleetCsvColumns(runs: readonly FleetRun[]): string[] {
+  return [...CONFIG_GLOSSARY, ...FLEET_CONFIG_GLOSSARY, ...FLEET_GLOSSARY].map((e) => e.key).concat(latencyCsvColumns(runs), 'warnings');
 }
 
 export function formatFleetCsv(runs: readonly FleetRun[]): string {
-  return csvOf(runs, fleetCsvColumns());
+  return csvOf(runs, fleetCsvColumns(runs));
 }
 
 /** Several fleets side by side: a row each (router, engines, the fleet's figures), the shared configuration above. */
 export function formatFleetComparison(runs: readonly FleetRun[], title: string): string {
   const cols = FLEET_GLOSSARY.filter((e) => !['requests', 'truncated', 'promptBlocks'].includes(e.key));
-  const head = ['router', 'engines', ...cols.map((e) => e.label)];
-  const body = runs.map((r) => [r.config.router, String(r.config.engines), ...cols.map((e) => num(e.key, get(r, e.key) as number))]);
+  const timed = runs.some((r) => r.latency !== undefined);
+  const head = ['router', 'engines', ...cols.map((e) => e.label), ...(timed ? COMPARISON_LATENCY_HEAD : [])];
+  const body = runs.map((r) => [r.config.router, String(r.config.engines), ...cols.map((e) => num(e.key, get(r, e.key) as number)), ...(timed ? comparisonLatencyCells(r) : [])]);
   const cw = head.map((h, c) => Math.max(h.length, ...body.map((b) => b[c]!.length)));
   const line = (cells: readonly string[]) => '  ' + cells.map((x, c) => (c === 0 ? x.padEnd(cw[c]!) : x.padStart(cw[c]!))).join('  ');
   const c = runs[0]!.config;
-  const shared = `step ms ${c.stepMs} · arrival ${c.arrival} · prefix weight ${c.prefixWeight} · load weight ${c.loadWeight} · affinity blocks ${c.affinityBlocks}`;
+  const timedParts = timedConfigParts(c);
+  const clock = timedParts === '' ? `step ms ${c.stepMs} · ` : '';
+  const shared = `${clock}arrival ${c.arrival} · prefix weight ${c.prefixWeight} · load weight ${c.loadWeight} · affinity blocks ${c.affinityBlocks}${timedParts === '' ? '' : ` · ${timedParts}`}`;
   return [title, `  ${shared}`, `  ${formatConfig(c)}`, '', line(head), ...body.map(line)].join('\n');
 }

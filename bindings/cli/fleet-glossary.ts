@@ -43,9 +43,51 @@ export const FLEET_CONFIG_GLOSSARY: readonly GlossaryEntry[] = [
   { key: 'config.affinityBlocks', label: 'affinity blocks', meaning: 'session affinity: the block (1-based) whose key is hashed' },
 ];
 
+/** The four latency figures of a timed run, each {count, mean, p50, p90, p99, max} in ms (docs/fleet-time.md). */
+export const LATENCY_FIGURES = ['ttftMs', 'itlMs', 'e2eMs', 'queueMs'] as const;
+export const LATENCY_FIGURE_FIELDS = ['count', 'mean', 'p50', 'p90', 'p99', 'max'] as const;
+
+/** A timed run's figures (`latency` in JSON; the CSV has each scalar, the four figures one column per field). */
+export const FLEET_LATENCY_GLOSSARY: readonly GlossaryEntry[] = [
+  { key: 'latency.ttftMs', label: 'TTFT', meaning: 'timed: time to first token (first token minus arrival), ms: count, mean, p50, p90, p99 (nearest rank) and max over the requests that produced one' },
+  { key: 'latency.itlMs', label: 'ITL', meaning: 'timed: inter-token latency, (finish - first token) / (tokens - 1) per request of two tokens or more, ms, the same fields' },
+  { key: 'latency.e2eMs', label: 'E2E', meaning: 'timed: end-to-end latency, finish minus arrival, ms, the same fields' },
+  { key: 'latency.queueMs', label: 'queue', meaning: 'timed: admission (the first prefill step) minus arrival, ms, the same fields' },
+  { key: 'latency.durationMs', label: 'duration (ms)', meaning: 'timed: from the first arrival to the last finish' },
+  { key: 'latency.completed', label: 'completed', meaning: 'timed: requests that produced at least one token' },
+  { key: 'latency.outputTokens', label: 'output tokens', meaning: 'timed: tokens the requests produced' },
+  { key: 'latency.outputTokensPerSecond', label: 'output tokens / s', meaning: 'timed: output tokens per second of the duration' },
+  { key: 'latency.requestsPerSecond', label: 'requests / s', meaning: 'timed: completed requests per second of the duration' },
+  { key: 'latency.prefillTokens', label: 'prefill tokens', meaning: 'timed: prompt tokens computed (recomputed ones included)' },
+  { key: 'latency.cachedTokens', label: 'cached tokens', meaning: 'timed: prompt tokens a cache held, so not computed' },
+  { key: 'latency.hostLoadedBlocks', label: 'host loaded blocks', meaning: 'timed: blocks the host tiers loaded back to the devices' },
+  { key: 'latency.preemptions', label: 'preemptions', meaning: 'timed: sequences preempted (scheduler continuous; recomputed later)' },
+];
+
+/** Extra columns of the per-engine table of a timed run (`latency.engines` in JSON). */
+export const FLEET_LATENCY_ENGINE_GLOSSARY: readonly GlossaryEntry[] = [
+  { key: 'latency.engines[].utilisation', label: 'utilisation', meaning: 'timed: the share of the duration the engine spent stepping (a percentage in the table)' },
+  { key: 'latency.engines[].busyMs', label: 'busy ms', meaning: 'timed: milliseconds its steps took' },
+  { key: 'latency.engines[].steps', label: 'steps', meaning: 'timed: steps it ran' },
+  { key: 'latency.engines[].preemptions', label: 'preempted', meaning: 'timed: sequences it preempted' },
+];
+
+/** What `config` adds for a timed run. */
+export const FLEET_TIMED_CONFIG_GLOSSARY: readonly GlossaryEntry[] = [
+  { key: 'config.timing', label: 'timing', meaning: "timed: the timing model's name (polynomial, table, or your model's)" },
+  { key: 'config.scheduler', label: 'scheduler', meaning: 'timed: xllm or continuous' },
+  { key: 'config.maxNumBatchedTokens', label: 'max num batched tokens', meaning: 'timed, continuous: the token budget of a step' },
+  { key: 'config.speedup', label: 'speedup', meaning: 'timed, open loop: timestamps are divided by it' },
+  { key: 'config.concurrency', label: 'concurrency', meaning: 'timed: requests kept in flight (0: open loop, arrivals from the trace)' },
+];
+
 /** The fleet's result fields, one line each: `kvpool fleet --help`, and `kvpool sweep --help` for fleet sweeps. */
 export function fleetFieldLines(): string[] {
-  const all = [...FLEET_GLOSSARY, ...FLEET_ENGINE_GLOSSARY, { key: 'warnings', label: '', meaning: 'notes on a result that is probably not what was meant (also on stderr)' }];
+  const all = [
+    ...FLEET_GLOSSARY, ...FLEET_ENGINE_GLOSSARY, ...FLEET_LATENCY_GLOSSARY, ...FLEET_LATENCY_ENGINE_GLOSSARY,
+    { key: 'latency.requests', label: '', meaning: "timed, JSON with --per-request: each request's arrivalMs, admittedMs, firstTokenMs, finishMs (null: never got there) and outputTokens" },
+    { key: 'warnings', label: '', meaning: 'notes on a result that is probably not what was meant (also on stderr)' },
+  ];
   const w = Math.max(...all.map((e) => e.key.length));
   return all.map((e) => `  ${e.key.padEnd(w)}  ${e.meaning}`);
 }
@@ -53,5 +95,5 @@ export function fleetFieldLines(): string[] {
 /** `--help` text of `kvpool fleet`. */
 export function fleetGlossaryHelp(): string {
   return ['', 'Result fields (JSON keys; the table uses the same words):', ...fleetFieldLines(),
-    '', 'Every output echoes the configuration (`config`: the replay options and the fleet\'s). Details: docs/fleet.md.'].join('\n');
+    '', 'Every output echoes the configuration (`config`: the replay options and the fleet\'s). Timed runs (--timing, --scheduler continuous) add `latency`. Details: docs/fleet.md, docs/fleet-time.md.'].join('\n');
 }

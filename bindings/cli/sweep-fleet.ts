@@ -11,11 +11,11 @@ import { groupWarnings } from '../node/report.js';
 import { fleetSweep } from '../node/fleet-sweep.js';
 import type { ReplayOptions } from '../replay/replay.js';
 import { SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
-import { positiveNumber, routers } from './fleet-command.js';
+import { routers } from './fleet-command.js';
 import { fleetJson, formatFleetCsv } from './fleet-format.js';
 import { fleetFieldLines } from './fleet-glossary.js';
 import { percent, ranges, type OutputFormat } from './format.js';
-import { parseIntArg } from './options.js';
+import { parseIntArg, positiveNumber } from './options.js';
 import { warn } from './replay-command.js';
 import { sweepProgressBar } from './sweep-progress.js';
 
@@ -105,7 +105,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
     process.stdout.write(`kvpool sweep: ${what}, ${runs.length} fleets\n${formatFleetSweepTable(runs, varied)}\n`);
   } else if (o.format === 'csv') process.stdout.write(formatFleetCsv(runs));
   else if (o.format === 'jsonl') process.stdout.write(runs.map((r) => JSON.stringify(fleetJson(r)) + '\n').join(''));
-  else process.stdout.write(JSON.stringify(runs.map(fleetJson)) + '\n');
+  else process.stdout.write(JSON.stringify(runs.map((r) => fleetJson(r))) + '\n');
   warn(groupWarnings(runs).map(({ message, configs }) => `${message} (fleet${configs.length > 1 ? 's' : ''} ${ranges(configs.map((i) => i + 1))})`));
   if (o.report !== undefined) {
     await writeFleetReport(o.report, runs, varied);
