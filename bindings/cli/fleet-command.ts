@@ -20,7 +20,7 @@ import { FORMATS, count, type OutputFormat } from './format.js';
 import { addReplayOptions, parseIntArg, positiveNumber } from './options.js';
 import { replayOptionsOf, traceSpec, warn, type ReplayFlags } from './replay-command.js';
 import { fleetSloSearch } from './fleet-slo.js';
-import { sloAnswerLine, sloJson, type SloAnswer } from './slo-format.js';
+import { sloAnswerLine, sloJson, type SloAnswer } from '../fleet/slo-answer.js';
 import { addTimingOptions, checkSloTimed, sloOf, timedOptionsOf, type TimingFlags } from './timing-flags.js';
 
 /** The command's flags: replay's, the fleet's own options, the timed ones, and lists for the two it compares. */

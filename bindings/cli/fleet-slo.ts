@@ -6,7 +6,7 @@ import type { FleetOptions } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import type { RouterPolicy } from '../fleet/routers.js';
 import { sloSearch, type SloTargets } from '../fleet/slo-search.js';
-import { sloAnswer, type SloAnswer } from './slo-format.js';
+import { sloAnswer, type SloAnswer } from '../fleet/slo-answer.js';
 
 /** Every run made (router by router, engine counts ascending) and each router's answer. */
 export function fleetSloSearch(

@@ -7,13 +7,9 @@
 import type { FleetConfig } from '../fleet/fleet-options.js';
 import type { FleetLatency } from '../fleet/fleet-latency.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
+import { ms } from '../fleet/slo-answer.js';
 import { get, percent } from './format.js';
 import { FLEET_LATENCY_ENGINE_GLOSSARY, FLEET_LATENCY_GLOSSARY, FLEET_TIMED_CONFIG_GLOSSARY, LATENCY_FIGURE_FIELDS, LATENCY_FIGURES } from './fleet-glossary.js';
-
-/** Milliseconds (and per-second rates) for people: one decimal, thousands separated. */
-export function ms(x: number): string {
-  return x.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
-}
 
 const isFigure = (key: string) => (LATENCY_FIGURES as readonly string[]).includes(key.slice('latency.'.length));
 

@@ -1,10 +1,15 @@
-// The SLO answer as `kvpool fleet` and fleet sweeps print it: per router,
-// the fewest engines whose p99 TTFT and ITL meet the targets, with the
-// figures that decided it -- a sentence for people, an object for JSON.
+// The SLO answer in words, as `kvpool fleet`, fleet sweeps and the sweep
+// report give it: per router (in a sweep, per router and panel), the fewest
+// engines whose p99 TTFT and ITL meet the targets, with the figures that
+// decided it. Here, below node/ and cli/, so both say it the same way.
 
-import type { FleetRun } from '../fleet/fleet-result.js';
-import { fewestMeeting, type SloTargets } from '../fleet/slo-search.js';
-import { ms } from './latency-format.js';
+import type { FleetRun } from './fleet-result.js';
+import { fewestMeeting, type SloTargets } from './slo-search.js';
+
+/** Milliseconds (and per-second rates) for people: one decimal, thousands separated. */
+export function ms(x: number): string {
+  return x.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+}
 
 /** What one group of runs (a router's, in a sweep also a panel's) answers. */
 export interface SloAnswer {
