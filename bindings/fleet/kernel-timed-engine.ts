@@ -13,6 +13,19 @@ import { FleetEngine } from './engine.js';
 import type { RequestClock, TimedEngineFigures } from './fleet-latency.js';
 import { clearBatch, hostLoaded, type TimedEngine } from './timed-engine.js';
 
+/** Per-request state of the kernel's timed engines, one set for the fleet (a request runs on one engine). */
+export class KernelScratch {
+  readonly decoding: Uint8Array;
+  readonly admitStep: Float64Array;
+  /** Prompt tokens the prefix cache held at admission. */
+  readonly cachedOf: Float64Array;
+  constructor(n: number) {
+    this.decoding = new Uint8Array(n);
+    this.admitStep = new Float64Array(n);
+    this.cachedOf = new Float64Array(n);
+  }
+}
+
 export class KernelTimedEngine implements TimedEngine {
   private readonly e: FleetEngine;
   private k = 0;
@@ -22,6 +35,7 @@ export class KernelTimedEngine implements TimedEngine {
   private decodeBase = 0;
   /** Admitted this step: first token at its end; those with more tokens to give then decode. */
   private readonly admitted: number[] = [];
+  private nAdmitted = 0;
   private readonly decoding: Uint8Array;
   private readonly admitStep: Float64Array;
   private readonly cachedOf: Float64Array;
@@ -46,7 +60,7 @@ export class KernelTimedEngine implements TimedEngine {
     this.batch!.cachedTokens += cachedTokens;
     this.batch!.prefillSeqs++;
     this.admitStep[r] = this.k;
-    this.admitted.push(r);
+    this.admitted[this.nAdmitted++] = r;
   };
   private batch: StepBatch | undefined;
 
@@ -56,11 +70,10 @@ export class KernelTimedEngine implements TimedEngine {
     private readonly trace: readonly TraceRequest[],
     private readonly clock: RequestClock,
     private readonly queueDelay: (r: number, steps: number) => void,
+    scratch: KernelScratch,
   ) {
     this.B = p.blockSize;
-    this.decoding = new Uint8Array(clock.n);
-    this.admitStep = new Float64Array(clock.n);
-    this.cachedOf = new Float64Array(clock.n);
+    ({ decoding: this.decoding, admitStep: this.admitStep, cachedOf: this.cachedOf } = scratch);
     this.e = new FleetEngine(p, events, this);
     this.hostTier = p.hostBlocks > 0;
   }
@@ -129,7 +142,8 @@ export class KernelTimedEngine implements TimedEngine {
   end(ms: number): void {
     const c = this.clock;
     this.stepMs = ms;
-    for (const r of this.admitted) {
+    for (let i = 0; i < this.nAdmitted; i++) {
+      const r = this.admitted[i]!;
       if (c.isFinished(r)) continue; // stopped early, in its own admission step
       c.firstTokenMs[r] = ms;
       if (this.trace[r]!.outputLength >= 2) {
@@ -138,7 +152,7 @@ export class KernelTimedEngine implements TimedEngine {
         this.decodeBase += this.trace[r]!.inputLength - this.admitStep[r]!;
       }
     }
-    this.admitted.length = 0;
+    this.nAdmitted = 0;
     this.k++;
     // Decoding that ended with this step stops now, not when the engine next steps.
     this.e.tick(this.k);

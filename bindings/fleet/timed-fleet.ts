@@ -14,7 +14,7 @@ import { EngineEvents, type FleetEventSink } from './engine-events.js';
 import { RequestClock } from './fleet-latency.js';
 import type { FleetConfig, ParsedFleetOptions } from './fleet-options.js';
 import { assembleRun, engineFigures, type FleetRun } from './fleet-result.js';
-import { KernelTimedEngine } from './kernel-timed-engine.js';
+import { KernelScratch, KernelTimedEngine } from './kernel-timed-engine.js';
 import { LoadArea } from './load-area.js';
 import { LazyRequest } from './route-request.js';
 import type { FleetView, Router } from './router.js';
@@ -62,11 +62,12 @@ export class TimedFleet {
     this.delays = new Array<number>(this.n).fill(0);
     this.events = new EngineEvents(router, sink, wire);
     const delay = (q: number, steps: number) => (this.delays[q] = steps);
+    const scratch = this.t.scheduler === 'xllm' ? new KernelScratch(this.n) : undefined;
     try {
       for (let e = 0; e < p.engines; e++) {
         this.engines.push(this.t.scheduler === 'continuous'
           ? new ContinuousEngine(r, this.events.wanted, trace, this.clock, this.t.maxNumBatchedTokens, delay)
-          : new KernelTimedEngine(r, this.events.wanted, trace, this.clock, delay));
+          : new KernelTimedEngine(r, this.events.wanted, trace, this.clock, delay, scratch!));
       }
     } catch (err) {
       this.dispose();
