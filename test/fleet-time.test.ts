@@ -189,6 +189,7 @@ describe('random traces and pools, both schedulers', () => {
           budget: fc.integer({ min: 8, max: 300 }),
           router: fc.constantFrom('round-robin' as const, 'least-loaded' as const, 'precise-prefix' as const),
           concurrency: fc.integer({ min: 0, max: 4 }),
+          hostBlocks: fc.constantFrom(0, 0, 128),
         }),
         (reqs, c) => {
           let ts = 0;
@@ -196,6 +197,7 @@ describe('random traces and pools, both schedulers', () => {
           const o: FleetOptions = {
             trace: t, engines: c.engines, numBlocks: c.numBlocks, maxRunning: c.maxRunning, router: c.router, timing: true, scheduler: c.scheduler,
             ...(c.scheduler === 'continuous' && { maxNumBatchedTokens: c.budget }), ...(c.concurrency > 0 && { concurrency: c.concurrency }),
+            ...(c.hostBlocks > 0 && { hostBlocks: c.hostBlocks }),
           };
           const run = runChecked(o);
           const again = runChecked(o);
@@ -224,4 +226,23 @@ describe('random traces and pools, both schedulers', () => {
       { numRuns: 150 },
     );
   });
+});
+
+describe('the host tier on the millisecond clock', () => {
+  for (const scheduler of ['xllm', 'continuous'] as const) {
+    it(`charges the blocks it loads back to the device (${scheduler})`, () => {
+      const m = fixed(1);
+      // A small device cache: the first prompts are offloaded to the host by the ones after, and found there when they come back.
+      const t = [1, 2, 3, 4, 1, 2, 3, 4].map((id, i) => req(i * 1000, 512, 4, [id]));
+      const run = runChecked({ trace: t, engines: 1, numBlocks: 80, hostBlocks: 512, timing: m, scheduler });
+      const loaded = (run.engines[0]!.run as { hostTier?: { blocksLoaded: number } }).hostTier!.blocksLoaded;
+      expect(loaded).toBeGreaterThan(0);
+      expect(run.latency!.hostLoadedBlocks).toBe(loaded);
+      expect(m.batches.reduce((a, b) => a + b.hostLoadedBlocks, 0)).toBe(loaded);
+      // The default model turns those loads into time: the same run takes longer with a slower host link.
+      const fast = fleetSync({ trace: t, engines: 1, numBlocks: 80, hostBlocks: 512, timing: { kind: 'polynomial', hostGBps: 1000 }, scheduler });
+      const slow = fleetSync({ trace: t, engines: 1, numBlocks: 80, hostBlocks: 512, timing: { kind: 'polynomial', hostGBps: 1 }, scheduler });
+      expect(slow.latency!.engines[0]!.busyMs).toBeGreaterThan(fast.latency!.engines[0]!.busyMs);
+    });
+  }
 });

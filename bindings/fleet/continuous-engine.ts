@@ -194,10 +194,11 @@ export class ContinuousEngine implements TimedEngine {
       }
       const s = this.newSequence(j);
       // The first allocation matches the prefix cache (one token's block; the match covers the whole prompt).
-      let placed = this.grow(s, 1);
+      // With a host tier it covers the whole prompt: the host's hits are loaded into blocks the sequence must hold.
+      let placed = this.grow(s, this.hostTier ? j.promptLen : 1);
       const hit = placed ? s.kvCachedTokens : 0;
       const n = Math.min(j.promptLen - hit, budget);
-      if (placed && !this.grow(s, hit + n)) {
+      if (placed && !this.hostTier && !this.grow(s, hit + n)) {
         this.target.deallocate(s);
         placed = false;
       }
