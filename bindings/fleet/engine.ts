@@ -15,6 +15,14 @@ interface Resident {
   doneStep: number;
   /** Decoding: admitted, not done, and not finished early by the kernel. */
   active: boolean;
+  /** Its request's index. */
+  r: number;
+}
+
+/** Told when a request stops decoding (a timed fleet stamps its finish). */
+export interface StopObserver {
+  /** `early`: the kernel finished it to make room before its decoding ended. */
+  stopped(r: number, early: boolean): void;
 }
 
 export class FleetEngine {
@@ -36,7 +44,7 @@ export class FleetEngine {
   /** Sequences the kernel finished while they still decoded (to make room after a failed allocation). */
   finishedEarly = 0;
 
-  constructor(p: ParsedReplayOptions, recordEvents: boolean) {
+  constructor(p: ParsedReplayOptions, recordEvents: boolean, private readonly observer?: StopObserver) {
     this.open = openReplay(p);
     try {
       if (recordEvents) this.open.pool.recordEvents(true);
@@ -81,6 +89,7 @@ export class FleetEngine {
       if (!x.active) continue;
       x.active = false;
       this.running--;
+      this.observer?.stopped(x.r, false);
     }
   }
 
@@ -88,9 +97,10 @@ export class FleetEngine {
    * Step `t` on this engine: admits queued requests in order while a slot is
    * free (fewer than maxRunning residents, or the oldest resident done
    * decoding: the kernel then finishes it to make room), then finishes the
-   * residents done by `t` from the oldest on. `wait(r)` is told each admission.
+   * residents done by `t` from the oldest on. `wait(r)` is told each admission,
+   * `placed(r, step)` what the kernel made of it.
    */
-  admit(t: number, requests: readonly TraceRequest[], wait: (r: number) => void): void {
+  admit(t: number, requests: readonly TraceRequest[], wait: (r: number) => void, placed?: (r: number, step: ReplayStep) => void): void {
     while (this.qHead < this.queue.length) {
       if (this.residents >= this.maxRunning && this.resident[this.rHead]!.doneStep > t) break;
       const r = this.queue[this.qHead++]!;
@@ -98,7 +108,8 @@ export class FleetEngine {
       const req = requests[r]!;
       const step = this.stepper.admitRequest(req, r);
       this.retire(step);
-      if (step.placed) this.place(t + Math.max(req.outputLength, 1));
+      if (step.placed) this.place(t + Math.max(req.outputLength, 1), r);
+      placed?.(r, step);
     }
     if (this.qHead > 1024 && this.qHead * 2 > this.queue.length) {
       this.queue = this.queue.slice(this.qHead);
@@ -122,6 +133,7 @@ export class FleetEngine {
         x.active = false;
         this.running--;
         this.finishedEarly++;
+        this.observer?.stopped(x.r, true);
       }
     }
     if (this.rHead > 1024 && this.rHead * 2 > this.resident.length) {
@@ -130,8 +142,8 @@ export class FleetEngine {
     }
   }
 
-  private place(doneStep: number): void {
-    const x: Resident = { doneStep, active: true };
+  private place(doneStep: number, r: number): void {
+    const x: Resident = { doneStep, active: true, r };
     this.resident.push(x);
     this.running++;
     let list = this.doneAt.get(doneStep);

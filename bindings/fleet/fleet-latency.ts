@@ -51,7 +51,7 @@ export interface FleetLatency {
   /** The timing model's name. */
   timing: string;
   scheduler: FleetScheduler;
-  /** From the first arrival to the last finish. */
+  /** From the first arrival to the last finish or the end of the last step, whichever is later. */
   durationMs: number;
   /** Requests that produced at least one token. */
   completed: number;
@@ -108,24 +108,28 @@ export class RequestClock {
     this.queuedStep = new Float64Array(n);
   }
 
+  /** Requests finished (or rejected) so far. */
+  finished = 0;
+
   isFinished(r: number): boolean {
     return !Number.isNaN(this.finishMs[r]!);
   }
 
   finish(r: number, ms: number, tokens: number): void {
+    this.finished++;
     this.finishMs[r] = ms;
     this.tokens[r] = tokens;
   }
 
-  /** The run's figures, from the first arrival to the last finish. */
-  figures(base: Omit<FleetLatency, 'durationMs' | 'completed' | 'outputTokens' | 'ttftMs' | 'itlMs' | 'e2eMs' | 'queueMs' | 'outputTokensPerSecond' | 'requestsPerSecond' | 'requests' | 'engines'>, engines: Omit<TimedEngineFigures, 'utilisation'>[]): FleetLatency {
+  /** The run's figures, from the first arrival to the last finish or `lastStepEnd`, whichever is later. */
+  figures(lastStepEnd: number, base: Omit<FleetLatency, 'durationMs' | 'completed' | 'outputTokens' | 'ttftMs' | 'itlMs' | 'e2eMs' | 'queueMs' | 'outputTokensPerSecond' | 'requestsPerSecond' | 'requests' | 'engines'>, engines: Omit<TimedEngineFigures, 'utilisation'>[]): FleetLatency {
     const n = this.n;
     const ttft = new Float64Array(n);
     const itl = new Float64Array(n);
     const e2e = new Float64Array(n);
     const queue = new Float64Array(n);
     let nt = 0, ni = 0, ne = 0, nq = 0, tokens = 0;
-    let first = Infinity, last = -Infinity;
+    let first = Infinity, last = lastStepEnd;
     for (let r = 0; r < n; r++) {
       const a = this.arrivalMs[r]!;
       if (a < first) first = a;
@@ -141,7 +145,7 @@ export class RequestClock {
       const k = this.tokens[r]!;
       if (k >= 2) itl[ni++] = (end - f) / (k - 1);
     }
-    const durationMs = n === 0 || last === -Infinity ? 0 : round3(last - first);
+    const durationMs = n === 0 ? 0 : round3(Math.max(0, last - first));
     const perSecond = (x: number) => (durationMs === 0 ? 0 : round3(x / (durationMs / 1000)));
     const opt = (v: Float64Array) => Array.from(v, (x) => (Number.isNaN(x) ? null : x));
     return {

@@ -4,11 +4,9 @@
 // the replay kernel's rules; the engines' KV events of the step go to the
 // router; the load is sampled.
 
-import type { CoreInstance } from '../core/core-instance.js';
 import { loadCore } from '../core/plain-core.js';
-import { drainInto, parseWireOptions, VllmWireEncoder, type VllmEncodeOptions } from '../events/vllm.js';
+import type { VllmEncodeOptions } from '../events/vllm.js';
 import { ConcurrentBlockManagerImpl } from '../managers/concurrent-block-manager-impl.js';
-import type { KVEventSource } from '../managers/kv-events.js';
 import { traceArg } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { generateWorkload } from '../replay/workload.js';
@@ -19,11 +17,11 @@ import { fleetConfig, parseFleetOptions, type FleetConfig, type FleetOptions, ty
 import { assembleRun, engineFigures, type FleetRun } from './fleet-result.js';
 import type { FleetView, Router } from './router.js';
 import { LazyRequest } from './route-request.js';
-import { PrecisePrefixRouter } from './precise-prefix.js';
+import { EngineEvents, type FleetEventSink } from './engine-events.js';
 import { createRouter } from './routers.js';
+import { TimedFleet } from './timed-fleet.js';
 
-/** Called at the end of every step with each engine's KV events of the step, as vLLM batches (the CLI publishes them). */
-export type FleetEventSink = (engine: number, batches: readonly Uint8Array[], step: number) => void;
+export type { FleetEventSink } from './engine-events.js';
 
 /** Arrival step of each request: floor(timestamp / stepMs), never before the previous request's (a missing timestamp: the previous one's). */
 export function arrivalSteps(trace: readonly TraceRequest[], n: number, stepMs: number, instant: boolean): Float64Array {
@@ -69,10 +67,10 @@ export class Fleet {
   private readonly engines: FleetEngine[] = [];
   private readonly p: ParsedFleetOptions;
   private readonly trace: readonly TraceRequest[];
-  private readonly sink: FleetEventSink | undefined;
   private st: RunState | undefined;
-  private encoder: VllmWireEncoder | undefined;
-  private readonly wire: ReturnType<typeof parseWireOptions>;
+  private readonly events: EngineEvents;
+  /** A timed fleet (options.timing or scheduler 'continuous') runs there, from event to event. */
+  private readonly timed: TimedFleet | undefined;
 
   /**
    * `sink` receives each engine's event batches at the end of every step,
@@ -82,8 +80,6 @@ export class Fleet {
   constructor(options: FleetOptions = {}, traceName?: string, sink?: FleetEventSink, parsed?: ParsedFleetOptions, wire: Omit<VllmEncodeOptions, 'ts'> = {}) {
     const p = (this.p = parsed ?? parseFleetOptions(options));
     if (p.threads > 0) throw new RangeError(`options.threads ${p.threads} needs Node's fleet() (worker threads); this runs the engines in this thread`);
-    if (sink !== undefined && typeof sink !== 'function') throw new TypeError('sink must be a function');
-    this.wire = parseWireOptions({ ...wire, ts: 0 });
     const given = traceArg(options);
     this.trace = given ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
     // Routers read the requests before an engine's loop checks them: every one is checked here first.
@@ -91,10 +87,14 @@ export class Fleet {
     const r = p.replay;
     this.router = routerOf(p);
     this.config = fleetConfig(p, this.router.name, given === undefined ? undefined : (traceName ?? 'requests'));
-    this.sink = sink;
-    const events = sink !== undefined || typeof this.router.onEvents === 'function';
+    if (p.timed !== undefined) {
+      this.timed = new TimedFleet(p, this.trace, this.router, this.config, sink, wire);
+      this.events = new EngineEvents(this.router, undefined);
+      return;
+    }
+    this.events = new EngineEvents(this.router, sink, wire);
     try {
-      for (let e = 0; e < p.engines; e++) this.engines.push(new FleetEngine(r, events));
+      for (let e = 0; e < p.engines; e++) this.engines.push(new FleetEngine(r, this.events.wanted));
     } catch (err) {
       this.dispose();
       throw err;
@@ -104,13 +104,14 @@ export class Fleet {
   /** Engine `e`'s pool (until `dispose`). */
   pool(e: number): FleetEngine['pool'] {
     checkInt('e', e, 0, this.p.engines - 1);
-    const pool = this.engines[e]?.pool;
+    const pool = this.timed !== undefined ? this.timed.pool(e) : this.engines[e]?.pool;
     if (pool === undefined || pool.isDisposed) throw new Error('Fleet.pool: this fleet was disposed; its pools are gone');
     return pool;
   }
 
   /** Runs the whole trace and returns the result; once. */
   run(): FleetRun {
+    if (this.timed !== undefined) return this.timed.run();
     if (this.st !== undefined) throw new Error('Fleet.run: this fleet has run already');
     while (this.step());
     return this.result();
@@ -118,6 +119,7 @@ export class Fleet {
 
   /** Runs one step (after the last, the final drain); false once the run is over. Callers that publish events step it themselves. */
   step(): boolean {
+    if (this.timed !== undefined) throw new Error('Fleet.step: a timed fleet runs from event to event, not by steps; call run()');
     const s = (this.st ??= this.start());
     if (s.over) return false;
     const { p, engines, router, trace } = this;
@@ -173,27 +175,8 @@ export class Fleet {
   }
 
   private flushEvents(t: number): void {
-    const { router, sink } = this;
-    if (router.onEvents === undefined && sink === undefined) return;
-    // One encoder for the run: a fresh one per step and engine allocates a megabyte each time.
-    // The precise router reads the records in place; batches are encoded only for a sink or another router.
-    const direct = router instanceof PrecisePrefixRouter && router.onEvents === PrecisePrefixRouter.prototype.onEvents ? router : null;
-    const enc = (this.encoder ??= new VllmWireEncoder(this.wire));
     const ts = (t * this.p.stepMs) / 1000;
-    this.engines.forEach((e, i) => {
-      const pool = e.pool;
-      const records = direct === null ? undefined : (rank: number, source: KVEventSource, rt: CoreInstance, ptr: number, len: number) => direct.onEventRecords(i, rank, source, rt, ptr, len, pool.saltNames);
-      if (records !== undefined && sink === undefined) {
-        pool.drainEventRecords(records);
-        return;
-      }
-      const batches: Uint8Array[] = [];
-      enc.reset();
-      drainInto(pool, enc, ts, (_rank, start) => batches.push(enc.bytes().slice(start)), records);
-      if (batches.length === 0) return;
-      if (direct === null) router.onEvents?.(i, batches);
-      sink?.(i, batches, t);
-    });
+    if (this.events.wanted) this.engines.forEach((e, i) => this.events.flush(i, e.pool, ts, t));
   }
 
   /** The run's result, once `step()` has returned false. */
@@ -206,6 +189,7 @@ export class Fleet {
   }
 
   dispose(): void {
+    this.timed?.dispose();
     for (const e of this.engines) e.dispose();
   }
 }

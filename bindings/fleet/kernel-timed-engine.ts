@@ -1,0 +1,178 @@
+// A fleet engine under scheduler 'xllm' on the millisecond clock: the step
+// clock's engine (the replay kernel admits, exactly as there), each of its
+// steps timed by the model (docs/fleet-time.md, scheduler xllm). A request
+// admitted in step a prefills its uncached prompt and gives its first token
+// at the end of step a, then one token per step through step
+// a + max(outputLength, 1) - 1, as on the step clock.
+
+import type { ParsedReplayOptions, ReplayConfig, ReplayRun } from '../replay/replay.js';
+import type { ReplayStep } from '../replay/stepper.js';
+import type { TraceRequest } from '../replay/trace.js';
+import type { StepBatch } from '../timing/timing-model.js';
+import { FleetEngine } from './engine.js';
+import type { RequestClock, TimedEngineFigures } from './fleet-latency.js';
+import { clearBatch, hostLoaded, type TimedEngine } from './timed-engine.js';
+
+/** Per-request state of the kernel's timed engines, one set for the fleet (a request runs on one engine). */
+export class KernelScratch {
+  readonly decoding: Uint8Array;
+  readonly admitStep: Float64Array;
+  /** Prompt tokens the prefix cache held at admission. */
+  readonly cachedOf: Float64Array;
+  constructor(n: number) {
+    this.decoding = new Uint8Array(n);
+    this.admitStep = new Float64Array(n);
+    this.cachedOf = new Float64Array(n);
+  }
+}
+
+export class KernelTimedEngine implements TimedEngine {
+  private readonly e: FleetEngine;
+  private k = 0;
+  private stepMs = 0;
+  /** Over the sequences decoding: their count and sum of (prompt length - admission step); a context is that plus the step. */
+  private decoders = 0;
+  private decodeBase = 0;
+  /** Admitted this step: first token at its end; those with more tokens to give then decode. */
+  private readonly admitted: number[] = [];
+  private nAdmitted = 0;
+  private readonly decoding: Uint8Array;
+  private readonly admitStep: Float64Array;
+  private readonly cachedOf: Float64Array;
+  private prefill = 0;
+  private cached = 0;
+  private host = 0;
+  private hostSeen = 0;
+  private readonly hostTier: boolean;
+  private readonly B: number;
+  private readonly wait = (r: number) => {
+    this.clock.admittedMs[r] = this.stepMs;
+    this.queueDelay(r, this.k - this.clock.queuedStep[r]!);
+  };
+  private readonly placed = (r: number, step: ReplayStep) => {
+    if (!step.placed) {
+      this.clock.finish(r, this.stepMs, 0);
+      return;
+    }
+    const cachedTokens = step.matchedBlocks * this.B;
+    this.cachedOf[r] = cachedTokens;
+    this.batch!.prefillTokens += this.trace[r]!.inputLength - cachedTokens;
+    this.batch!.cachedTokens += cachedTokens;
+    this.batch!.prefillSeqs++;
+    this.admitStep[r] = this.k;
+    this.admitted[this.nAdmitted++] = r;
+  };
+  private batch: StepBatch | undefined;
+
+  constructor(
+    p: ParsedReplayOptions,
+    events: boolean,
+    private readonly trace: readonly TraceRequest[],
+    private readonly clock: RequestClock,
+    private readonly queueDelay: (r: number, steps: number) => void,
+    scratch: KernelScratch,
+  ) {
+    this.B = p.blockSize;
+    ({ decoding: this.decoding, admitStep: this.admitStep, cachedOf: this.cachedOf } = scratch);
+    this.e = new FleetEngine(p, events, this);
+    this.hostTier = p.hostBlocks > 0;
+  }
+
+  get pool(): FleetEngine['pool'] {
+    return this.e.pool;
+  }
+  get running(): number {
+    return this.e.running;
+  }
+  get queued(): number {
+    return this.e.queued;
+  }
+  get load(): number {
+    return this.e.load;
+  }
+  get steps(): number {
+    return this.k;
+  }
+  get finishedEarly(): number {
+    return this.e.finishedEarly;
+  }
+
+  enqueue(r: number): void {
+    this.clock.queuedStep[r] = this.k;
+    this.e.enqueue(r);
+  }
+
+  /** The kernel stopped request r: at the end of its last step, or (early) before the step beginning now. */
+  stopped(r: number, early: boolean): void {
+    const c = this.clock;
+    if (this.decoding[r] === 1) {
+      this.decoding[r] = 0;
+      this.decoders--;
+      this.decodeBase -= this.trace[r]!.inputLength - this.admitStep[r]!;
+    }
+    // The kernel finished, to make room, a request this very step admits: it computes nothing and gives no token.
+    const b = this.batch;
+    if (early && b !== undefined && this.admitStep[r] === this.k) {
+      b.prefillTokens -= this.trace[r]!.inputLength - this.cachedOf[r]!;
+      b.cachedTokens -= this.cachedOf[r]!;
+      b.prefillSeqs--;
+    }
+    const tokens = early ? this.k - this.admitStep[r]! : Math.max(this.trace[r]!.outputLength, 1);
+    c.finish(r, this.stepMs, tokens);
+  }
+
+  begin(ms: number, batch: StepBatch): void {
+    clearBatch(batch);
+    this.stepMs = ms;
+    this.batch = batch;
+    this.e.admit(this.k, this.trace, this.wait, this.placed);
+    batch.decodeSeqs = this.decoders;
+    batch.decodeContextTokens = this.decodeBase + this.k * this.decoders;
+    if (this.hostTier) {
+      const h = hostLoaded(this.e.pool);
+      batch.hostLoadedBlocks = h - this.hostSeen;
+      this.hostSeen = h;
+    }
+    this.prefill += batch.prefillTokens;
+    this.cached += batch.cachedTokens;
+    this.host += batch.hostLoadedBlocks;
+    this.batch = undefined;
+  }
+
+  end(ms: number): void {
+    const c = this.clock;
+    this.stepMs = ms;
+    for (let i = 0; i < this.nAdmitted; i++) {
+      const r = this.admitted[i]!;
+      if (c.isFinished(r)) continue; // stopped early, in its own admission step
+      c.firstTokenMs[r] = ms;
+      if (this.trace[r]!.outputLength >= 2) {
+        this.decoding[r] = 1;
+        this.decoders++;
+        this.decodeBase += this.trace[r]!.inputLength - this.admitStep[r]!;
+      }
+    }
+    this.nAdmitted = 0;
+    this.k++;
+    // Decoding that ended with this step stops now, not when the engine next steps.
+    this.e.tick(this.k);
+    // An engine going idle finishes its done sequences now (their blocks cached), as the step clock's next step would.
+    if (this.e.load === 0) this.e.admit(this.k, this.trace, this.wait, this.placed);
+  }
+
+  drain(): void {
+    this.e.drain();
+  }
+
+  result(config: ReplayConfig): ReplayRun {
+    return this.e.result(config);
+  }
+
+  figures(engine: number): Omit<TimedEngineFigures, 'utilisation'> {
+    return { engine, steps: this.k, busyMs: 0, prefillTokens: this.prefill, cachedTokens: this.cached, hostLoadedBlocks: this.host, preemptions: 0 };
+  }
+
+  dispose(): void {
+    this.e.dispose();
+  }
+}

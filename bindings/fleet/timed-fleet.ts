@@ -1,0 +1,180 @@
+// A fleet on the millisecond clock (docs/fleet-time.md): every engine steps
+// on its own, a step lasting what the timing model says of its batch, and
+// the run moves from event to event — an arrival, or the end of some
+// engine's step. At equal times arrivals come first, then engines in index
+// order. An engine with work begins its next step the moment its last one
+// ends; an idle one the moment a request is routed to it (after every
+// arrival of that moment).
+
+import type { TraceRequest } from '../replay/trace.js';
+import type { StepBatch } from '../timing/timing-model.js';
+import { describe } from '../validate.js';
+import { ContinuousEngine } from './continuous-engine.js';
+import { EngineEvents, type FleetEventSink } from './engine-events.js';
+import { RequestClock } from './fleet-latency.js';
+import type { FleetConfig, ParsedFleetOptions } from './fleet-options.js';
+import { assembleRun, engineFigures, type FleetRun } from './fleet-result.js';
+import { KernelScratch, KernelTimedEngine } from './kernel-timed-engine.js';
+import { LoadArea } from './load-area.js';
+import { LazyRequest } from './route-request.js';
+import type { FleetView, Router } from './router.js';
+import { StepHeap } from './step-heap.js';
+import type { TimedEngine } from './timed-engine.js';
+import type { ParsedTimedOptions } from './timed-options.js';
+import type { VllmEncodeOptions } from '../events/vllm.js';
+
+/** Open loop: request r arrives at max(its timestamp / speedup, the previous arrival) ms (no timestamp: the previous one's; instant: 0). */
+export function arrivalTimes(trace: readonly TraceRequest[], n: number, speedup: number, instant: boolean): Float64Array {
+  const out = new Float64Array(n);
+  let prev = 0;
+  for (let r = 0; r < n; r++) {
+    const ts = trace[r]!.timestamp;
+    if (!instant && ts !== undefined) prev = Math.max(prev, ts / speedup);
+    out[r] = prev;
+  }
+  return out;
+}
+
+export class TimedFleet {
+  private readonly engines: TimedEngine[] = [];
+  private readonly t: ParsedTimedOptions;
+  private readonly n: number;
+  private readonly clock: RequestClock;
+  private readonly delays: number[];
+  private readonly events: EngineEvents;
+  private ran = false;
+
+  constructor(
+    private readonly p: ParsedFleetOptions,
+    private readonly trace: readonly TraceRequest[],
+    readonly router: Router,
+    readonly config: FleetConfig,
+    sink?: FleetEventSink,
+    wire: Omit<VllmEncodeOptions, 'ts'> = {},
+  ) {
+    this.t = p.timed!;
+    const r = p.replay;
+    if (this.t.scheduler === 'continuous' && (r.slidingWindow !== undefined || r.linearStateSlots !== undefined)) {
+      throw new RangeError("options.scheduler 'continuous' runs plain pools and the host tier; slidingWindow and linearStateSlots need scheduler 'xllm'");
+    }
+    this.n = Math.min(trace.length, r.limit ?? Infinity);
+    this.clock = new RequestClock(this.n);
+    this.delays = new Array<number>(this.n).fill(0);
+    this.events = new EngineEvents(router, sink, wire);
+    const delay = (q: number, steps: number) => (this.delays[q] = steps);
+    const scratch = this.t.scheduler === 'xllm' ? new KernelScratch(this.n) : undefined;
+    try {
+      for (let e = 0; e < p.engines; e++) {
+        this.engines.push(this.t.scheduler === 'continuous'
+          ? new ContinuousEngine(r, this.events.wanted, trace, this.clock, this.t.maxNumBatchedTokens, delay)
+          : new KernelTimedEngine(r, this.events.wanted, trace, this.clock, delay, scratch!));
+      }
+    } catch (err) {
+      this.dispose();
+      throw err;
+    }
+  }
+
+  pool(e: number): TimedEngine['pool'] {
+    return this.engines[e]!.pool;
+  }
+
+  run(): FleetRun {
+    if (this.ran) throw new Error('Fleet.run: this fleet has run already');
+    this.ran = true;
+    const { p, t, n, clock, engines, router, trace } = this;
+    const K = engines.length;
+    const closed = t.concurrency > 0;
+    if (!closed) clock.arrivalMs.set(arrivalTimes(trace, n, t.speedup, p.arrival === 'instant'));
+    // Closed loop: the times at which a slot is free, in order; the next request arrives at the first.
+    const slots: number[] = [];
+    let slotHead = 0;
+    if (closed) for (let i = 0; i < Math.min(t.concurrency, n); i++) slots.push(0);
+    let finishedSeen = 0;
+    const heap = new StepHeap(K);
+    const inHeap = new Uint8Array(K);
+    const inStep = new Uint8Array(K);
+    const busy = new Float64Array(K);
+    const area = new LoadArea(K, n > 0 && !closed ? clock.arrivalMs[0]! : 0);
+    const batch: StepBatch = { prefillTokens: 0, cachedTokens: 0, prefillSeqs: 0, decodeSeqs: 0, decodeContextTokens: 0, hostLoadedBlocks: 0 };
+    const view: FleetView = {
+      engines: K,
+      maxRunning: p.replay.maxRunning,
+      load: (e) => engines[e]!.load,
+      running: (e) => engines[e]!.running,
+      queued: (e) => engines[e]!.queued,
+    };
+    const every = Math.max(1, Math.floor(n / 200));
+    const onProgress = p.replayOptions.onProgress;
+    const model = t.model;
+    let next = 0;
+    let lastEnd = -Infinity;
+    for (;;) {
+      const tA = next >= n ? Infinity : closed ? (slotHead < slots.length ? slots[slotHead]! : Infinity) : clock.arrivalMs[next]!;
+      const tE = heap.peekTime();
+      if (tA === Infinity && tE === Infinity) break;
+      if (tA <= tE) {
+        const r = next++;
+        if (closed) {
+          clock.arrivalMs[r] = tA;
+          slotHead++;
+        }
+        const e = router.route(new LazyRequest(r, trace[r]!, Math.floor(tA), p.replay.blockSize, p.replay.seed), view);
+        if (!Number.isInteger(e) || e < 0 || e >= K) throw new RangeError(`router ${router.name} answered ${String(e)} for request ${r}; engines are 0 to ${K - 1}`);
+        area.advance(tA);
+        engines[e]!.enqueue(r);
+        area.set(e, engines[e]!.load);
+        if (inHeap[e] === 0) {
+          inHeap[e] = 1;
+          heap.push(e, tA);
+        }
+        if (r % every === 0) onProgress?.(r, n);
+        continue;
+      }
+      const e = heap.pop();
+      inHeap[e] = 0;
+      const eng = engines[e]!;
+      area.advance(tE);
+      if (inStep[e] === 1) {
+        inStep[e] = 0;
+        eng.end(tE);
+        this.events.flush(e, eng.pool, tE / 1000, eng.steps - 1);
+      }
+      if (eng.load > 0) {
+        eng.begin(tE, batch);
+        const ms = model.stepMs(batch);
+        if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+          throw new RangeError(`timing model ${model.name} answered ${describe(ms)} ms for a step (${JSON.stringify(batch)}); a step takes a finite number of ms >= 0`);
+        }
+        busy[e] += ms;
+        if (tE + ms > lastEnd) lastEnd = tE + ms;
+        inStep[e] = 1;
+        inHeap[e] = 1;
+        heap.push(e, tE + ms);
+      }
+      area.set(e, eng.load);
+      if (closed) for (; finishedSeen < clock.finished; finishedSeen++) slots.push(tE);
+    }
+    for (const [i, eng] of engines.entries()) {
+      eng.drain();
+      this.events.flush(i, eng.pool, 0, eng.steps);
+    }
+    onProgress?.(n, n);
+    const perEngine = engines.map((eng, i) => engineFigures(i, eng.result(this.config), eng.finishedEarly));
+    const steps = engines.reduce((a, eng) => Math.max(a, eng.steps), 0);
+    const run = assembleRun(this.config, n, perEngine, this.delays, steps, area.areaMax, area.areaSum);
+    const figures = engines.map((eng, i) => ({ ...eng.figures(i), busyMs: Math.round(busy[i]! * 1e3) / 1e3 }));
+    const sum = (k: 'prefillTokens' | 'cachedTokens' | 'hostLoadedBlocks' | 'preemptions') => figures.reduce((a, f) => a + f[k], 0);
+    const latency = clock.figures(
+      lastEnd,
+      { timing: t.model.name, scheduler: t.scheduler, prefillTokens: sum('prefillTokens'), cachedTokens: sum('cachedTokens'), hostLoadedBlocks: sum('hostLoadedBlocks'), preemptions: sum('preemptions') },
+      figures,
+    );
+    const { warnings, ...rest } = run;
+    return { ...rest, latency, warnings };
+  }
+
+  dispose(): void {
+    for (const e of this.engines) e.dispose();
+  }
+}
