@@ -35,17 +35,39 @@ export function checkSloTargets(slo: SloTargets): SloTargets {
   return slo;
 }
 
-/** Whether a timed run's p99 TTFT and ITL are within the targets given (a step-clock run has no latency to judge). */
+/** Requests a run did not serve in full: rejected, truncated, or finished early by the kernel to make room. */
+export function unserved(run: FleetRun): { rejected: number; truncated: number; finishedEarly: number } {
+  return { rejected: run.rejected, truncated: run.truncated, finishedEarly: run.engines.reduce((a, e) => a + e.finishedEarly, 0) };
+}
+
+/**
+ * Whether a timed run served every request in full within the targets: none
+ * rejected, truncated or finished early (a request cut short has no or
+ * fewer tokens in the percentiles, so a fleet too small to serve the trace
+ * would otherwise look fast), and p99 TTFT and ITL within the targets
+ * given. A step-clock run has no latency to judge.
+ */
 export function meetsSlo(run: FleetRun, slo: SloTargets): boolean {
   const l = run.latency;
   if (l === undefined) throw new RangeError('an SLO needs a timed fleet run (options.timing or scheduler "continuous")');
+  const u = unserved(run);
+  if (u.rejected > 0 || u.truncated > 0 || u.finishedEarly > 0) return false;
   return (slo.ttftMs === undefined || l.ttftMs.p99 <= slo.ttftMs) && (slo.itlMs === undefined || l.itlMs.p99 <= slo.itlMs);
 }
 
-/** Of runs already made (a sweep's), the one with the fewest engines that meets the targets (null: none does; a tie: the first). */
+/** Which of two fleets is smaller: fewer engines, then fewer blocks per rank (negative: a). */
+export function compareFleetSize(a: FleetRun, b: FleetRun): number {
+  return a.config.engines - b.config.engines || a.config.numBlocks - b.config.numBlocks;
+}
+
+/**
+ * Of runs already made (a sweep's), the smallest fleet that meets the
+ * targets: the fewest engines, and of those the smallest cache (blocks per
+ * rank); a tie: the first. Null: none meets them.
+ */
 export function fewestMeeting(runs: readonly FleetRun[], slo: SloTargets): FleetRun | null {
   let best: FleetRun | null = null;
-  for (const r of runs) if (meetsSlo(r, slo) && (best === null || r.config.engines < best.config.engines)) best = r;
+  for (const r of runs) if (meetsSlo(r, slo) && (best === null || compareFleetSize(r, best) < 0)) best = r;
   return best;
 }
 
