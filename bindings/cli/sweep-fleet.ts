@@ -2,13 +2,18 @@
 // engines behind a router (docs/sweep.md, fleets). Its own table (the
 // fleet's figures), the fleet's CSV/JSON, and the fleet report.
 
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { FleetArrival } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { ROUTER_POLICIES, type RouterPolicy } from '../fleet/routers.js';
 import { writeFleetReport, type FleetVaried } from '../node/fleet-report.js';
 import { groupWarnings } from '../node/report.js';
-import { fleetSweep } from '../node/fleet-sweep.js';
+import { fleetSweep, TIMED_GRID_KEYS, type FleetSweepGrid } from '../node/fleet-sweep.js';
+import { sloGroupLabel } from '../node/fleet-report.js';
+import { FLEET_SCHEDULERS, type FleetScheduler } from '../fleet/timed-options.js';
+import type { SloTargets } from '../fleet/slo-search.js';
+import { ms, sweepSloAnswers, sweepSloJson, sweepSloLine } from '../fleet/slo-answer.js';
+import { checkSloTimed, sloOf, timingOf } from './timing-flags.js';
 import type { ReplayOptions } from '../replay/replay.js';
 import { SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
 import { routers } from './fleet-command.js';
@@ -22,6 +27,13 @@ import { sweepProgressBar } from './sweep-progress.js';
 export interface SweepFleetFlags {
   router?: RouterPolicy[];
   engines?: number[];
+  timing?: string;
+  scheduler?: FleetScheduler[];
+  maxNumBatchedTokens?: number[];
+  speedup?: number[];
+  concurrency?: number[];
+  sloTtftMs?: number;
+  sloItlMs?: number;
   stepMs?: number;
   arrival?: FleetArrival;
   prefixWeight?: number;
@@ -30,6 +42,10 @@ export interface SweepFleetFlags {
 }
 
 const FLEET_ONLY = ['stepMs', 'arrival', 'prefixWeight', 'loadWeight', 'affinityBlocks'] as const;
+/** Flags that ask for (timed) fleets by themselves. */
+const TIMED_FLAGS = ['timing', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloItlMs'] as const;
+
+const list = <T>(parse: (x: string) => T) => (v: string) => v.split(',').map((x) => parse(x.trim()));
 
 /** The fleet axes and the fleet's fixed options; none has a default, so a plain sweep is told apart by their absence. */
 export function addSweepFleetOptions(cmd: Command): Command {
@@ -40,7 +56,17 @@ export function addSweepFleetOptions(cmd: Command): Command {
     .addOption(new Option('--arrival <how>', 'fleets: timestamps or instant (default timestamps)').choices(['timestamps', 'instant']))
     .option('--prefix-weight <n>', 'fleets, prefix routers: weight of the matched share (default 1)', (v: string) => parseIntArg('--prefix-weight', 0, v))
     .option('--load-weight <n>', 'fleets, prefix routers: weight of the load share (default 1)', (v: string) => parseIntArg('--load-weight', 0, v))
-    .option('--affinity-blocks <n>', 'fleets, session affinity: hash the key of this block (default 1)', (v: string) => parseIntArg('--affinity-blocks', 1, v));
+    .option('--affinity-blocks <n>', 'fleets, session affinity: hash the key of this block (default 1)', (v: string) => parseIntArg('--affinity-blocks', 1, v))
+    .option('--timing <file|default>', 'timed fleets: keep time in milliseconds: "default" (the built-in polynomial) or a profiled table (.json or .csv) or a timing spec (docs/fleet-time.md)')
+    .option('--scheduler <list>', `timed fleets: schedulers to compare (${FLEET_SCHEDULERS.join(', ')}; continuous is timed even without --timing)`, list((x) => {
+      if (!(FLEET_SCHEDULERS as readonly string[]).includes(x)) throw new InvalidArgumentError(`--scheduler must be among ${FLEET_SCHEDULERS.join(', ')}, got ${JSON.stringify(x)}`);
+      return x as FleetScheduler;
+    }))
+    .option('--max-num-batched-tokens <list>', 'timed fleets, scheduler continuous: token budgets per step to compare (default 8192)', list((x) => parseIntArg('--max-num-batched-tokens', 1, x)))
+    .option('--speedup <list>', 'timed fleets: arrival speed-ups to compare (request r arrives at its timestamp / x; default 1)', list((x) => positiveNumber('--speedup')(x)))
+    .option('--concurrency <list>', 'timed fleets: closed-loop concurrencies to compare (n requests in flight, timestamps ignored)', list((x) => parseIntArg('--concurrency', 1, x)))
+    .option('--slo-ttft-ms <ms>', 'timed fleets: per router, the smallest fleet (fewest engines, then fewest blocks) whose p99 time to first token is at most ms; a line in the report\'s charts', positiveNumber('--slo-ttft-ms'))
+    .option('--slo-itl-ms <ms>', 'timed fleets: the same for the p99 inter-token latency', positiveNumber('--slo-itl-ms'));
 }
 
 /** `--help` text of `kvpool sweep` for fleet sweeps: each row is a fleet, with the fleet's fields (those of `kvpool fleet --help`). */
@@ -51,16 +77,29 @@ export function sweepFleetGlossaryHelp(): string {
 
 /** Whether the flags ask for fleets; the fleet-only flags alone are a mistake, not a plain sweep. */
 export function isFleetSweep(o: SweepFleetFlags): boolean {
-  if (o.router !== undefined || o.engines !== undefined) return true;
+  if (o.router !== undefined || o.engines !== undefined || TIMED_FLAGS.some((k) => o[k] !== undefined)) return true;
   const stray = FLEET_ONLY.filter((k) => o[k] !== undefined);
   if (stray.length > 0) throw new Error(`--${stray[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies to fleets: give --router or --engines too`);
   return false;
 }
 
+/** The SLO targets, refused unless every fleet of the sweep is timed (a step-clock fleet has no milliseconds). */
+function sweepSlo(o: SweepFleetFlags): SloTargets | undefined {
+  const slo = sloOf({ ...(o.sloTtftMs !== undefined && { sloTtftMs: o.sloTtftMs }), ...(o.sloItlMs !== undefined && { sloItlMs: o.sloItlMs }) });
+  const everyTimed = o.timing !== undefined || (o.scheduler?.every((s) => s === 'continuous') ?? false);
+  checkSloTimed(slo, everyTimed);
+  return slo;
+}
+
 /** Columns: the varied replay options, router, engines, then the fleet figures. */
 export function formatFleetSweepTable(runs: readonly FleetRun[], varied: FleetVaried): string {
   const flag = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-  const head = [...varied.map(flag), 'hit rate', 'queue mean', 'queue p99', 'imbalance', 'rejected'];
+  const timed = runs.some((r) => r.latency !== undefined);
+  const latency = (r: FleetRun) => {
+    const l = r.latency;
+    return l === undefined ? ['-', '-', '-', '-'] : [ms(l.ttftMs.p99), ms(l.itlMs.p99), ms(l.e2eMs.p99), ms(l.outputTokensPerSecond)];
+  };
+  const head = [...varied.map(flag), 'hit rate', 'queue mean', 'queue p99', 'imbalance', 'rejected', ...(timed ? ['TTFT p99 ms', 'ITL p99 ms', 'E2E p99 ms', 'output tok/s'] : [])];
   const rows = runs.map((r) => [
     ...varied.map((k) => String(r.config[k])),
     percent(r.hitRate),
@@ -68,6 +107,7 @@ export function formatFleetSweepTable(runs: readonly FleetRun[], varied: FleetVa
     r.queueing.p99Steps.toLocaleString('en-US'),
     r.loadImbalance.toFixed(3),
     r.rejected.toLocaleString('en-US'),
+    ...(timed ? latency(r) : []),
   ]);
   const w = head.map((h, c) => Math.max(h.length, ...rows.map((row) => row[c]!.length)));
   const line = (cells: string[]) => cells.map((x, c) => (varied[c] === 'router' ? x.padEnd(w[c]!) : x.padStart(w[c]!))).join('  ');
@@ -78,7 +118,14 @@ type Flags = SweepFleetFlags & { trace?: string; requests: number; format: Outpu
 
 /** The fleet sweep: runs it, prints it, writes the report. */
 export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<ReplayOptions, 'onProgress' | 'trace'>): Promise<void> {
-  const fleetGrid = { ...grid, engines: o.engines ?? [4], router: o.router ?? ['round-robin'] };
+  const slo = sweepSlo(o);
+  const timedAxes: FleetSweepGrid = {
+    ...(o.scheduler !== undefined && { scheduler: o.scheduler }),
+    ...(o.maxNumBatchedTokens !== undefined && { maxNumBatchedTokens: o.maxNumBatchedTokens }),
+    ...(o.speedup !== undefined && { speedup: o.speedup }),
+    ...(o.concurrency !== undefined && { concurrency: o.concurrency }),
+  };
+  const fleetGrid: FleetSweepGrid = { ...grid, ...timedAxes, engines: o.engines ?? [4], router: o.router ?? ['round-robin'] };
   const total = Object.values(fleetGrid).reduce((a, v) => a * (v as unknown[]).length, 1);
   const bar = sweepProgressBar(o.progress, total, 'fleets');
   let runs: FleetRun[];
@@ -90,6 +137,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
       ...(o.prefixWeight !== undefined && { prefixWeight: o.prefixWeight }),
       ...(o.loadWeight !== undefined && { loadWeight: o.loadWeight }),
       ...(o.affinityBlocks !== undefined && { affinityBlocks: o.affinityBlocks }),
+      ...(o.timing !== undefined && { timing: timingOf(o.timing) }),
       ...(o.trace !== undefined && { trace: o.trace }),
       grid: fleetGrid,
       ...(o.workers !== undefined && { workers: o.workers }),
@@ -99,16 +147,28 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
     bar.stop();
   }
   // Router and engines are always columns: they name the fleet.
-  const varied: FleetVaried = [...SWEEP_GRID_KEYS.filter((k) => (grid[k]?.length ?? 0) > 1), 'router', 'engines'];
+  const varied: FleetVaried = [
+    ...SWEEP_GRID_KEYS.filter((k) => (grid[k]?.length ?? 0) > 1),
+    ...TIMED_GRID_KEYS.filter((k) => (timedAxes[k]?.length ?? 0) > 1),
+    'router',
+    'engines',
+  ];
+  const answers = slo === undefined ? [] : sweepSloAnswers(runs, slo, (r) => sloGroupLabel(r, varied));
+  const lines = slo === undefined ? [] : answers.map((a) => sweepSloLine(a, slo));
   if (o.format === 'table') {
     const what = o.trace ?? `built-in workload (${o.requests} requests)`;
-    process.stdout.write(`kvpool sweep: ${what}, ${runs.length} fleets\n${formatFleetSweepTable(runs, varied)}\n`);
+    process.stdout.write(`kvpool sweep: ${what}, ${runs.length} fleets\n${formatFleetSweepTable(runs, varied)}\n${lines.map((l) => `\n${l}`).join('')}${lines.length > 0 ? '\n' : ''}`);
   } else if (o.format === 'csv') process.stdout.write(formatFleetCsv(runs));
   else if (o.format === 'jsonl') process.stdout.write(runs.map((r) => JSON.stringify(fleetJson(r)) + '\n').join(''));
-  else process.stdout.write(JSON.stringify(runs.map((r) => fleetJson(r))) + '\n');
+  else {
+    const all = runs.map((r) => fleetJson(r));
+    process.stdout.write(JSON.stringify(slo === undefined ? all : { slo: sweepSloJson(slo, answers), runs: all }) + '\n');
+  }
+  // JSON Lines and CSV stay one record per fleet: the answer goes to stderr.
+  if (o.format === 'jsonl' || o.format === 'csv') for (const l of lines) process.stderr.write(`kvpool: ${l}\n`);
   warn(groupWarnings(runs).map(({ message, configs }) => `${message} (fleet${configs.length > 1 ? 's' : ''} ${ranges(configs.map((i) => i + 1))})`));
   if (o.report !== undefined) {
-    await writeFleetReport(o.report, runs, varied);
+    await writeFleetReport(o.report, runs, varied, slo);
     process.stderr.write(`kvpool: report written to ${o.report}\n`);
   }
 }

@@ -4,7 +4,7 @@
 // decided it. Here, below node/ and cli/, so both say it the same way.
 
 import type { FleetRun } from './fleet-result.js';
-import { fewestMeeting, type SloTargets } from './slo-search.js';
+import { compareFleetSize, fewestMeeting, unserved, type SloTargets } from './slo-search.js';
 
 /** Milliseconds (and per-second rates) for people: one decimal, thousands separated. */
 export function ms(x: number): string {
@@ -39,7 +39,8 @@ export function sloText(slo: SloTargets): string {
 /** "p99 TTFT 431.2 ms, p99 ITL 42.0 ms": the run's figures for the targets given. */
 function figuresText(r: FleetRun, slo: SloTargets): string {
   const l = r.latency!;
-  return [...(slo.ttftMs !== undefined ? [`p99 TTFT ${ms(l.ttftMs.p99)} ms`] : []), ...(slo.itlMs !== undefined ? [`p99 ITL ${ms(l.itlMs.p99)} ms`] : [])].join(', ');
+  const lost = Object.entries(unserved(r)).filter(([, v]) => v > 0).map(([k, v]) => `${v.toLocaleString('en-US')} ${k === 'finishedEarly' ? 'finished early' : k}`);
+  return [...(slo.ttftMs !== undefined ? [`p99 TTFT ${ms(l.ttftMs.p99)} ms`] : []), ...(slo.itlMs !== undefined ? [`p99 ITL ${ms(l.itlMs.p99)} ms`] : []), ...lost].join(', ');
 }
 
 /** The answer as a sentence, prefixed with its label when there are several. */
@@ -62,6 +63,53 @@ export function sloJson(slo: SloTargets, answers: readonly SloAnswer[]): unknown
       maxEngines: a.maxEngines,
       ttftMsP99: a.run.latency!.ttftMs.p99,
       itlMsP99: a.run.latency!.itlMs.p99,
+    })),
+  };
+}
+
+/** What a sweep answers for one group of its fleets (a router's, per value of the other axes but engines and blocks). */
+export interface SweepSloAnswer {
+  /** "round-robin", or "round-robin, speedup 2" when other axes vary. */
+  label: string;
+  /** The smallest fleet meeting every target (fewest engines, then fewest blocks per rank); null: none of the group. */
+  met: FleetRun | null;
+  /** The group's largest fleet (most engines, then most blocks): what came closest when none met. */
+  largest: FleetRun;
+}
+
+/** The sweep's answers, a group per distinct label (in order of first appearance); every run timed. */
+export function sweepSloAnswers(runs: readonly FleetRun[], slo: SloTargets, label: (r: FleetRun) => string): SweepSloAnswer[] {
+  const groups = new Map<string, FleetRun[]>();
+  for (const r of runs) {
+    const key = label(r);
+    const g = groups.get(key);
+    if (g === undefined) groups.set(key, [r]);
+    else g.push(r);
+  }
+  return [...groups].map(([key, g]) => ({ label: key, met: fewestMeeting(g, slo), largest: g.reduce((a, b) => (compareFleetSize(b, a) > 0 ? b : a)) }));
+}
+
+const fleetSize = (r: FleetRun) => `${r.config.engines} engine${r.config.engines === 1 ? '' : 's'} x ${r.config.numBlocks.toLocaleString('en-US')} blocks`;
+
+/** "round-robin: smallest fleet meeting p99 TTFT <= 500 ms: 4 engines x 4,096 blocks (p99 TTFT 431.2 ms)". */
+export function sweepSloLine(a: SweepSloAnswer, slo: SloTargets): string {
+  return a.met === null
+    ? `${a.label}: no fleet tried meets ${sloText(slo)} (the largest, ${fleetSize(a.largest)}: ${figuresText(a.largest, slo)})`
+    : `${a.label}: smallest fleet meeting ${sloText(slo)}: ${fleetSize(a.met)} (${figuresText(a.met, slo)})`;
+}
+
+/** The `slo` object of a sweep's JSON: the targets, and per group the smallest fleet meeting them (null: none). */
+export function sweepSloJson(slo: SloTargets, answers: readonly SweepSloAnswer[]): unknown {
+  return {
+    ...slo,
+    percentile: 99,
+    answers: answers.map((a) => ({
+      label: a.label,
+      router: a.largest.config.router,
+      engines: a.met?.config.engines ?? null,
+      numBlocks: a.met?.config.numBlocks ?? null,
+      ttftMsP99: a.met?.latency!.ttftMs.p99 ?? null,
+      itlMsP99: a.met?.latency!.itlMs.p99 ?? null,
     })),
   };
 }

@@ -7,16 +7,33 @@ import { availableParallelism } from 'node:os';
 import { parseFleetOptions, type FleetOptions, type ParsedFleetOptions } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import type { RouterPolicy } from '../fleet/routers.js';
+import type { FleetScheduler } from '../fleet/timed-options.js';
 import { checkInt, checkObject, checkOptionalFunction, describe } from '../validate.js';
 import { describeConfig, dispatchOrder, sweepConfigurations, sweepTrace, type SweepGrid, type SweepOptions } from './sweep.js';
 import { configurationError, runOnWorkers } from './sweep-pool.js';
 import type { SweepJob } from './sweep-worker.js';
 
-/** The fleet axes, varied after (faster than) the replay options: fleet size, then router. */
-export const FLEET_GRID_KEYS = ['engines', 'router'] as const;
+/**
+ * The fleet axes, varied after (faster than) the replay options: the timed
+ * fleet's scheduler, token budget, arrival speed-up and closed-loop
+ * concurrency, then fleet size, then router.
+ */
+export const FLEET_GRID_KEYS = ['scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'engines', 'router'] as const;
 export type FleetGridKey = (typeof FLEET_GRID_KEYS)[number];
+/** The axes that name a fleet within a panel of the report: always columns of the table. */
+export const FLEET_NAME_KEYS = ['engines', 'router'] as const;
+/** The timed fleet's axes (each absent unless given: a step-clock fleet refuses them). */
+export const TIMED_GRID_KEYS = ['scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency'] as const;
 
 export interface FleetSweepGrid extends SweepGrid {
+  /** Schedulers (timed fleets; default: options.scheduler). */
+  scheduler?: readonly FleetScheduler[];
+  /** Token budgets per step (scheduler 'continuous'). */
+  maxNumBatchedTokens?: readonly number[];
+  /** Arrival speed-ups (timed, open loop): the offered load. */
+  speedup?: readonly number[];
+  /** Closed-loop concurrencies (timed). */
+  concurrency?: readonly number[];
   /** Fleet sizes (default [4]). */
   engines?: readonly number[];
   /** Built-in routing policies (default ['round-robin']). */
@@ -27,24 +44,34 @@ export interface FleetSweepOptions extends Omit<SweepOptions, 'grid'>, Omit<Flee
   grid: FleetSweepGrid;
 }
 
-/** The fleet options of every grid point, in order: the replay grid (first key slowest), then engines, then router. */
+/** The replay options' part of a fleet grid. */
+function replayGridOf(grid: FleetSweepGrid): SweepGrid {
+  const replayGrid: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(grid)) if (!(FLEET_GRID_KEYS as readonly string[]).includes(k)) replayGrid[k] = v;
+  return replayGrid as SweepGrid;
+}
+
+/** The fleet options of every grid point, in order: the replay grid (first key slowest), then the timed axes given, engines, router. */
 export function fleetSweepConfigurations(base: Omit<FleetSweepOptions, 'grid' | 'workers' | 'onProgress'>, grid: FleetSweepGrid): FleetOptions[] {
   checkObject('grid', grid);
-  const { engines, router, ...replayGrid } = grid;
-  const list = <T>(key: string, v: readonly T[] | undefined, dflt: T): readonly T[] => {
-    if (v === undefined) return [dflt];
+  const axis = (key: FleetGridKey): readonly unknown[] | undefined => {
+    const v = grid[key];
+    if (v === undefined) return key === 'engines' ? [4] : key === 'router' ? ['round-robin'] : undefined;
     if (!Array.isArray(v) || v.length === 0) throw new TypeError(`grid.${key} must be a non-empty array, got ${describe(v)}`);
     return v;
   };
-  const es = list('engines', engines, 4);
-  const rs = list<RouterPolicy>('router', router, 'round-robin');
-  return sweepConfigurations(base, replayGrid).flatMap((c) => es.flatMap((e) => rs.map((r) => ({ ...c, engines: e, router: r }))));
+  let configs: FleetOptions[] = sweepConfigurations(base, replayGridOf(grid));
+  for (const key of FLEET_GRID_KEYS) {
+    const values = axis(key);
+    if (values !== undefined) configs = configs.flatMap((c) => values.map((v) => ({ ...c, [key]: v })));
+  }
+  return configs;
 }
 
-/** "numBlocks=4096 engines=8 router=least-loaded": the grid values of one fleet. */
+/** "numBlocks=4096 speedup=2 engines=8 router=least-loaded": the grid values of one fleet. */
 export function describeFleetConfig(c: FleetOptions, grid: FleetSweepGrid): string {
-  const { engines: _e, router: _r, ...replayGrid } = grid;
-  return [describeConfig(c, replayGrid), `engines=${c.engines} router=${String(c.router)}`].filter((s) => s !== '').join(' ');
+  const timed = TIMED_GRID_KEYS.filter((k) => grid[k] !== undefined).map((k) => `${k}=${String(c[k])}`);
+  return [describeConfig(c, replayGridOf(grid)), ...timed, `engines=${c.engines} router=${String(c.router)}`].filter((s) => s !== '').join(' ');
 }
 
 /** Runs a fleet at every grid point on worker threads; the results in `fleetSweepConfigurations` order, each exactly `fleet()`'s. */
@@ -52,6 +79,11 @@ export async function fleetSweep(options: FleetSweepOptions): Promise<FleetRun[]
   checkObject('options', options);
   const { grid, workers, onProgress, trace, ...base } = options;
   checkOptionalFunction('options.onProgress', onProgress);
+  // A model object's stepMs() cannot be sent to a worker thread; its spec can.
+  const timing = (base as FleetOptions).timing;
+  if (timing !== null && typeof timing === 'object' && typeof (timing as { stepMs?: unknown }).stepMs === 'function') {
+    throw new TypeError('options.timing: a sweep runs on worker threads and cannot take a TimingModel object; give true, a polynomial or a profiled table (a timing spec)');
+  }
   const configs = fleetSweepConfigurations(base, grid);
   const parsed = configs.map((c, i) => {
     try {

@@ -40,6 +40,8 @@ export interface ReportPage {
   rows: ReadonlyArray<readonly ReportCell[]>;
   /** The note under the table, HTML. */
   note: string;
+  /** Answers to show above the charts (a fleet sweep's SLO answers), each a sentence; none: no section. */
+  answers?: { title: string; lines: readonly string[] };
 }
 
 export function reportPage(p: ReportPage): string {
@@ -65,6 +67,7 @@ figure { margin: 8px 0; } svg { max-width: 100%; height: auto; }
 <h1>${esc(p.heading)}</h1>
 <p class="fixed">Fixed: ${p.fixed}.</p>
 ${warnings.length > 0 ? `<details class="warn"><summary>${warnings.length} warning${warnings.length > 1 ? 's' : ''}</summary><ul>${warnings.map((w) => `<li>${esc(w)}</li>`).join('')}</ul></details>` : ''}
+${p.answers !== undefined ? `<section id="answers">\n<h2>${esc(p.answers.title)}</h2>\n<ul>${p.answers.lines.map((l) => `<li>${esc(l)}</li>`).join('')}</ul>\n</section>` : ''}
 ${p.charts
   .map(
     (c, i) => `<section id="${c.id}">
