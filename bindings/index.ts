@@ -95,7 +95,7 @@ export { ReplayStepper, type ReplayStep } from './replay/stepper.js';
 export { fleet, fleetSync, Fleet, arrivalSteps, type FleetEventSink } from './fleet/fleet.js';
 export { DEFAULT_STEP_MS, type FleetOptions, type FleetConfig, type FleetArrival } from './fleet/fleet-options.js';
 export type { FleetRun, FleetEngineFigures, QueueingFigures } from './fleet/fleet-result.js';
-export { sloSearch, meetsSlo, fewestMeeting, type SloTargets, type SloSearchResult } from './fleet/slo-search.js';
+export { sloSearch, meetsSlo, fewestMeeting, unserved, compareFleetSize, type SloTargets, type SloSearchResult } from './fleet/slo-search.js';
 export { FLEET_SCHEDULERS, DEFAULT_MAX_NUM_BATCHED_TOKENS, type FleetScheduler, type TimedFleetOptions, type TimedConfig } from './fleet/timed-options.js';
 export type { FleetLatency, LatencyFigures, TimedEngineFigures, RequestTimes } from './fleet/fleet-latency.js';
 export { arrivalTimes } from './fleet/timed-fleet.js';
