@@ -1,0 +1,151 @@
+// `kvpool fleet` on the millisecond clock as a user meets it: each timed
+// flag reaches fleet() as the option of the same name (the JSON equals the
+// library's run), --per-request keeps each request's times, the step clock
+// is what it was without them, --slo-ttft-ms answers what a brute force over
+// the engine counts answers, and what cannot be timed is refused up front.
+
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { main } from '../bindings/cli/main.js';
+import { fleetSync } from '../bindings/fleet/fleet.js';
+import type { FleetOptions } from '../bindings/fleet/fleet-options.js';
+import type { FleetRun } from '../bindings/fleet/fleet-result.js';
+import { meetsSlo } from '../bindings/fleet/slo-search.js';
+import { capture } from './support/capture.js';
+
+/** The run as `--json` gives it: engines without their replay result, latency without per-request times. */
+const asJson = (r: FleetRun, perRequest = false) => {
+  const engines = r.engines.map(({ run: _run, ...e }) => e);
+  if (r.latency === undefined) return { ...r, engines };
+  const { requests, ...latency } = r.latency;
+  return JSON.parse(JSON.stringify({ ...r, engines, latency: perRequest ? { ...latency, requests } : latency }));
+};
+
+const base = { requests: 160, engines: 2, maxRunning: 4, numBlocks: 3000 } as const;
+const baseArgs = ['fleet', '--requests', '160', '--engines', '2', '--max-running', '4', '--num-blocks', '3000', '--no-progress'];
+
+async function fleetJsonOf(args: readonly string[]): Promise<{ code: number; obj: ReturnType<typeof asJson>; err: string }> {
+  const r = await capture(() => main([...baseArgs, ...args, '--json']));
+  return { code: r.code, obj: r.code === 0 ? JSON.parse(r.out) : undefined, err: r.err };
+}
+
+describe('kvpool fleet --timing', () => {
+  it('--timing default gives fleet()\'s timed run, latency and all', async () => {
+    const { code, obj } = await fleetJsonOf(['--timing', 'default']);
+    expect(code).toBe(0);
+    const lib = fleetSync({ ...base, timing: true });
+    expect(obj).toEqual(asJson(lib));
+    expect(obj.config).toMatchObject({ timing: 'polynomial', scheduler: 'xllm', speedup: 1, concurrency: 0 });
+    expect(obj.latency.completed).toBe(160);
+    expect(obj.latency.requests).toBeUndefined();
+  });
+
+  it('--per-request keeps each request\'s arrival, first token and finish', async () => {
+    const { obj } = await fleetJsonOf(['--timing', 'default', '--per-request']);
+    const lib = fleetSync({ ...base, timing: true });
+    expect(obj).toEqual(asJson(lib, true));
+    const times = obj.latency.requests;
+    expect(times.arrivalMs.length).toBe(160);
+    for (let i = 0; i < 160; i++) expect(times.firstTokenMs[i]).toBeGreaterThanOrEqual(times.arrivalMs[i]);
+  });
+
+  it('--scheduler, --max-num-batched-tokens, --speedup and --concurrency each reach fleet()', async () => {
+    const cases: Array<[string[], FleetOptions]> = [
+      [['--scheduler', 'continuous'], { scheduler: 'continuous' }],
+      [['--scheduler', 'continuous', '--max-num-batched-tokens', '256'], { scheduler: 'continuous', maxNumBatchedTokens: 256 }],
+      [['--timing', 'default', '--speedup', '20'], { timing: true, speedup: 20 }],
+      [['--scheduler', 'continuous', '--concurrency', '3'], { scheduler: 'continuous', concurrency: 3 }],
+    ];
+    const seen: unknown[] = [];
+    for (const [args, options] of cases) {
+      const { code, obj } = await fleetJsonOf(args);
+      expect(code, args.join(' ')).toBe(0);
+      expect(obj, args.join(' ')).toEqual(asJson(fleetSync({ ...base, ...options })));
+      seen.push(obj.latency);
+    }
+    // Each flag changes the run: a tighter budget, a faster arrival, a closed loop.
+    expect(new Set(seen.map((l) => JSON.stringify(l))).size).toBe(cases.length);
+    const budget = (await fleetJsonOf(['--scheduler', 'continuous', '--max-num-batched-tokens', '256'])).obj;
+    expect(budget.config.maxNumBatchedTokens).toBe(256);
+  });
+
+  it('reads a profiled table (.csv) and says it is one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvpool-timing-'));
+    const file = join(dir, 'gpu.csv');
+    writeFileSync(file, 'phase,x,ms\nprefill,128,12.5\nprefill,2048,131\ndecode,1,7.1\ndecode,32,9.8\n');
+    const { code, obj } = await fleetJsonOf(['--timing', file]);
+    expect(code).toBe(0);
+    expect(obj.config.timing).toBe('table');
+    expect(obj.latency.timing).toBe('table');
+    expect(obj.latency.ttftMs).not.toEqual(fleetSync({ ...base, timing: true }).latency!.ttftMs);
+  });
+
+  it('without a timed flag, the step clock is what it was: no latency, the same figures', async () => {
+    const { obj } = await fleetJsonOf([]);
+    expect(obj.latency).toBeUndefined();
+    expect(obj.config.timing).toBeUndefined();
+    expect(obj).toEqual(asJson(fleetSync(base)));
+  });
+
+  it('prints the latency block in the table', async () => {
+    const r = await capture(() => main([...baseArgs, '--timing', 'default']));
+    expect(r.code).toBe(0);
+    const l = fleetSync({ ...base, timing: true }).latency!;
+    expect(r.out).toMatch(/timing polynomial · scheduler xllm/);
+    expect(r.out).toMatch(/latency \(ms\)\s+mean\s+p50\s+p90\s+p99\s+max\s+requests/);
+    expect(r.out).toContain(l.ttftMs.p99.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 }));
+  });
+});
+
+describe('kvpool fleet --slo-ttft-ms', () => {
+  const slowBase = { requests: 160, maxRunning: 4, numBlocks: 3000, scheduler: 'continuous', speedup: 40 } as const;
+  const slowArgs = ['fleet', '--requests', '160', '--max-running', '4', '--num-blocks', '3000', '--scheduler', 'continuous', '--speedup', '40', '--no-progress'];
+
+  it('answers the fewest engines that a brute force over 1..4 finds', async () => {
+    const runs = [1, 2, 3, 4].map((engines) => fleetSync({ ...slowBase, engines }));
+    const p99 = runs.map((r) => r.latency!.ttftMs.p99);
+    // A target between what 1 engine and 4 engines give, so the answer is neither trivial nor none.
+    expect(p99[0]).toBeGreaterThan(p99[3]!);
+    const target = Math.round((p99[0]! + p99[3]!) / 2);
+    const brute = runs.find((r) => meetsSlo(r, { ttftMs: target }));
+    expect(brute).toBeDefined();
+    const r = await capture(() => main([...slowArgs, '--engines', '4', '--slo-ttft-ms', String(target), '--json']));
+    expect(r.code).toBe(0);
+    const obj = JSON.parse(r.out);
+    expect(obj.slo).toMatchObject({ ttftMs: target, percentile: 99 });
+    expect(obj.slo.answers).toEqual([{ label: 'round-robin', router: 'round-robin', engines: brute!.config.engines, maxEngines: brute!.config.engines, ttftMsP99: brute!.latency!.ttftMs.p99, itlMsP99: brute!.latency!.itlMs.p99 }]);
+    // The search stops at the first count that meets the target: the runs are 1..answer, each the library's.
+    expect(obj.runs).toEqual(runs.slice(0, brute!.config.engines).map((x) => asJson(x)));
+    const table = await capture(() => main([...slowArgs, '--engines', '4', '--slo-ttft-ms', String(target)]));
+    expect(table.out).toContain(`fewest engines meeting p99 TTFT <= ${target} ms: ${brute!.config.engines}`);
+  });
+
+  it('says so when no fleet tried meets the target', async () => {
+    const r = await capture(() => main([...slowArgs, '--engines', '2', '--slo-ttft-ms', '0.001']));
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/no fleet up to 2 engines meets p99 TTFT <= 0.001 ms \(2 engines: p99 TTFT [\d,.]+ ms/);
+  });
+});
+
+describe('kvpool fleet refuses what cannot be timed, before reading a trace', () => {
+  const refused: Array<[string[], RegExp]> = [
+    [['--slo-ttft-ms', '500'], /--slo-ttft-ms needs a timed fleet: give --timing default/],
+    [['--slo-itl-ms', '50'], /--slo-itl-ms needs a timed fleet/],
+    [['--speedup', '2'], /speedup applies to a timed fleet/],
+    [['--timing', 'default', '--threads', '2'], /--threads 2: a timed fleet runs in one thread/],
+    [['--scheduler', 'continuous', '--zmq', 'tcp://127.0.0.1:1'], /--zmq publishes a fleet on the step clock/],
+    [['--timing', '/nonexistent/gpu.csv'], /timing table "\/nonexistent\/gpu.csv": ENOENT/],
+    [['--timing', 'gpu.txt'], /the file must end in .json or .csv/],
+    [['--max-num-batched-tokens', '0'], /--max-num-batched-tokens must be >= 1, got 0/],
+  ];
+  for (const [args, message] of refused) {
+    it(args.join(' '), async () => {
+      const r = await capture(() => main(['fleet', '/nonexistent.jsonl', ...args]));
+      expect(r.code).toBe(1);
+      expect(r.err).toMatch(message);
+      expect(r.err).not.toMatch(/nonexistent\.jsonl/);
+    });
+  }
+});
