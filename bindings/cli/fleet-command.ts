@@ -110,12 +110,10 @@ function progressBar(show: boolean) {
   };
 }
 
-/** Refusals the library cannot make: a timed fleet neither publishes events nor runs on threads here. */
+/** Refusals the library cannot make (it refuses threads for a timed fleet itself): SLO targets untimed, a timed fleet publishing events. */
 function checkTimedFlags(o: FleetFlags & FleetZmqFlags, timed: boolean, slo: SloTargets | undefined): void {
   checkSloTimed(slo, timed);
-  if (!timed) return;
-  if (o.zmq !== undefined) throw new Error('--zmq publishes a fleet on the step clock; leave it out with --timing or --scheduler continuous');
-  if (o.threads > 0) throw new Error('--threads: a timed fleet (--timing or --scheduler continuous) runs in one thread; leave --threads out');
+  if (timed && o.zmq !== undefined) throw new Error('--zmq publishes a fleet on the step clock; leave it out with --timing or --scheduler continuous');
 }
 
 export function fleetCommand(): Command {
