@@ -8,10 +8,10 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { readTimingFile } from '../bindings/node/timing-file.js';
-import { DEFAULT_TIMING, parseTimingSpec, timingModel, type StepBatch } from '../bindings/timing/timing-model.js';
+import { DEFAULT_TIMING, emptyStepBatch, parseTimingSpec, timingModel, type StepBatch } from '../bindings/timing/timing-model.js';
 import { parseTimingTable } from '../bindings/timing/timing-table.js';
 
-const batch = (b: Partial<StepBatch>): StepBatch => ({ prefillTokens: 0, cachedTokens: 0, prefillSeqs: 0, decodeSeqs: 0, decodeContextTokens: 0, hostLoadedBlocks: 0, ...b });
+const batch = (b: Partial<StepBatch>): StepBatch => ({ ...emptyStepBatch(), ...b });
 
 describe('the default polynomial', () => {
   const m = timingModel();
@@ -27,7 +27,7 @@ describe('the default polynomial', () => {
   });
 
   it('never gets cheaper as a batch computes more', () => {
-    const b = fc.record({ prefillTokens: fc.nat(20_000), cachedTokens: fc.nat(20_000), prefillSeqs: fc.nat(64), decodeSeqs: fc.nat(512), decodeContextTokens: fc.nat(1_000_000), hostLoadedBlocks: fc.nat(1000) });
+    const b = fc.record({ prefillTokens: fc.nat(20_000), cachedTokens: fc.nat(20_000), prefillSeqs: fc.nat(64), decodeSeqs: fc.nat(512), decodeContextTokens: fc.nat(1_000_000), hostLoadedBlocks: fc.nat(1000) }).map((x) => ({ ...emptyStepBatch(), ...x }));
     const field = fc.constantFrom('prefillTokens', 'decodeSeqs', 'decodeContextTokens', 'hostLoadedBlocks' as const);
     fc.assert(fc.property(b, field, fc.integer({ min: 1, max: 1000 }), (x, f, more) => m.stepMs({ ...x, [f]: x[f] + more }) >= m.stepMs(x)));
   });

@@ -11,9 +11,14 @@
 import { nextOutputToken, outputToken, promptTokens, type ReplaySequence, type ReplayTarget } from '../replay/kernel.js';
 import { openReplay, type OpenReplay, type ParsedReplayOptions, type ReplayConfig, type ReplayRun } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
-import type { StepBatch } from '../timing/timing-model.js';
+import { addChunk, addDecode, clearStepBatch, type StepBatch } from '../timing/timing-model.js';
 import type { RequestClock, TimedEngineFigures } from './fleet-latency.js';
-import { clearBatch, hostLoaded, type TimedEngine } from './timed-engine.js';
+import { hostLoaded, type TimedEngine } from './timed-engine.js';
+
+/** The dp rank a replay sequence runs on (0 where the target's sequences have none). */
+function rankOf(s: ReplaySequence): number {
+  return (s as { dpRank?: number }).dpRank ?? 0;
+}
 
 /** A request the engine holds, running or waiting. */
 interface Job {
@@ -143,7 +148,7 @@ export class ContinuousEngine implements TimedEngine {
   }
 
   begin(ms: number, batch: StepBatch): void {
-    clearBatch(batch);
+    clearStepBatch(batch);
     this.stepMs = ms;
     let budget = this.maxTokens;
     let preemptedNow = false;
@@ -175,13 +180,8 @@ export class ContinuousEngine implements TimedEngine {
       }
       j.now = n;
       budget -= n;
-      if (prefilling) {
-        batch.prefillTokens += n;
-        batch.prefillSeqs++;
-      } else {
-        batch.decodeSeqs++;
-        batch.decodeContextTokens += s.numTokens;
-      }
+      if (prefilling) addChunk(batch, n, j.computed, rankOf(s));
+      else addDecode(batch, s.numTokens, rankOf(s));
     }
     // vLLM admits no new request in a step that had to preempt.
     while (!preemptedNow && this.wHead < this.waiting.length && run.length < this.maxSeqs && budget > 0) {
@@ -224,9 +224,8 @@ export class ContinuousEngine implements TimedEngine {
       j.now = n;
       run.push(j);
       budget -= n;
-      batch.prefillTokens += n;
+      addChunk(batch, n, hit, rankOf(s));
       batch.cachedTokens += hit;
-      batch.prefillSeqs++;
     }
     if (this.wHead > 1024 && this.wHead * 2 > this.waiting.length) {
       this.waiting = this.waiting.slice(this.wHead);

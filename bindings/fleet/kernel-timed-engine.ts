@@ -8,10 +8,10 @@
 import type { ParsedReplayOptions, ReplayConfig, ReplayRun } from '../replay/replay.js';
 import type { ReplayStep } from '../replay/stepper.js';
 import type { TraceRequest } from '../replay/trace.js';
-import type { StepBatch } from '../timing/timing-model.js';
+import { addChunk, addDecode, clearStepBatch, type StepBatch } from '../timing/timing-model.js';
 import { FleetEngine } from './engine.js';
 import type { RequestClock, TimedEngineFigures } from './fleet-latency.js';
-import { clearBatch, hostLoaded, type TimedEngine } from './timed-engine.js';
+import { hostLoaded, type TimedEngine } from './timed-engine.js';
 
 /** Per-request state of the kernel's timed engines, one set for the fleet (a request runs on one engine). */
 export class KernelScratch {
@@ -19,10 +19,13 @@ export class KernelScratch {
   readonly admitStep: Float64Array;
   /** Prompt tokens the prefix cache held at admission. */
   readonly cachedOf: Float64Array;
+  /** Where a decoding request sits in its engine's list of decoders. */
+  readonly decodePos: Int32Array;
   constructor(n: number) {
     this.decoding = new Uint8Array(n);
     this.admitStep = new Float64Array(n);
     this.cachedOf = new Float64Array(n);
+    this.decodePos = new Int32Array(n);
   }
 }
 
@@ -30,15 +33,15 @@ export class KernelTimedEngine implements TimedEngine {
   private readonly e: FleetEngine;
   private k = 0;
   private stepMs = 0;
-  /** Over the sequences decoding: their count and sum of (prompt length - admission step); a context is that plus the step. */
-  private decoders = 0;
-  private decodeBase = 0;
+  /** The requests decoding, in no order; request r's context at step k is its prompt length - its admission step + k. */
+  private readonly decoders: number[] = [];
   /** Admitted this step: first token at its end; those with more tokens to give then decode. */
   private readonly admitted: number[] = [];
   private nAdmitted = 0;
   private readonly decoding: Uint8Array;
   private readonly admitStep: Float64Array;
   private readonly cachedOf: Float64Array;
+  private readonly decodePos: Int32Array;
   private prefill = 0;
   private cached = 0;
   private host = 0;
@@ -54,15 +57,10 @@ export class KernelTimedEngine implements TimedEngine {
       this.clock.finish(r, this.stepMs, 0);
       return;
     }
-    const cachedTokens = step.matchedBlocks * this.B;
-    this.cachedOf[r] = cachedTokens;
-    this.batch!.prefillTokens += this.trace[r]!.inputLength - cachedTokens;
-    this.batch!.cachedTokens += cachedTokens;
-    this.batch!.prefillSeqs++;
+    this.cachedOf[r] = step.matchedBlocks * this.B;
     this.admitStep[r] = this.k;
     this.admitted[this.nAdmitted++] = r;
   };
-  private batch: StepBatch | undefined;
 
   constructor(
     p: ParsedReplayOptions,
@@ -73,7 +71,7 @@ export class KernelTimedEngine implements TimedEngine {
     scratch: KernelScratch,
   ) {
     this.B = p.blockSize;
-    ({ decoding: this.decoding, admitStep: this.admitStep, cachedOf: this.cachedOf } = scratch);
+    ({ decoding: this.decoding, admitStep: this.admitStep, cachedOf: this.cachedOf, decodePos: this.decodePos } = scratch);
     this.e = new FleetEngine(p, events, this);
     this.hostTier = p.hostBlocks > 0;
   }
@@ -107,27 +105,30 @@ export class KernelTimedEngine implements TimedEngine {
     const c = this.clock;
     if (this.decoding[r] === 1) {
       this.decoding[r] = 0;
-      this.decoders--;
-      this.decodeBase -= this.trace[r]!.inputLength - this.admitStep[r]!;
-    }
-    // The kernel finished, to make room, a request this very step admits: it computes nothing and gives no token.
-    const b = this.batch;
-    if (early && b !== undefined && this.admitStep[r] === this.k) {
-      b.prefillTokens -= this.trace[r]!.inputLength - this.cachedOf[r]!;
-      b.cachedTokens -= this.cachedOf[r]!;
-      b.prefillSeqs--;
+      const list = this.decoders;
+      const last = list.pop()!;
+      if (last !== r) {
+        list[this.decodePos[r]!] = last;
+        this.decodePos[last] = this.decodePos[r]!;
+      }
     }
     const tokens = early ? this.k - this.admitStep[r]! : Math.max(this.trace[r]!.outputLength, 1);
     c.finish(r, this.stepMs, tokens);
   }
 
   begin(ms: number, batch: StepBatch): void {
-    clearBatch(batch);
+    clearStepBatch(batch);
     this.stepMs = ms;
-    this.batch = batch;
     this.e.admit(this.k, this.trace, this.wait, this.placed);
-    batch.decodeSeqs = this.decoders;
-    batch.decodeContextTokens = this.decodeBase + this.k * this.decoders;
+    const c = this.clock;
+    for (let i = 0; i < this.nAdmitted; i++) {
+      const r = this.admitted[i]!;
+      // The kernel finished, to make room, a request this very step admits: it computes nothing and gives no token.
+      if (c.isFinished(r)) continue;
+      addChunk(batch, this.trace[r]!.inputLength - this.cachedOf[r]!, this.cachedOf[r]!);
+      batch.cachedTokens += this.cachedOf[r]!;
+    }
+    for (const r of this.decoders) addDecode(batch, this.trace[r]!.inputLength - this.admitStep[r]! + this.k);
     if (this.hostTier) {
       const h = hostLoaded(this.e.pool);
       batch.hostLoadedBlocks = h - this.hostSeen;
@@ -136,7 +137,6 @@ export class KernelTimedEngine implements TimedEngine {
     this.prefill += batch.prefillTokens;
     this.cached += batch.cachedTokens;
     this.host += batch.hostLoadedBlocks;
-    this.batch = undefined;
   }
 
   end(ms: number): void {
@@ -148,8 +148,8 @@ export class KernelTimedEngine implements TimedEngine {
       c.firstTokenMs[r] = ms;
       if (this.trace[r]!.outputLength >= 2) {
         this.decoding[r] = 1;
-        this.decoders++;
-        this.decodeBase += this.trace[r]!.inputLength - this.admitStep[r]!;
+        this.decodePos[r] = this.decoders.length;
+        this.decoders.push(r);
       }
     }
     this.nAdmitted = 0;

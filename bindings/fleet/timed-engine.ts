@@ -32,14 +32,6 @@ export interface TimedEngine {
   dispose(): void;
 }
 
-export function clearBatch(b: StepBatch): void {
-  b.prefillTokens = 0;
-  b.cachedTokens = 0;
-  b.prefillSeqs = 0;
-  b.decodeSeqs = 0;
-  b.decodeContextTokens = 0;
-  b.hostLoadedBlocks = 0;
-}
 
 /** Blocks the host tier has loaded so far (0 for a pool without one). */
 export function hostLoaded(pool: BlockManagerPool): number {

@@ -7,7 +7,7 @@
 // arrival of that moment).
 
 import type { TraceRequest } from '../replay/trace.js';
-import type { StepBatch } from '../timing/timing-model.js';
+import { emptyStepBatch } from '../timing/timing-model.js';
 import { describe } from '../validate.js';
 import { ContinuousEngine } from './continuous-engine.js';
 import { EngineEvents, type FleetEventSink } from './engine-events.js';
@@ -96,7 +96,8 @@ export class TimedFleet {
     const inStep = new Uint8Array(K);
     const busy = new Float64Array(K);
     const area = new LoadArea(K, n > 0 && !closed ? clock.arrivalMs[0]! : 0);
-    const batch: StepBatch = { prefillTokens: 0, cachedTokens: 0, prefillSeqs: 0, decodeSeqs: 0, decodeContextTokens: 0, hostLoadedBlocks: 0 };
+    const batch = emptyStepBatch();
+    batch.dpRanks = p.replay.dpSize;
     const view: FleetView = {
       engines: K,
       maxRunning: p.replay.maxRunning,

@@ -21,6 +21,69 @@ export interface StepBatch {
   decodeContextTokens: number;
   /** Blocks loaded from the host tier this step. */
   hostLoadedBlocks: number;
+  /**
+   * Per prefill chunk, in the step's order (exactly `prefillSeqs` entries):
+   * the tokens the chunk computes. They sum to `prefillTokens`.
+   */
+  chunkTokens: number[];
+  /**
+   * Per prefill chunk: the tokens of its sequence already in the KV cache
+   * before the chunk (prefix-cache and host hits, earlier chunks), which its
+   * attention reads.
+   */
+  chunkContextTokens: number[];
+  /**
+   * Per decoding sequence (exactly `decodeSeqs` entries): its context length,
+   * the tokens in its KV cache with this step's input token. They sum to
+   * `decodeContextTokens`.
+   */
+  decodeContexts: number[];
+  /** The data-parallel rank each chunk runs on (all 0 on a one-rank engine). */
+  chunkRanks: number[];
+  /** The data-parallel rank each decode runs on. */
+  decodeRanks: number[];
+  /** The engine's data-parallel ranks, which step in lockstep (1: one rank). */
+  dpRanks: number;
+}
+
+/** An empty batch: nothing computed, one rank. */
+export function emptyStepBatch(): StepBatch {
+  return {
+    prefillTokens: 0, cachedTokens: 0, prefillSeqs: 0, decodeSeqs: 0, decodeContextTokens: 0, hostLoadedBlocks: 0,
+    chunkTokens: [], chunkContextTokens: [], decodeContexts: [], chunkRanks: [], decodeRanks: [], dpRanks: 1,
+  };
+}
+
+/** Empties `b` in place for the next step (its arrays keep their storage; `dpRanks` stays). */
+export function clearStepBatch(b: StepBatch): void {
+  b.prefillTokens = 0;
+  b.cachedTokens = 0;
+  b.prefillSeqs = 0;
+  b.decodeSeqs = 0;
+  b.decodeContextTokens = 0;
+  b.hostLoadedBlocks = 0;
+  b.chunkTokens.length = 0;
+  b.chunkContextTokens.length = 0;
+  b.decodeContexts.length = 0;
+  b.chunkRanks.length = 0;
+  b.decodeRanks.length = 0;
+}
+
+/** Adds a prefill chunk of `tokens` after `context` tokens of its sequence, on dp rank `rank`. */
+export function addChunk(b: StepBatch, tokens: number, context: number, rank = 0): void {
+  b.prefillTokens += tokens;
+  b.prefillSeqs++;
+  b.chunkTokens.push(tokens);
+  b.chunkContextTokens.push(context);
+  b.chunkRanks.push(rank);
+}
+
+/** Adds a decode whose context (with this step's token) is `context` tokens, on dp rank `rank`. */
+export function addDecode(b: StepBatch, context: number, rank = 0): void {
+  b.decodeSeqs++;
+  b.decodeContextTokens += context;
+  b.decodeContexts.push(context);
+  b.decodeRanks.push(rank);
 }
 
 export interface TimingModel {
