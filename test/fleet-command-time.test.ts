@@ -135,8 +135,8 @@ describe('kvpool fleet refuses what cannot be timed, before reading a trace', ()
     [['--speedup', '2'], /speedup applies to a timed fleet/],
     [['--timing', 'default', '--threads', '2'], /--threads 2: a timed fleet runs in one thread/],
     [['--scheduler', 'continuous', '--zmq', 'tcp://127.0.0.1:1'], /--zmq publishes a fleet on the step clock/],
-    [['--timing', '/nonexistent/gpu.csv'], /timing table "\/nonexistent\/gpu.csv": ENOENT/],
-    [['--timing', 'gpu.txt'], /the file must end in .json or .csv/],
+    [['--timing', '/nonexistent/gpu.csv'], /^kvpool: --timing \/nonexistent\/gpu.csv: no such file\n$/],
+    [['--timing', 'gpu.txt'], /--timing "gpu.txt": give default \(the built-in polynomial\) or a .json or .csv file\n/],
     [['--max-num-batched-tokens', '0'], /--max-num-batched-tokens must be >= 1, got 0/],
   ];
   for (const [args, message] of refused) {

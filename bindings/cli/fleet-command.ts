@@ -68,9 +68,8 @@ function sharedOptionsOf(f: FleetFlags): FleetOptions {
   };
 }
 
-/** The flags as `fleet()` options (the same names), one per combination of engines (slowest) and router. */
-export function fleetOptionsOf(f: FleetFlags): FleetOptions[] {
-  const shared = sharedOptionsOf(f);
+/** The flags as `fleet()` options (the same names), one per combination of engines (slowest) and router; `shared` made once (it reads the timing file). */
+export function fleetOptionsOf(f: FleetFlags, shared: FleetOptions = sharedOptionsOf(f)): FleetOptions[] {
   return f.engines.flatMap((engines) => f.router.map((router) => ({ ...shared, engines, router })));
 }
 
@@ -132,7 +131,8 @@ export function fleetCommand(): Command {
     .addHelpText('after', fleetGlossaryHelp())
     .action(async (positional: string | undefined, o: FleetFlags & FleetZmqFlags & { format: OutputFormat; json: boolean; perRequest: boolean; progress: boolean }) => {
       const spec = traceSpec(positional, o.trace);
-      const all = fleetOptionsOf(o);
+      const shared = sharedOptionsOf(o); // once: it reads the timing file
+      const all = fleetOptionsOf(o, shared);
       if (o.zmq !== undefined && all.length > 1) throw new Error('--zmq publishes one fleet: give one --router and one --engines');
       const parsed = all.map((x) => parseFleetOptions(x)); // before reading a trace: bad options fail at once
       const slo = sloOf(o);
@@ -145,7 +145,7 @@ export function fleetCommand(): Command {
       try {
         if (slo !== undefined) {
           const counts = o.engines.length === 1 ? o.engines[0]! : o.engines;
-          const found = fleetSloSearch({ ...sharedOptionsOf(o), ...trace }, o.router, slo, counts, spec, bar.onProgress);
+          const found = fleetSloSearch({ ...shared, ...trace }, o.router, slo, counts, spec, bar.onProgress);
           results.push(...found.runs);
           answers = found.answers;
         } else {

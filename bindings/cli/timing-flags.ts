@@ -3,12 +3,12 @@
 // to. None has a default: each is passed to the library only when given, so
 // the library's own checks (a stray --speedup without --timing, ...) speak.
 
-import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { FLEET_SCHEDULERS, type FleetScheduler, type TimedFleetOptions } from '../fleet/timed-options.js';
 import type { SloTargets } from '../fleet/slo-search.js';
-import { readTimingFile } from '../node/timing-file.js';
-import { parseTimingSpec, type TimingSpecInput } from '../timing/timing-model.js';
+import { readTimingSpecFile } from '../node/timing-file.js';
+import type { TimingSpecInput } from '../timing/timing-model.js';
+import { didYouMean } from './did-you-mean.js';
 import { parseIntArg, positiveNumber } from './options.js';
 
 export interface TimingFlags {
@@ -38,20 +38,16 @@ export function addTimingOptions(cmd: Command, prefix = ''): Command {
 /**
  * `--timing`: "default" is the built-in polynomial; a .json file holding an
  * object with "kind" is a timing spec (a polynomial's coefficients, or a
- * table); any other .json or a .csv is a profiled table (readTimingFile).
+ * table); any other .json or a .csv is a profiled table. The file is read
+ * once (readTimingSpecFile: a regular file, bounded), and every refusal
+ * starts with the flag.
  */
 export function timingOf(arg: string): true | TimingSpecInput {
   if (arg === 'default') return true;
-  if (/\.json$/i.test(arg)) {
-    let v: unknown;
-    try {
-      v = JSON.parse(readFileSync(arg, 'utf8'));
-    } catch {
-      v = undefined; // readTimingFile says what is wrong with the file
-    }
-    if (v !== null && typeof v === 'object' && 'kind' in v) return parseTimingSpec(v, `${arg}: timing`) as TimingSpecInput;
+  if (!/\.(json|csv)$/i.test(arg)) {
+    throw new RangeError(`--timing ${JSON.stringify(arg)}: give default (the built-in polynomial) or a .json or .csv file${didYouMean(arg, ['default'])}`);
   }
-  return readTimingFile(arg);
+  return readTimingSpecFile(arg, `--timing ${arg}`);
 }
 
 /** The timed options given, as `fleet()` takes them (the timing file read). */
