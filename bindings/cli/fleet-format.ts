@@ -4,7 +4,7 @@
 // the engine's row. A timed run's latency adds to each (latency-format.ts).
 
 import type { FleetRun } from '../fleet/fleet-result.js';
-import { csvOf, formatConfig, get, percent } from './format.js';
+import { columnWidths, csvOf, formatConfig, get, percent } from './format.js';
 import { CONFIG_GLOSSARY } from './glossary.js';
 import { FLEET_CONFIG_GLOSSARY, FLEET_ENGINE_GLOSSARY, FLEET_GLOSSARY } from './fleet-glossary.js';
 import { COMPARISON_LATENCY_HEAD, comparisonLatencyCells, latencyCsvColumns, latencyEngineColumns, latencyJson, latencyLines, timedConfigParts } from './latency-format.js';
@@ -33,7 +33,7 @@ export function formatFleet(r: FleetRun, title: string): string {
   const timed = r.latency === undefined ? undefined : latencyEngineColumns(r.latency);
   const head = [...FLEET_ENGINE_GLOSSARY.map((e) => e.label), ...(timed?.head ?? [])];
   const body = r.engines.map((e, i) => [...FLEET_ENGINE_GLOSSARY.map((g) => num(g.key, get(e, g.key.slice('engines[].'.length)) as number)), ...(timed?.cells(i) ?? [])]);
-  const cw = head.map((h, c) => Math.max(h.length, ...body.map((b) => b[c]!.length)));
+  const cw = columnWidths(head, body);
   const line = (cells: readonly string[]) => '  ' + cells.map((x, c) => x.padStart(cw[c]!)).join('  ');
   const latency = r.latency === undefined ? [] : ['', ...latencyLines(r.latency)];
   return [title, `  ${fleetParts(r)}`, `  ${formatConfig(r.config)}`, '', ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v.padStart(vw)}`), ...latency, '', line(head), ...body.map(line)].join('\n');
@@ -54,7 +54,7 @@ export function formatFleetComparison(runs: readonly FleetRun[], title: string):
   const timed = runs.some((r) => r.latency !== undefined);
   const head = ['router', 'engines', ...cols.map((e) => e.label), ...(timed ? COMPARISON_LATENCY_HEAD : [])];
   const body = runs.map((r) => [r.config.router, String(r.config.engines), ...cols.map((e) => num(e.key, get(r, e.key) as number)), ...(timed ? comparisonLatencyCells(r) : [])]);
-  const cw = head.map((h, c) => Math.max(h.length, ...body.map((b) => b[c]!.length)));
+  const cw = columnWidths(head, body);
   const line = (cells: readonly string[]) => '  ' + cells.map((x, c) => (c === 0 ? x.padEnd(cw[c]!) : x.padStart(cw[c]!))).join('  ');
   const c = runs[0]!.config;
   const timedParts = timedConfigParts(c);

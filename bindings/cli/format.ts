@@ -50,8 +50,13 @@ export function formatConfig(c: ReplayConfig): string {
   return parts.join(' · ');
 }
 
+/** Each column's width: its widest cell, head included (a loop, not a spread: a sweep may have any number of rows). */
+export function columnWidths(head: readonly string[], rows: ReadonlyArray<readonly string[]>): number[] {
+  return head.map((h, c) => rows.reduce((m, r) => Math.max(m, r[c]!.length), h.length));
+}
+
 function grid(head: string[], rows: string[][], leftCols = 1): string[] {
-  const w = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
+  const w = columnWidths(head, rows);
   const line = (cells: string[]) => '  ' + cells.map((x, c) => (c < leftCols ? x.padEnd(w[c]!) : x.padStart(w[c]!))).join('  ');
   return [line(head), ...rows.map(line)];
 }

@@ -1,12 +1,14 @@
 // `kvpool sweep`: the replay over a grid of options, on every core, with a
 // progress bar, a table/CSV/JSON of the results and an HTML or SVG report.
 
+import { accessSync, constants, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { dirname, resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import { sweep, SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
 import { groupWarnings, writeReport } from '../node/report.js';
 import type { ReplayOptions, ReplayRun } from '../replay/replay.js';
-import { FORMATS, percent, ranges, type OutputFormat } from './format.js';
+import { columnWidths, FORMATS, percent, ranges, type OutputFormat } from './format.js';
 import { glossaryHelp } from './glossary.js';
 import { addReplayOptions, parseIntArg } from './options.js';
 import { addSweepFleetOptions, fleetSweepCommand, isFleetSweep, sweepFleetGlossaryHelp, type SweepFleetFlags } from './sweep-fleet.js';
@@ -32,9 +34,27 @@ export function formatSweepTable(runs: readonly ReplayRun[], varied: readonly Sw
     ...(anyLoss ? [n(r.rejected), n(r.truncated)] : []),
     r.seconds.toFixed(2),
   ]);
-  const w = head.map((h, c) => Math.max(h.length, ...rows.map((row) => row[c]!.length)));
+  const w = columnWidths(head, rows);
   const line = (cells: string[]) => cells.map((x, c) => x.padStart(w[c]!)).join('  ');
   return [line(head), ...rows.map(line)].join('\n');
+}
+
+/** Refuses, before anything runs, a report that could not be written: a name not .html/.svg, a folder that is not there or not writable. */
+function checkReportPath(file: string): void {
+  if (!/\.(html?|svg)$/i.test(file)) throw new Error(`--report ${JSON.stringify(file)}: the file must end in .html or .svg`);
+  const folder = dirname(resolve(file));
+  let isFolder = false;
+  try {
+    isFolder = statSync(folder).isDirectory();
+  } catch {
+    throw new Error(`--report ${file}: the folder ${folder} does not exist`);
+  }
+  if (!isFolder) throw new Error(`--report ${file}: ${folder} is not a folder`);
+  try {
+    accessSync(folder, constants.W_OK);
+  } catch {
+    throw new Error(`--report ${file}: the folder ${folder} is not writable`);
+  }
 }
 
 export function sweepCommand(): Command {
@@ -53,7 +73,7 @@ export function sweepCommand(): Command {
       // The positional trace is --trace's twin, as in replay and fleet (both given: they must agree).
       const trace = traceSpec(positional, o.trace);
       if (trace !== undefined) o.trace = trace;
-      if (o.report !== undefined && !/\.(html?|svg)$/i.test(o.report)) throw new Error(`--report ${JSON.stringify(o.report)}: the file must end in .html or .svg`);
+      if (o.report !== undefined) checkReportPath(o.report);
       // Every list flag becomes a grid entry (one value is a grid of one); the rest hold for every run.
       const grid: SweepGrid = {};
       for (const k of SWEEP_GRID_KEYS) if (o[k] !== undefined) (grid as Record<string, unknown>)[k] = o[k];

@@ -6,7 +6,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import type { FleetArrival } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { ROUTER_POLICIES, type RouterPolicy } from '../fleet/routers.js';
-import { writeFleetReport, type FleetVaried } from '../node/fleet-report.js';
+import { latencyFigures, latencyP99, writeFleetReport, type FleetVaried } from '../node/fleet-report.js';
 import { groupWarnings } from '../node/report.js';
 import { fleetSweep, TIMED_GRID_KEYS, type FleetSweepGrid } from '../node/fleet-sweep.js';
 import { sloGroupLabel } from '../node/fleet-report.js';
@@ -19,7 +19,7 @@ import { SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
 import { routers } from './fleet-command.js';
 import { fleetJson, formatFleetCsv } from './fleet-format.js';
 import { fleetFieldLines } from './fleet-glossary.js';
-import { percent, ranges, type OutputFormat } from './format.js';
+import { columnWidths, percent, ranges, type OutputFormat } from './format.js';
 import { parseIntArg, positiveNumber } from './options.js';
 import { warn } from './replay-command.js';
 import { sweepProgressBar } from './sweep-progress.js';
@@ -91,15 +91,15 @@ function sweepSlo(o: SweepFleetFlags): SloTargets | undefined {
   return slo;
 }
 
-/** Columns: the varied replay options, router, engines, then the fleet figures. */
+/** Columns: the varied replay options, router, engines, then the fleet figures (timed: queueing labelled in engine steps, the p99 latencies in ms). */
 export function formatFleetSweepTable(runs: readonly FleetRun[], varied: FleetVaried): string {
   const flag = (k: string) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
   const timed = runs.some((r) => r.latency !== undefined);
-  const latency = (r: FleetRun) => {
-    const l = r.latency;
-    return l === undefined ? ['-', '-', '-', '-'] : [ms(l.ttftMs.p99), ms(l.itlMs.p99), ms(l.e2eMs.p99), ms(l.outputTokensPerSecond)];
-  };
-  const head = [...varied.map(flag), 'hit rate', 'queue mean', 'queue p99', 'imbalance', 'rejected', ...(timed ? ['TTFT p99 ms', 'ITL p99 ms', 'E2E p99 ms', 'output tok/s'] : [])];
+  const figures = latencyFigures(runs);
+  const latency = (r: FleetRun) => [...figures.map((c) => latencyP99(r, c.figure)), r.latency?.outputTokensPerSecond ?? null].map((v) => (v === null ? '-' : ms(v)));
+  // On the millisecond clock queueing still counts steps (each engine's), beside columns of ms: say so.
+  const queue = timed ? ['queue mean steps', 'queue p99 steps'] : ['queue mean', 'queue p99'];
+  const head = [...varied.map(flag), 'hit rate', ...queue, 'imbalance', 'rejected', ...(timed ? [...figures.map((c) => `${c.short} p99 ms`), 'output tok/s'] : [])];
   const rows = runs.map((r) => [
     ...varied.map((k) => String(r.config[k])),
     percent(r.hitRate),
@@ -109,7 +109,7 @@ export function formatFleetSweepTable(runs: readonly FleetRun[], varied: FleetVa
     r.rejected.toLocaleString('en-US'),
     ...(timed ? latency(r) : []),
   ]);
-  const w = head.map((h, c) => Math.max(h.length, ...rows.map((row) => row[c]!.length)));
+  const w = columnWidths(head, rows);
   const line = (cells: string[]) => cells.map((x, c) => (varied[c] === 'router' ? x.padEnd(w[c]!) : x.padStart(w[c]!))).join('  ');
   return [line(head), ...rows.map(line)].join('\n');
 }

@@ -59,7 +59,8 @@ export interface FleetConfig extends ReplayConfig, Partial<TimedConfig> {
   engines: number;
   /** The router's name (a built-in policy's, or your Router's `name`). */
   router: string;
-  stepMs: number;
+  /** The step clock's step; absent on the millisecond clock, where a step lasts what the timing model says. */
+  stepMs?: number;
   arrival: FleetArrival;
   prefixWeight: number;
   loadWeight: number;
@@ -106,7 +107,7 @@ export function fleetConfig(p: ParsedFleetOptions, routerName: string, trace: st
     ...replayConfig(p.replay, trace),
     engines: p.engines,
     router: routerName,
-    stepMs: p.stepMs,
+    ...(p.timed === undefined && { stepMs: p.stepMs }),
     arrival: p.arrival,
     prefixWeight: p.prefixWeight,
     loadWeight: p.loadWeight,

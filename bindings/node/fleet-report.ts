@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { fixedOptions, groupWarnings, renderSvg, stackedSvg, type ReportChart, type VegaLiteSpec } from './report.js';
 import { esc, reportPage } from './report-page.js';
+import { barChart, barLayout, type BarAxis } from './bar-chart.js';
 import { FLEET_GRID_KEYS, FLEET_NAME_KEYS, type FleetGridKey } from './fleet-sweep.js';
 import { checkSloTargets, type SloTargets } from '../fleet/slo-search.js';
 import { ms, sloText, sweepSloAnswers, sweepSloLine } from '../fleet/slo-answer.js';
@@ -42,107 +43,71 @@ export function sloGroupLabel(r: FleetRun, varied: FleetVaried): string {
   return [r.config.router, ...others].join(', ');
 }
 
+/**
+ * The latency figures a report charts, as p99 bars: each a figure of
+ * `latency` ({ p99, ... } in ms) and the SLO target that holds it. A figure
+ * no run has is left out (so a figure added to the results is one line here).
+ */
+const LATENCY_CHARTS = [
+  { id: 'ttft-p99', figure: 'ttftMs', short: 'TTFT', title: 'Time to first token, 99th percentile', axis: 'p99 TTFT (ms)', explain: "Milliseconds from a request's arrival to its first token that 99 % of the requests do not exceed." },
+  { id: 'itl-p99', figure: 'itlMs', short: 'ITL', title: 'Inter-token latency, 99th percentile', axis: 'p99 ITL (ms)', explain: 'The 99th percentile of the inter-token latency, in milliseconds (docs/fleet-time.md, the figures).' },
+  { id: 'tpot-p99', figure: 'tpotMs', short: 'TPOT', title: 'Time per output token, 99th percentile', axis: 'p99 TPOT (ms)', explain: "The 99th percentile of each request's time per output token after the first, in milliseconds (docs/fleet-time.md, the figures)." },
+  { id: 'e2e-p99', figure: 'e2eMs', short: 'E2E', title: 'End-to-end latency, 99th percentile', axis: 'p99 end-to-end (ms)', explain: 'Milliseconds from arrival to the last token that 99 % of the requests do not exceed.' },
+] as const;
+
+/** The p99 of a latency figure of the run (null: on the step clock, or a figure the run does not have). */
+export function latencyP99(r: FleetRun, figure: string): number | null {
+  const f = (r.latency as unknown as Record<string, { p99?: unknown } | undefined> | undefined)?.[figure];
+  return typeof f?.p99 === 'number' ? f.p99 : null;
+}
+
+/** The latency figures some run of `runs` has, in chart order. */
+export function latencyFigures(runs: readonly FleetRun[]): Array<(typeof LATENCY_CHARTS)[number]> {
+  return LATENCY_CHARTS.filter((c) => runs.some((r) => latencyP99(r, c.figure) !== null));
+}
+
+/** The target of `figure` in `slo` (ttftMs, itlMs, ...), if one is given. */
+function targetOf(slo: SloTargets | undefined, figure: string): number | undefined {
+  const t = (slo as Record<string, unknown> | undefined)?.[figure];
+  return typeof t === 'number' ? t : undefined;
+}
+
 /** The charts of a fleet sweep, as Vega-Lite specs with the data inline; timed fleets add latency charts, with the SLO's line where one is given. */
 export function fleetReportCharts(runs: readonly FleetRun[], varied: FleetVaried, slo?: SloTargets): ReportChart[] {
-  const rows = runs.map((r) => ({
-    engines: r.config.engines,
-    router: r.config.router,
-    panel: panelLabel(r, varied),
-    hitRate: r.hitRate,
-    queueMean: r.queueing.meanSteps,
-    queueP99: r.queueing.p99Steps,
-    loadImbalance: r.loadImbalance,
-    rejected: r.rejected,
-    // null on the step clock: no bar (a sweep may mix the clocks, e.g. --scheduler xllm,continuous).
-    ttftP99: r.latency?.ttftMs.p99 ?? null,
-    itlP99: r.latency?.itlMs.p99 ?? null,
-    e2eP99: r.latency?.e2eMs.p99 ?? null,
-    outputTokensPerSecond: r.latency?.outputTokensPerSecond ?? null,
-  }));
-  const panelOrder = [...new Set(rows.map((r) => r.panel))];
-  const panels = panelOrder.length > 1;
-  const routers = [...new Set(rows.map((r) => r.router))];
-  const sizes = new Set(rows.map((r) => r.engines)).size;
-  const width = Math.min(560, Math.max(160, 34 * routers.length * sizes + 30));
-  const barLayer = (field: string, title: string, yAxis: object) => ({
-    mark: 'bar',
-    encoding: {
-      x: { field: 'engines', type: 'ordinal', title: 'engines', axis: { labelAngle: 0 } },
-      xOffset: { field: 'router', type: 'nominal', sort: routers },
-      y: { field, type: 'quantitative', title, ...yAxis },
-      color: { field: 'router', type: 'nominal', title: 'router', sort: routers },
-    },
-  });
-  const column = { field: 'panel', type: 'nominal', title: null, sort: panelOrder, header: { labelLimit: 400 } };
-  const bars = (field: string, title: string, yAxis: object, line?: number): VegaLiteSpec => {
-    const head = { $schema: 'https://vega.github.io/schema/vega-lite/v6.json', data: { values: rows } };
-    const bar = barLayer(field, title, yAxis);
-    if (line === undefined) return { ...head, width, height: 240, ...bar, encoding: { ...bar.encoding, ...(panels && { column }) } };
-    // The target as a dashed rule across the bars; a layered chart is faceted with facet/spec (a layer takes no column channel).
-    // Aggregated to one row (per panel) so that the rule is drawn once, not once per fleet.
-    const rule = { transform: [{ aggregate: [{ op: 'count', as: 'fleets' }] }], mark: { type: 'rule', color: '#c0392b', strokeDash: [6, 4], size: 2 }, encoding: { y: { datum: line } } };
-    const layered = { width, height: 240, layer: [bar, rule] };
-    return panels ? { ...head, facet: { column }, spec: layered } : { ...head, ...layered };
+  const figures = latencyFigures(runs);
+  const layout = barLayout(
+    runs.map((r) => ({
+      engines: r.config.engines,
+      router: r.config.router,
+      panel: panelLabel(r, varied),
+      hitRate: r.hitRate,
+      queueMean: r.queueing.meanSteps,
+      queueP99: r.queueing.p99Steps,
+      loadImbalance: r.loadImbalance,
+      rejected: r.rejected,
+      // null on the step clock: no bar (a sweep may mix the clocks, e.g. --scheduler xllm,continuous).
+      ...Object.fromEntries(figures.map((c) => [`${c.figure.replace(/Ms$/, '')}P99`, latencyP99(r, c.figure)])),
+      outputTokensPerSecond: r.latency?.outputTokensPerSecond ?? null,
+    })),
+  );
+  const chart = (id: string, title: string, explain: string, field: string, axisTitle: string, axis: BarAxis, target?: number): ReportChart => {
+    const { spec, clippedAt } = barChart(layout, field, axisTitle, axis, target);
+    const line = target === undefined ? '' : ` The dashed line is the target, ${target.toLocaleString('en-US')} ms.`;
+    const cut = clippedAt === undefined ? '' : ` The axis ends at ${clippedAt.toLocaleString('en-US')}: a bar cut there has its value written on it.`;
+    return { id, title, explain: `${explain}${line}${cut}`, spec };
   };
   const rejected = runs.some((r) => r.rejected > 0);
   const timed = runs.some((r) => r.latency !== undefined);
-  const target = (t: number | undefined) => (t === undefined ? '' : ` The dashed line is the target, ${t} ms.`);
-  const latencyCharts: ReportChart[] = !timed
-    ? []
-    : [
-        {
-          id: 'ttft-p99',
-          title: 'Time to first token, 99th percentile',
-          explain: `Milliseconds from a request's arrival to its first token that 99 % of the requests do not exceed.${target(slo?.ttftMs)}`,
-          spec: bars('ttftP99', 'p99 TTFT (ms)', { format: ',.1f' }, slo?.ttftMs),
-        },
-        {
-          id: 'itl-p99',
-          title: 'Inter-token latency, 99th percentile',
-          explain: `Per request with two tokens or more, the mean milliseconds between its tokens after the first; the value 99 % of those requests do not exceed.${target(slo?.itlMs)}`,
-          spec: bars('itlP99', 'p99 ITL (ms)', { format: ',.1f' }, slo?.itlMs),
-        },
-        {
-          id: 'e2e-p99',
-          title: 'End-to-end latency, 99th percentile',
-          explain: 'Milliseconds from arrival to the last token that 99 % of the requests do not exceed.',
-          spec: bars('e2eP99', 'p99 end-to-end (ms)', { format: ',.1f' }),
-        },
-        {
-          id: 'output-throughput',
-          title: 'Output throughput',
-          explain: 'Output tokens per second of the run, over the whole fleet.',
-          spec: bars('outputTokensPerSecond', 'output tokens/s', { format: ',.1f' }),
-        },
-      ];
+  const steps = timed ? 'engine steps' : 'steps';
   return [
-    ...latencyCharts,
-    {
-      id: 'fleet-hit-rate',
-      title: 'Fleet hit rate by router and fleet size',
-      explain: 'Prompt blocks found in the prefix cache of the engine the router chose, as a share of all full prompt blocks, over the whole fleet.',
-      spec: bars('hitRate', 'fleet hit rate', { axis: { format: '.0%' }, format: '.4%' }),
-    },
-    {
-      id: 'queueing-mean',
-      title: 'Mean queueing delay',
-      explain: 'Steps from a request\'s arrival to its admission by its engine, averaged over every request (rejected ones included).',
-      spec: bars('queueMean', 'queueing mean (steps)', { format: ',.2f' }),
-    },
-    {
-      id: 'queueing-p99',
-      title: 'Queueing delay, 99th percentile',
-      explain: 'The delay 99 % of the requests do not exceed, in steps.',
-      spec: bars('queueP99', 'queueing p99 (steps)', { format: ',d' }),
-    },
-    {
-      id: 'load-imbalance',
-      title: 'Load imbalance',
-      explain: 'K times the busiest engine\'s load over the fleet\'s total load, summed over the steps: 1 when every engine carries the same load, K when one carries all.',
-      spec: bars('loadImbalance', 'load imbalance', { format: '.3f' }),
-    },
+    ...figures.map((c) => chart(c.id, c.title, c.explain, `${c.figure.replace(/Ms$/, '')}P99`, c.axis, { format: ',.1f' }, targetOf(slo, c.figure))),
+    ...(timed ? [chart('output-throughput', 'Output throughput', 'Output tokens per second of the run, over the whole fleet.', 'outputTokensPerSecond', 'output tokens/s', { format: ',.1f' })] : []),
+    chart('fleet-hit-rate', 'Fleet hit rate by router and fleet size', 'Prompt blocks found in the prefix cache of the engine the router chose, as a share of all full prompt blocks, over the whole fleet.', 'hitRate', 'fleet hit rate', { format: '.4%', axisFormat: '.0%', cut: false }),
+    chart('queueing-mean', 'Mean queueing delay', `${timed ? 'Engine steps begun' : 'Steps'} from a request's arrival to its admission by its engine, averaged over every request (rejected ones included).`, 'queueMean', `queueing mean (${steps})`, { format: ',.2f' }),
+    chart('queueing-p99', 'Queueing delay, 99th percentile', `The delay 99 % of the requests do not exceed, in ${steps}.`, 'queueP99', `queueing p99 (${steps})`, { format: ',d' }),
+    chart('load-imbalance', 'Load imbalance', "K times the busiest engine's load over the fleet's total load, summed over the steps: 1 when every engine carries the same load, K when one carries all.", 'loadImbalance', 'load imbalance', { format: '.3f', cut: false }),
     rejected
-      ? { id: 'rejected', title: 'Rejected requests', explain: 'Requests whose prompt needs more blocks than a rank of an engine has.', spec: bars('rejected', 'rejected requests', { format: ',d' }) }
+      ? chart('rejected', 'Rejected requests', 'Requests whose prompt needs more blocks than a rank of an engine has.', 'rejected', 'rejected requests', { format: ',d' })
       : { id: 'rejected', title: 'Rejected requests', explain: '', spec: null, missing: 'No configuration of this sweep rejected a request.' },
   ];
 }
@@ -153,7 +118,16 @@ export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVa
   checkReportSlo(runs, slo);
   const charts = fleetReportCharts(runs, varied, slo);
   const timed = runs.some((r) => r.latency !== undefined);
-  const lat = (r: FleetRun, key: string, v: number | undefined) => cell(key, v === undefined ? '-' : ms(v), v ?? '');
+  const figures = latencyFigures(runs);
+  const lat = (key: string, v: number | null) => cell(key, v === null ? '-' : ms(v), v ?? '');
+  // Queueing counts steps: of stepMs on the step clock, of whatever the model says on the millisecond clock.
+  const stepRun = runs.find((r) => r.latency === undefined);
+  const stepUnit = timed ? 'engine steps' : 'steps';
+  const queueing = !timed
+    ? `queueing in steps of ${esc(String(stepRun!.config.stepMs))} ms`
+    : stepRun === undefined
+      ? 'queueing in engine steps (a timed step lasts what the timing model says of its batch)'
+      : `queueing in engine steps (${esc(String(stepRun.config.stepMs))} ms each on the step clock; what the timing model says on the millisecond clock); latency in ms`;
   const svgs = await Promise.all(charts.map((c) => (c.spec ? renderSvg(c.spec) : Promise.resolve(''))));
   const first = runs[0]!.config;
   const n = (x: number) => x.toLocaleString('en-US');
@@ -166,7 +140,7 @@ export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVa
     charts,
     svgs,
     ...(slo !== undefined && { answers: { title: `Smallest fleet meeting ${sloText(slo)}`, lines: sweepSloAnswers(runs, slo, (r) => sloGroupLabel(r, varied)).map((a) => sweepSloLine(a, slo)) } }),
-    head: [...varied.map(flag), 'fleet hit rate', 'matched blocks', 'prompt blocks', 'queueing mean', 'queueing p99', 'load imbalance', 'rejected', 'truncated', 'steps', ...(timed ? ['p99 TTFT ms', 'p99 ITL ms', 'p99 E2E ms', 'output tok/s'] : [])],
+    head: [...varied.map(flag), 'fleet hit rate', 'matched blocks', 'prompt blocks', `queueing mean (${stepUnit})`, `queueing p99 (${stepUnit})`, 'load imbalance', 'rejected', 'truncated', 'steps', ...figures.map((c) => c.axis), ...(timed ? ['output tokens/s'] : [])],
     rows: runs.map((r) => [
       ...varied.map((k) => cell(k, String(r.config[k]), String(r.config[k]))),
       cell('hitRate', `${(r.hitRate * 100).toFixed(4)} %`, r.hitRate),
@@ -178,9 +152,10 @@ export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVa
       cell('rejected', n(r.rejected), r.rejected),
       cell('truncated', n(r.truncated), r.truncated),
       cell('steps', n(r.steps), r.steps),
-      ...(timed ? [lat(r, 'ttftP99', r.latency?.ttftMs.p99), lat(r, 'itlP99', r.latency?.itlMs.p99), lat(r, 'e2eP99', r.latency?.e2eMs.p99), lat(r, 'outputTokensPerSecond', r.latency?.outputTokensPerSecond)] : []),
+      ...figures.map((c) => lat(`${c.figure.replace(/Ms$/, '')}P99`, latencyP99(r, c.figure))),
+      ...(timed ? [lat('outputTokensPerSecond', r.latency?.outputTokensPerSecond ?? null)] : []),
     ]),
-    note: `Fleet hit rate = matched blocks / prompt blocks over every engine; queueing in steps of ${esc(String(first.stepMs))} ms. Every figure is explained by <code>kvpool fleet --help</code> and in kvpool's docs/fleet.md; the same results as data: <code>kvpool sweep --router ... --format csv</code> or <code>--format json</code>.`,
+    note: `Fleet hit rate = matched blocks / prompt blocks over every engine; ${queueing}. Every figure is explained by <code>kvpool fleet --help</code> and in kvpool's docs/fleet.md; the same results as data: <code>kvpool sweep --router ... --format csv</code> or <code>--format json</code>.`,
   });
 }
 

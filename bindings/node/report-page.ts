@@ -16,7 +16,10 @@ export interface ReportChart {
   missing?: string;
 }
 
-export const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+/** Line and paragraph separators as references: legal raw in HTML, but not in every tool that embeds or parses a page. */
+const separators = (s: string) => s.replace(/\u2028/g, '&#x2028;').replace(/\u2029/g, '&#x2029;');
+
+export const esc = (s: string) => separators(s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;'));
 
 /** One cell of the results table: its text, and its raw value in data-value (read by tests and scripts). */
 export interface ReportCell {
@@ -53,12 +56,14 @@ export function reportPage(p: ReportPage): string {
 <meta charset="utf-8">
 <title>${esc(p.title)}</title>
 <style>
-body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1100px; padding: 0 16px; color: #222; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1360px; padding: 0 16px; color: #222; }
 h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 32px; }
+p, ul, details { max-width: 1100px; }
 .fixed, .explain, .missing { color: #555; }
-table { border-collapse: collapse; margin-top: 8px; }
-th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
-th { background: #f4f4f4; }
+table { border-collapse: collapse; margin-top: 8px; font-size: 12px; }
+th, td { padding: 3px 6px; border-bottom: 1px solid #ddd; text-align: right; }
+td { white-space: nowrap; }
+th { background: #f4f4f4; vertical-align: bottom; font-weight: 600; }
 figure { margin: 8px 0; } svg { max-width: 100%; height: auto; }
 .warn { color: #8a4b00; }
 </style>
@@ -72,7 +77,7 @@ ${p.charts
   .map(
     (c, i) => `<section id="${c.id}">
 <h2>${esc(c.title)}</h2>
-${c.spec ? `<p class="explain">${esc(c.explain)}</p>\n<figure>${p.svgs[i]}</figure>` : `<p class="missing">${esc(c.missing ?? '')}</p>`}
+${c.spec ? `<p class="explain">${esc(c.explain)}</p>\n<figure>${separators(p.svgs[i] ?? '')}</figure>` : `<p class="missing">${esc(c.missing ?? '')}</p>`}
 </section>`,
   )
   .join('\n')}

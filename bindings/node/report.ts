@@ -194,11 +194,21 @@ export async function reportHtml(runs: readonly ReplayRun[], varied: readonly Sw
   });
 }
 
-/** "--block-size 16 · trace x" (HTML): the options every run shares, as flags. */
+/**
+ * "--block-size 16 · trace x" (HTML): the options every run shares, as the
+ * flags that give them (a switch only when on; the timing model by its name,
+ * which is not a value of --timing; an open loop's concurrency 0 left out).
+ */
 export function fixedOptions(config: object, varied: readonly string[]): string {
+  const flag = (k: string) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
   return Object.entries(config)
-    .filter(([k, v]) => !varied.includes(k) && v !== null && !(k === 'hostBlocks' && v === 0))
-    .map(([k, v]) => `${esc(k === 'trace' ? 'trace' : `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`)} ${esc(Array.isArray(v) ? v.join(',') : String(v))}`)
+    .filter(([k, v]) => !varied.includes(k) && v !== null && v !== undefined && v !== false && !(k === 'hostBlocks' && v === 0) && !(k === 'concurrency' && v === 0))
+    .map(([k, v]) => {
+      if (k === 'trace') return `trace ${esc(String(v))}`;
+      if (k === 'timing') return `timing model ${esc(String(v))}`;
+      if (v === true) return esc(flag(k));
+      return `${esc(flag(k))} ${esc(Array.isArray(v) ? v.join(',') : String(v))}`;
+    })
     .join(' · ');
 }
 

@@ -64,7 +64,7 @@ export async function sweep(options: SweepOptions): Promise<ReplayRun[]> {
 
 /** The trace every worker gets: a file or built-in trace read once (up to the longest limit), the caller's requests, or null (the generated workload). */
 export async function sweepTrace(trace: ReplayOptions['trace'], limits: ReadonlyArray<number | undefined>): Promise<{ requests: readonly TraceRequest[] | null; traceName: string | undefined }> {
-  if (typeof trace === 'string') return { requests: await readTraceFile(trace, Math.max(...limits.map((l) => l ?? Infinity))), traceName: trace };
+  if (typeof trace === 'string') return { requests: await readTraceFile(trace, limits.reduce<number>((m, l) => Math.max(m, l ?? Infinity), 0)), traceName: trace };
   if (trace === undefined) return { requests: null, traceName: undefined };
   if (!Array.isArray(trace)) throw new TypeError(`options.trace must be a trace name or an array of requests, got ${describe(trace)}`);
   return { requests: trace, traceName: undefined };
