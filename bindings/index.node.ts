@@ -6,10 +6,12 @@ import './wasm-node.js';
 
 export * from './index.js';
 export { readTraceFile, resolveTrace, BUILTIN_TRACES, MAX_TRACE_LINE_BYTES, type ReadTraceOptions } from './node/trace-file.js';
-export { readTimingFile } from './node/timing-file.js';
+export { readTraceFileSync } from './node/trace-file-sync.js';
+export { readTimingFile, readTimingSpecFile, MAX_TIMING_FILE_BYTES } from './node/timing-file.js';
 // Shadows the platform-neutral replay of index.js (an explicit export wins over `export *`).
 export { replay } from './node/replay-file.js';
 export { fleet } from './node/fleet-file.js';
+export { sloSearch } from './node/slo-search-file.js';
 export { sweep, sweepConfigurations, SWEEP_GRID_KEYS, type SweepOptions, type SweepGrid, type SweepGridKey, type SweepProgress } from './node/sweep.js';
 export { writeReport, reportHtml, reportSvg } from './node/report.js';
 export { fleetSweep, fleetSweepConfigurations, FLEET_GRID_KEYS, type FleetSweepOptions, type FleetSweepGrid, type FleetGridKey } from './node/fleet-sweep.js';

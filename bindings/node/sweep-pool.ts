@@ -87,7 +87,9 @@ export async function runOnWorkers<R>(plan: PoolPlan): Promise<R[]> {
             give(w);
           } else {
             failed = true;
-            reject(new Error(`configuration ${m.id + 1} (${plan.describe(m.id)}): ${m.message}`));
+            // The class it had in the worker: fleet() and replay() throw a RangeError for a bad value, and so does the sweep.
+            const E = m.name === 'RangeError' ? RangeError : m.name === 'TypeError' ? TypeError : Error;
+            reject(new E(`configuration ${m.id + 1} (${plan.describe(m.id)}): ${m.message}`));
           }
         });
         w.on('error', (e) => {

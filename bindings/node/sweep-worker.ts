@@ -17,7 +17,7 @@ export type SweepJob =
 export type SweepReply =
   | { type: 'progress'; id: number; done: number }
   | { type: 'result'; id: number; result: ReplayRun | FleetRun }
-  | { type: 'error'; id: number; message: string };
+  | { type: 'error'; id: number; message: string; /** The error's class, so that the sweep rejects with the same one (a RangeError stays one). */ name: string };
 
 const trace = (workerData as { trace: TraceRequest[] | null }).trace;
 const port = parentPort!;
@@ -29,6 +29,6 @@ port.on('message', (job: SweepJob) => {
     const name = trace ? job.traceName : undefined;
     send({ type: 'result', id: job.id, result: job.kind === 'fleet' ? fleetSync(options, name) : replaySync(options, undefined, name) });
   } catch (e) {
-    send({ type: 'error', id: job.id, message: (e as Error).message });
+    send({ type: 'error', id: job.id, message: (e as Error).message, name: e instanceof RangeError ? 'RangeError' : e instanceof TypeError ? 'TypeError' : 'Error' });
   }
 });
