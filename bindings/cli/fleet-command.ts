@@ -7,6 +7,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import cliProgress from 'cli-progress';
 import { fleetSync } from '../fleet/fleet.js';
+import { checkFleetFits } from '../fleet/fleet-memory.js';
 import { DEFAULT_STEP_MS, parseFleetOptions, type FleetOptions, type ParsedFleetOptions } from '../fleet/fleet-options.js';
 import type { SloTargets } from '../fleet/slo-search.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
@@ -135,6 +136,7 @@ export function fleetCommand(): Command {
       const all = fleetOptionsOf(o, shared);
       if (o.zmq !== undefined && all.length > 1) throw new Error('--zmq publishes one fleet: give one --router and one --engines');
       const parsed = all.map((x) => parseFleetOptions(x)); // before reading a trace: bad options fail at once
+      for (const p of parsed) checkFleetFits(p); // and so does a fleet too large for the core
       const slo = sloOf(o);
       checkTimedFlags(o, parsed[0]!.timed !== undefined, slo);
       const requests = spec === undefined ? undefined : await readTraceFile(spec, parsed[0]!.replay.limit ?? Infinity);

@@ -19,6 +19,7 @@ import type { FleetView, Router } from './router.js';
 import { LazyRequest } from './route-request.js';
 import { EngineEvents, type FleetEventSink } from './engine-events.js';
 import { createRouter } from './routers.js';
+import { checkFleetFits } from './fleet-memory.js';
 import { TimedFleet } from './timed-fleet.js';
 
 export type { FleetEventSink } from './engine-events.js';
@@ -84,6 +85,8 @@ export class Fleet {
     this.trace = given ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
     // Routers read the requests before an engine's loop checks them: every one is checked here first.
     checkRequests(this.trace, p.replay.limit);
+    // Before the first engine is built: a fleet too large for the core is refused with its ceiling.
+    checkFleetFits(p);
     const r = p.replay;
     this.router = routerOf(p);
     this.config = fleetConfig(p, this.router.name, given === undefined ? undefined : (traceName ?? 'requests'));

@@ -5,6 +5,8 @@
 
 import { availableParallelism } from 'node:os';
 import { parseFleetOptions, type FleetOptions, type ParsedFleetOptions } from '../fleet/fleet-options.js';
+import { checkFleetFits } from '../fleet/fleet-memory.js';
+import { loadCore } from '../core/plain-core.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import type { RouterPolicy } from '../fleet/routers.js';
 import type { FleetScheduler } from '../fleet/timed-options.js';
@@ -85,9 +87,12 @@ export async function fleetSweep(options: FleetSweepOptions): Promise<FleetRun[]
     throw new TypeError('options.timing: a sweep runs on worker threads and cannot take a TimingModel object; give true, a polynomial or a profiled table (a timing spec)');
   }
   const configs = fleetSweepConfigurations(base, grid);
+  await loadCore(); // to measure an engine's memory (checkFleetFits)
   const parsed = configs.map((c, i) => {
     try {
-      return parseFleetOptions(c);
+      const p = parseFleetOptions(c);
+      checkFleetFits(p, true); // each fleet runs whole on one worker thread
+      return p;
     } catch (e) {
       throw configurationError(e, i, configs.length, describeFleetConfig(c, grid));
     }

@@ -10,6 +10,7 @@ import type { Worker } from 'node:worker_threads';
 import { loadCore } from '../core/plain-core.js';
 import { parseWireOptions, type VllmEncodeOptions } from '../events/vllm.js';
 import { arrivalSteps, routerOf, type FleetEventSink } from '../fleet/fleet.js';
+import { checkFleetFits } from '../fleet/fleet-memory.js';
 import { fleetConfig, type FleetOptions, type ParsedFleetOptions } from '../fleet/fleet-options.js';
 import { assembleRun, type FleetEngineFigures, type FleetRun } from '../fleet/fleet-result.js';
 import type { EngineGroup, GroupLoads, GroupStepReply } from '../fleet/engine-group.js';
@@ -85,6 +86,7 @@ export async function fleetOnThreads(p: ParsedFleetOptions, trace: readonly Trac
   }
   // Routers read the requests before an engine's loop checks them: every one is checked here first.
   checkRequests(trace, p.replay.limit);
+  checkFleetFits(p);
   const router = routerOf(p);
   const config = fleetConfig(p, router.name, traceName);
   const K = p.engines;
