@@ -26,8 +26,14 @@ function readmeExample(): string {
   return m[1]!;
 }
 
+/**
+ * Runs a runtime in an environment of the test's own: only what a process
+ * needs to start, plus `env`. Nothing of the caller's (CI's FORCE_COLOR=0,
+ * say, makes Deno colour its output even beside NO_COLOR=1).
+ */
 function run(cmd: string, args: string[], env: Record<string, string> = {}) {
-  const r = spawnSync(cmd, args, { cwd: proj, encoding: 'utf8', timeout: 60_000, env: { ...process.env, NO_COLOR: '1', ...env } });
+  const own: Record<string, string> = { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: proj, TMPDIR: tmpdir(), LANG: 'C.UTF-8', NO_COLOR: '1' };
+  const r = spawnSync(cmd, args, { cwd: proj, encoding: 'utf8', timeout: 60_000, env: { ...own, ...env } });
   return { code: r.status, out: r.stdout, err: r.stderr + (r.error ? String(r.error) : '') };
 }
 
@@ -53,6 +59,19 @@ describe('the README example on the built package', () => {
     const r = run(bin('deno'), ['run', '--allow-read', 'example.mjs'], { DENO_DIR: join(proj, '.deno'), DENO_NO_UPDATE_CHECK: '1', DENO_NO_PROMPT: '1' });
     expect(r.err).toBe('');
     expect(r.out).toBe(expected);
+  });
+
+  it("runs unchanged in Deno whatever the caller's colour settings (CI's FORCE_COLOR=0)", () => {
+    const saved = process.env['FORCE_COLOR'];
+    process.env['FORCE_COLOR'] = '0';
+    try {
+      const r = run(bin('deno'), ['run', '--allow-read', 'example.mjs'], { DENO_DIR: join(proj, '.deno'), DENO_NO_UPDATE_CHECK: '1', DENO_NO_PROMPT: '1' });
+      expect(r.err).toBe('');
+      expect(r.out).toBe(expected);
+    } finally {
+      if (saved === undefined) delete process.env['FORCE_COLOR'];
+      else process.env['FORCE_COLOR'] = saved;
+    }
   });
 
   it('runs unchanged in Bun', () => {
