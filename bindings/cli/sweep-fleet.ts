@@ -12,7 +12,11 @@ import { fleetSweep, TIMED_GRID_KEYS, type FleetSweepGrid } from '../node/fleet-
 import { sloGroupLabel } from '../node/fleet-report.js';
 import { FLEET_SCHEDULERS, type FleetScheduler } from '../fleet/timed-options.js';
 import type { SloTargets } from '../fleet/slo-search.js';
-import { ms, sweepSloAnswers, sweepSloJson, sweepSloLine } from '../fleet/slo-answer.js';
+import { ms, sweepSloAnswers, sweepSloJson, sweepSloLine, type SweepSloAnswer } from '../fleet/slo-answer.js';
+import { noFleetReason } from '../fleet/slo-floor.js';
+import { readTraceFile } from '../node/trace-file.js';
+import { generateWorkload } from '../replay/workload.js';
+import { timingModel, type TimingSpecInput } from '../timing/timing-model.js';
 import { checkSloTimed, sloOf, timingOf } from './timing-flags.js';
 import type { ReplayOptions } from '../replay/replay.js';
 import { SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
@@ -114,6 +118,20 @@ export function formatFleetSweepTable(runs: readonly FleetRun[], varied: FleetVa
   return [line(head), ...rows.map(line)].join('\n');
 }
 
+/** The answers, each that none met with the reason when the trace and the model alone show that none can (slo-floor.ts). */
+async function withReasons(answers: SweepSloAnswer[], o: Flags, timing: true | TimingSpecInput | undefined, slo: SloTargets): Promise<SweepSloAnswer[]> {
+  if (slo.ttftMs === undefined || answers.every((a) => a.met !== null)) return answers;
+  const model = timingModel(typeof timing === 'object' ? timing : undefined);
+  const limit = answers.reduce((m, a) => Math.max(m, a.largest.requests), 0);
+  const file = o.trace !== undefined ? await readTraceFile(o.trace, limit) : undefined;
+  return answers.map((a) => {
+    if (a.met !== null) return a;
+    const c = a.largest.config;
+    const why = noFleetReason(a.largest, file ?? generateWorkload({ requests: c.requests ?? undefined, seed: c.seed }), model, slo);
+    return why === undefined ? a : { ...a, why };
+  });
+}
+
 type Flags = SweepFleetFlags & { trace?: string; requests: number; format: OutputFormat; workers?: number; report?: string; progress: boolean };
 
 /** The fleet sweep: runs it, prints it, writes the report. */
@@ -126,6 +144,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
     ...(o.concurrency !== undefined && { concurrency: o.concurrency }),
   };
   const fleetGrid: FleetSweepGrid = { ...grid, ...timedAxes, engines: o.engines ?? [4], router: o.router ?? ['round-robin'] };
+  const timing = o.timing !== undefined ? timingOf(o.timing) : undefined; // read once
   const total = Object.values(fleetGrid).reduce((a, v) => a * (v as unknown[]).length, 1);
   const bar = sweepProgressBar(o.progress, total, 'fleets');
   let runs: FleetRun[];
@@ -137,7 +156,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
       ...(o.prefixWeight !== undefined && { prefixWeight: o.prefixWeight }),
       ...(o.loadWeight !== undefined && { loadWeight: o.loadWeight }),
       ...(o.affinityBlocks !== undefined && { affinityBlocks: o.affinityBlocks }),
-      ...(o.timing !== undefined && { timing: timingOf(o.timing) }),
+      ...(timing !== undefined && { timing }),
       ...(o.trace !== undefined && { trace: o.trace }),
       grid: fleetGrid,
       ...(o.workers !== undefined && { workers: o.workers }),
@@ -153,7 +172,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
     'router',
     'engines',
   ];
-  const answers = slo === undefined ? [] : sweepSloAnswers(runs, slo, (r) => sloGroupLabel(r, varied));
+  const answers = slo === undefined ? [] : await withReasons(sweepSloAnswers(runs, slo, (r) => sloGroupLabel(r, varied)), o, timing, slo);
   const lines = slo === undefined ? [] : answers.map((a) => sweepSloLine(a, slo));
   if (o.format === 'table') {
     const what = o.trace ?? `built-in workload (${o.requests} requests)`;

@@ -20,6 +20,7 @@ import { LazyRequest } from './route-request.js';
 import { EngineEvents, type FleetEventSink } from './engine-events.js';
 import { createRouter } from './routers.js';
 import { checkFleetFits } from './fleet-memory.js';
+import { arrivalWarnings } from './arrival-warnings.js';
 import { TimedFleet } from './timed-fleet.js';
 
 export type { FleetEventSink } from './engine-events.js';
@@ -51,6 +52,12 @@ interface RunState {
   /** Every request arrived and the fleet is idle: the next step drains. */
   drain: boolean;
   over: boolean;
+}
+
+/** `run` with the notes on the trace's timestamps added, when its arrivals came from them (not instant, not a closed loop). */
+export function withArrivalWarnings(run: FleetRun, p: ParsedFleetOptions, trace: readonly TraceRequest[]): FleetRun {
+  if (p.arrival === 'timestamps' && (p.timed === undefined || p.timed.concurrency === 0)) run.warnings.push(...arrivalWarnings(trace, run.requests));
+  return run;
 }
 
 /** The router the options ask for: a built-in policy made for the engines' geometry, or the user's own. */
@@ -114,7 +121,7 @@ export class Fleet {
 
   /** Runs the whole trace and returns the result; once. */
   run(): FleetRun {
-    if (this.timed !== undefined) return this.timed.run();
+    if (this.timed !== undefined) return withArrivalWarnings(this.timed.run(), this.p, this.trace);
     if (this.st !== undefined) throw new Error('Fleet.run: this fleet has run already');
     while (this.step());
     return this.result();
@@ -188,7 +195,7 @@ export class Fleet {
     if (s === undefined || !s.over) throw new Error('Fleet.result: the run is not over (step() until it returns false, or run())');
     const { n, delays, lastStep, sumMax, sumLoad } = s;
     const perEngine = this.engines.map((e, i) => engineFigures(i, e.result(this.config), e.finishedEarly));
-    return assembleRun(this.config, n, perEngine, delays, lastStep, sumMax, sumLoad);
+    return withArrivalWarnings(assembleRun(this.config, n, perEngine, delays, lastStep, sumMax, sumLoad), this.p, this.trace);
   }
 
   dispose(): void {

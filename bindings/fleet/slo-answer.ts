@@ -21,6 +21,8 @@ export interface SloAnswer {
   run: FleetRun;
   /** The most engines tried. */
   maxEngines: number;
+  /** When none met the targets and the reason is knowable (slo-floor.ts: no fleet can), the reason. */
+  why?: string;
 }
 
 /** The answer of a group of runs (timed, at least one). */
@@ -47,7 +49,7 @@ function figuresText(r: FleetRun, slo: SloTargets): string {
 export function sloAnswerLine(a: SloAnswer, slo: SloTargets, labelled: boolean): string {
   const head = labelled ? `${a.label}: ` : '';
   return a.engines === null
-    ? `${head}no fleet up to ${a.maxEngines} engines meets ${sloText(slo)} (${a.maxEngines} engines: ${figuresText(a.run, slo)})`
+    ? `${head}no fleet up to ${a.maxEngines} engines meets ${sloText(slo)} (${a.maxEngines} engines: ${figuresText(a.run, slo)})${a.why === undefined ? '' : `; ${a.why}`}`
     : `${head}fewest engines meeting ${sloText(slo)}: ${a.engines} (${figuresText(a.run, slo)})`;
 }
 
@@ -63,6 +65,7 @@ export function sloJson(slo: SloTargets, answers: readonly SloAnswer[]): unknown
       maxEngines: a.maxEngines,
       ttftMsP99: a.run.latency!.ttftMs.p99,
       itlMsP99: a.run.latency!.itlMs.p99,
+      ...(a.why !== undefined && { why: a.why }),
     })),
   };
 }
@@ -75,6 +78,8 @@ export interface SweepSloAnswer {
   met: FleetRun | null;
   /** The group's largest fleet (most engines, then most blocks): what came closest when none met. */
   largest: FleetRun;
+  /** When none met the targets and the reason is knowable (slo-floor.ts: no fleet can), the reason. */
+  why?: string;
 }
 
 /** The sweep's answers, a group per distinct label (in order of first appearance); every run timed. */
@@ -94,7 +99,7 @@ const fleetSize = (r: FleetRun) => `${r.config.engines} engine${r.config.engines
 /** "round-robin: smallest fleet meeting p99 TTFT <= 500 ms: 4 engines x 4,096 blocks (p99 TTFT 431.2 ms)". */
 export function sweepSloLine(a: SweepSloAnswer, slo: SloTargets): string {
   return a.met === null
-    ? `${a.label}: no fleet tried meets ${sloText(slo)} (the largest, ${fleetSize(a.largest)}: ${figuresText(a.largest, slo)})`
+    ? `${a.label}: no fleet tried meets ${sloText(slo)} (the largest, ${fleetSize(a.largest)}: ${figuresText(a.largest, slo)})${a.why === undefined ? '' : `; ${a.why}`}`
     : `${a.label}: smallest fleet meeting ${sloText(slo)}: ${fleetSize(a.met)} (${figuresText(a.met, slo)})`;
 }
 
@@ -110,6 +115,7 @@ export function sweepSloJson(slo: SloTargets, answers: readonly SweepSloAnswer[]
       numBlocks: a.met?.config.numBlocks ?? null,
       ttftMsP99: a.met?.latency!.ttftMs.p99 ?? null,
       itlMsP99: a.met?.latency!.itlMs.p99 ?? null,
+      ...(a.why !== undefined && { why: a.why }),
     })),
   };
 }
