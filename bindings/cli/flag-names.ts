@@ -1,14 +1,43 @@
 // The library's errors name an option as the API spells it
-// (options.hostBlocks); on the command line the same option is a flag
-// (--host-blocks), and the message should say what the user typed.
+// (options.hostBlocks, slidingWindow, scheduler 'continuous', timing: true);
+// on the command line the same option is a flag (--host-blocks,
+// --sliding-window, --scheduler continuous, --timing default), and a
+// message should say what the user types.
 
 import type { Command } from 'commander';
 
-/** `message` with each `options.<name>` that a command of `program` takes as a flag written as that flag. */
+const kebab = (key: string) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+
+/**
+ * Values the command line spells differently from the library: the default
+ * timing model is `timing: true` in a program, `--timing default` here.
+ */
+const VALUES: ReadonlyArray<[RegExp, string]> = [[/options\.timing \(true for the default model\)/g, 'options.timing default']];
+
+/**
+ * `message` in the command line's words: each option that a command of
+ * `program` takes as a flag written as that flag -- `options.<name>`, a
+ * quoted value after it (`options.eviction 'lfu'`, `scheduler 'xllm'`:
+ * `--eviction lfu`, `--scheduler xllm`), a sweep's `name=value`, and
+ * camelCase names alone (`slidingWindow`: `--sliding-window`).
+ */
 export function flagNames(program: Command, message: string): string {
   const flags = new Set(program.commands.flatMap((c) => c.options.map((o) => o.long)));
-  return message.replace(/options\.([a-z][A-Za-z0-9]*)/g, (whole, key: string) => {
-    const flag = `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
-    return flags.has(flag) ? flag : whole;
+  const flagOf = (key: string) => (flags.has(kebab(key)) ? kebab(key) : undefined);
+  let out = message;
+  for (const [from, to] of VALUES) out = out.replace(from, to);
+  // A name with a quoted value: options.eviction 'lfu', scheduler 'continuous', options.scheduler "xllm".
+  out = out.replace(/(?<![\w.-])(options\.)?([a-z][A-Za-z0-9]*) (['"])([^'"\s]*)\3/g, (whole, _o: string | undefined, key: string, _q: string, value: string) => {
+    const f = flagOf(key);
+    return f === undefined ? whole : `${f} ${value}`;
   });
+  // A sweep's configuration, name=value: numBlocks=4096 engines=8 as --num-blocks 4096 --engines 8.
+  out = out.replace(/(?<![\w.-])([a-z][A-Za-z0-9]*)=([^\s)]+)/g, (whole, key: string, value: string) => {
+    const f = flagOf(key);
+    return f === undefined ? whole : `${f} ${value}`;
+  });
+  out = out.replace(/options\.([a-z][A-Za-z0-9]*)/g, (whole, key: string) => flagOf(key) ?? whole);
+  // camelCase names alone (slidingWindow), not a part of a longer name or path (req.hashIds, --x).
+  out = out.replace(/(?<![\w.-])([a-z]+[A-Z][A-Za-z0-9]*)\b/g, (whole, key: string) => flagOf(key) ?? whole);
+  return out;
 }

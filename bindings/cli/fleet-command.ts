@@ -5,7 +5,6 @@
 // engine counts are searched instead, per router (fleet-slo.ts).
 
 import { Command, InvalidArgumentError, Option } from 'commander';
-import cliProgress from 'cli-progress';
 import { fleetSync } from '../fleet/fleet.js';
 import { checkFleetFits } from '../fleet/fleet-memory.js';
 import { noFleetReason } from '../fleet/slo-floor.js';
@@ -24,6 +23,8 @@ import { FORMATS, count, type OutputFormat } from './format.js';
 import { addReplayOptions, parseIntArg, positiveNumber } from './options.js';
 import { replayOptionsOf, traceSpec, warn, type ReplayFlags } from './replay-command.js';
 import { fleetSloSearch } from './fleet-slo.js';
+import { didYouMean } from './did-you-mean.js';
+import { progressBar } from './progress-bar.js';
 import { sloAnswerLine, sloJson, type SloAnswer } from '../fleet/slo-answer.js';
 import { addTimingOptions, checkSloTimed, sloOf, timedOptionsOf, type TimingFlags } from './timing-flags.js';
 
@@ -39,7 +40,7 @@ export interface FleetFlags extends ReplayFlags, TimingFlags, Pick<ParsedFleetOp
 export function routers(v: string): RouterPolicy[] {
   return v.split(',').map((x) => {
     const r = x.trim();
-    if (!(ROUTER_POLICIES as readonly string[]).includes(r)) throw new InvalidArgumentError(`--router must be among ${ROUTER_POLICIES.join(', ')}, got ${JSON.stringify(r)}`);
+    if (!(ROUTER_POLICIES as readonly string[]).includes(r)) throw new InvalidArgumentError(`--router must be among ${ROUTER_POLICIES.join(', ')}, got ${JSON.stringify(r)}${didYouMean(r, ROUTER_POLICIES)}`);
     return r as RouterPolicy;
   });
 }
@@ -50,7 +51,7 @@ export function addFleetOptions(cmd: Command): Command {
     .option('--engines <list>', 'engines, each a pool of the replay options; a comma-separated list compares each (with an SLO target: the counts to try; one count N tries 1 to N)', (v: string) => v.split(',').map((x) => parseIntArg('--engines', 1, x.trim())), [4])
     .addOption(new Option('--router <list>', `routing policy: ${ROUTER_POLICIES.join(', ')} (docs/fleet.md); a comma-separated list compares each`).argParser(routers).default(['round-robin'], 'round-robin'))
     .option('--step-ms <ms>', `milliseconds of trace time per step (one decode iteration) (default: ${DEFAULT_STEP_MS})`, positiveNumber('--step-ms'))
-    .addOption(new Option('--arrival <how>', 'timestamps: request r arrives at step floor(timestamp / step ms); instant: all at step 0 (default: "timestamps")').choices(['timestamps', 'instant']))
+    .addOption(new Option('--arrival <how>', 'timestamps: request r arrives at step floor(timestamp / step ms); instant: all at step 0 (default: timestamps)').choices(['timestamps', 'instant']))
     .option('--prefix-weight <n>', 'prefix routers: weight of the matched share of the prompt (integer 0-1000)', (v: string) => parseIntArg('--prefix-weight', 0, v), 1)
     .option('--load-weight <n>', 'prefix routers: weight of the load share of the slots (integer 0-1000)', (v: string) => parseIntArg('--load-weight', 0, v), 1)
     .option('--threads <n>', 'run the engines on n worker threads (the router in the main thread; the same results)', (v: string) => parseIntArg('--threads', 0, v), 0)
@@ -95,9 +96,9 @@ function write(runs: readonly FleetRun[], o: Output, title: string, slo?: { targ
 }
 
 /** A progress bar over the fleets run (none unless stderr is a terminal); `onProgress(label)` feeds it for one fleet. */
-function progressBar(show: boolean) {
+function fleetProgress(show: boolean) {
   const bar = show && process.stderr.isTTY
-    ? new cliProgress.SingleBar({ format: 'fleet {run} [{bar}] {percentage}% | {value}/{total} requests routed | {duration}s', stream: process.stderr }, cliProgress.Presets.shades_classic)
+    ? progressBar('fleet {run} [{bar}] {percentage}% | {value}/{total} requests routed | {duration}s')
     : null;
   return {
     onProgress(run: string): FleetOptions['onProgress'] {
@@ -144,7 +145,7 @@ export function fleetCommand(): Command {
       checkTimedFlags(o, parsed[0]!.timed !== undefined, slo);
       const requests = spec === undefined ? undefined : await readTraceFile(spec, parsed[0]!.replay.limit ?? Infinity);
       const trace = requests && { trace: requests };
-      const bar = progressBar(o.progress);
+      const bar = fleetProgress(o.progress);
       const results: FleetRun[] = [];
       let answers: SloAnswer[] | undefined;
       try {

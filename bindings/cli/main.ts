@@ -9,6 +9,7 @@ import { replayCommand } from './replay-command.js';
 import { sweepCommand } from './sweep-command.js';
 import { fleetCommand } from './fleet-command.js';
 import { flagNames } from './flag-names.js';
+import { guardOptionValues, typedOptionDescription } from './option-values.js';
 
 /** The package's version (package.json sits two folders up from dist/cli/ and bindings/cli/ alike). */
 export function packageVersion(): string {
@@ -26,6 +27,8 @@ export async function main(argv: string[]): Promise<number> {
     .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) })
     .showHelpAfterError('(kvpool <command> --help lists the options)');
   for (const cmd of [replayCommand(), sweepCommand(), fleetCommand()]) {
+    guardOptionValues(cmd);
+    cmd.configureHelp({ optionDescription: typedOptionDescription });
     cmd.exitOverride();
     cmd.configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) });
     program.addCommand(cmd);

@@ -5,6 +5,7 @@
 
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { EVICTION_POLICIES, type EvictionPolicy } from '../managers/eviction-policy.js';
+import { didYouMean } from './did-you-mean.js';
 
 /** A commander parser for a number of seconds >= 0. */
 export function seconds(name: string): (v: string) => number {
@@ -50,7 +51,7 @@ export function parseRatios(name: string, value: string): number[] {
 
 function parseEviction(name: string, value: string): EvictionPolicy {
   if (!(EVICTION_POLICIES as readonly string[]).includes(value)) {
-    throw new InvalidArgumentError(`${name} must be one of ${EVICTION_POLICIES.join(', ')}, got ${JSON.stringify(value)}`);
+    throw new InvalidArgumentError(`${name} must be one of ${EVICTION_POLICIES.join(', ')}, got ${JSON.stringify(value)}${didYouMean(value, EVICTION_POLICIES)}`);
   }
   return value as EvictionPolicy;
 }

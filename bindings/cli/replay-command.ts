@@ -1,7 +1,7 @@
 // `kvpool replay [trace]`: one replay, printed as a table, JSON, JSON Lines or CSV.
 
 import { Command, InvalidArgumentError, Option } from 'commander';
-import cliProgress from 'cli-progress';
+import { progressBar } from './progress-bar.js';
 import { eventOutputs } from '../node/event-file.js';
 import { readTraceFile } from '../node/trace-file.js';
 import { ZmqEventPublisher } from '../node/zmq-publisher.js';
@@ -93,10 +93,7 @@ export function replayCommand(): Command {
       const format: OutputFormat = o.json ? 'json' : o.format;
       const bar =
         o.progress && process.stderr.isTTY
-          ? new cliProgress.SingleBar(
-              { format: 'replay [{bar}] {percentage}% | {value}/{total} requests | {duration}s', stream: process.stderr },
-              cliProgress.Presets.shades_classic,
-            )
+          ? progressBar('replay [{bar}] {percentage}% | {value}/{total} requests | {duration}s')
           : null;
       let started = false;
       const onProgress = bar

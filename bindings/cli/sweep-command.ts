@@ -13,6 +13,7 @@ import { glossaryHelp } from './glossary.js';
 import { addReplayOptions, parseIntArg } from './options.js';
 import { addSweepFleetOptions, fleetSweepCommand, isFleetSweep, sweepFleetGlossaryHelp, type SweepFleetFlags } from './sweep-fleet.js';
 import { sweepProgressBar } from './sweep-progress.js';
+import { interruptible } from './interrupt.js';
 import { traceSpec, warn, write, type ReplayFlags } from './replay-command.js';
 
 type GridFlags = { [K in keyof ReplayFlags]: K extends SweepGridKeyFlag ? Array<NonNullable<ReplayFlags[K]>> | undefined : ReplayFlags[K] };
@@ -88,13 +89,15 @@ export function sweepCommand(): Command {
       const bar = sweepProgressBar(o.progress, total);
       let runs: ReplayRun[];
       try {
-        runs = await sweep({
-          ...base,
-          ...(o.trace !== undefined && { trace: o.trace }),
-          grid,
-          ...(o.workers !== undefined && { workers: o.workers }),
-          onProgress: bar.onProgress,
-        });
+        runs = await interruptible(bar.stop, () =>
+          sweep({
+            ...base,
+            ...(o.trace !== undefined && { trace: o.trace }),
+            grid,
+            ...(o.workers !== undefined && { workers: o.workers }),
+            onProgress: bar.onProgress,
+          }),
+        );
       } finally {
         bar.stop();
       }

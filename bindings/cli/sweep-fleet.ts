@@ -25,8 +25,10 @@ import { fleetJson, formatFleetCsv } from './fleet-format.js';
 import { fleetFieldLines } from './fleet-glossary.js';
 import { columnWidths, percent, ranges, type OutputFormat } from './format.js';
 import { parseIntArg, positiveNumber } from './options.js';
+import { didYouMean } from './did-you-mean.js';
 import { warn } from './replay-command.js';
 import { sweepProgressBar } from './sweep-progress.js';
+import { interruptible } from './interrupt.js';
 
 export interface SweepFleetFlags {
   router?: RouterPolicy[];
@@ -63,7 +65,7 @@ export function addSweepFleetOptions(cmd: Command): Command {
     .option('--affinity-blocks <n>', 'fleets, session affinity: hash the key of this block (default 1)', (v: string) => parseIntArg('--affinity-blocks', 1, v))
     .option('--timing <file|default>', 'timed fleets: keep time in milliseconds: "default" (the built-in polynomial) or a profiled table (.json or .csv) or a timing spec (docs/fleet-time.md)')
     .option('--scheduler <list>', `timed fleets: schedulers to compare (${FLEET_SCHEDULERS.join(', ')}; continuous is timed even without --timing)`, list((x) => {
-      if (!(FLEET_SCHEDULERS as readonly string[]).includes(x)) throw new InvalidArgumentError(`--scheduler must be among ${FLEET_SCHEDULERS.join(', ')}, got ${JSON.stringify(x)}`);
+      if (!(FLEET_SCHEDULERS as readonly string[]).includes(x)) throw new InvalidArgumentError(`--scheduler must be among ${FLEET_SCHEDULERS.join(', ')}, got ${JSON.stringify(x)}${didYouMean(x, FLEET_SCHEDULERS)}`);
       return x as FleetScheduler;
     }))
     .option('--max-num-batched-tokens <list>', 'timed fleets, scheduler continuous: token budgets per step to compare (default 8192)', list((x) => parseIntArg('--max-num-batched-tokens', 1, x)))
@@ -149,7 +151,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
   const bar = sweepProgressBar(o.progress, total, 'fleets');
   let runs: FleetRun[];
   try {
-    runs = await fleetSweep({
+    runs = await interruptible(bar.stop, () => fleetSweep({
       ...base,
       ...(o.stepMs !== undefined && { stepMs: o.stepMs }),
       ...(o.arrival !== undefined && { arrival: o.arrival }),
@@ -161,7 +163,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
       grid: fleetGrid,
       ...(o.workers !== undefined && { workers: o.workers }),
       onProgress: bar.onProgress,
-    });
+    }));
   } finally {
     bar.stop();
   }

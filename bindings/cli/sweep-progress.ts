@@ -1,20 +1,14 @@
 // The sweep's progress bar on stderr (only when it is a terminal): every
-// configuration's requests in one bar, with runs done and an ETA.
+// configuration's requests in one bar, with runs done and an ETA, within
+// 80 columns.
 
-import cliProgress from 'cli-progress';
+import { progressBar } from './progress-bar.js';
 import type { SweepProgress } from '../node/sweep.js';
 
 export function sweepProgressBar(enabled: boolean, totalRuns: number, what = 'runs'): { onProgress: ((p: SweepProgress) => void) | undefined; stop: () => void } {
   const bar =
     enabled && process.stderr.isTTY
-      ? new cliProgress.SingleBar(
-          {
-            format: `sweep [{bar}] {percentage}% | {runs}/{totalRuns} ${what} | {value}/{total} requests | {duration_formatted} | ETA {eta_formatted}`,
-            stream: process.stderr,
-            etaBuffer: 50,
-          },
-          cliProgress.Presets.shades_classic,
-        )
+      ? progressBar(`sweep [{bar}] {percentage}% | {runs}/{totalRuns} ${what} | {duration_formatted} | ETA {eta_formatted}`, { etaBuffer: 50, barsize: 20 })
       : null;
   let started = false;
   return {

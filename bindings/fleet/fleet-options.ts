@@ -86,7 +86,7 @@ export function parseFleetOptions(o: FleetOptions): ParsedFleetOptions {
   const w = parseWeights(o);
   const timed = parseTimedOptions(o);
   const threads = checkInt('options.threads', o.threads ?? 0, 0, 256);
-  if (timed !== undefined && threads > 0) throw new RangeError(`options.threads ${threads}: a timed fleet runs in one thread; leave threads out`);
+  if (timed !== undefined && threads > 0) throw new RangeError(`options.threads ${threads}: a timed fleet runs in one thread; leave options.threads out`);
   if (timed !== undefined && o.stepMs !== undefined) throw new RangeError('options.stepMs belongs to the step clock; a timed fleet takes its step times from options.timing');
   return {
     replay,
