@@ -61,6 +61,23 @@ describe('the README example on the built package', () => {
     expect(r.out).toBe(expected);
   });
 
+  it('runs as the README says to save it, in a fresh `npm init -y` project (which writes "type": "commonjs")', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const name = /Save it as `([\w.-]+)` and run\s+`node \1`/.exec(readme)?.[1];
+    expect(name, 'README.md names the file to save the first example in').toMatch(/\.mjs$/);
+    const fresh = join(proj, 'fresh');
+    mkdirSync(fresh, { recursive: true });
+    symlinkSync(join(proj, 'node_modules'), join(fresh, 'node_modules'));
+    writeFileSync(join(fresh, 'package.json'), JSON.stringify({ name: 'fresh', version: '1.0.0', main: 'index.js', type: 'commonjs', dependencies: { kvpool: '*' } }));
+    writeFileSync(join(fresh, name!), readmeExample());
+    const r = spawnSync(process.execPath, [name!], { cwd: fresh, encoding: 'utf8', timeout: 60_000, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: proj } });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe(expected);
+    // The same text in a .js file of that project is CommonJS, and fails: why the README names .mjs.
+    writeFileSync(join(fresh, 'first.js'), readmeExample());
+    expect(spawnSync(process.execPath, ['first.js'], { cwd: fresh, encoding: 'utf8', timeout: 60_000 }).status).not.toBe(0);
+  });
+
   it("runs unchanged in Deno whatever the caller's colour settings (CI's FORCE_COLOR=0)", () => {
     const saved = process.env['FORCE_COLOR'];
     process.env['FORCE_COLOR'] = '0';
