@@ -26,10 +26,11 @@ export function flagNames(program: Command, message: string): string {
   const flagOf = (key: string) => (flags.has(kebab(key)) ? kebab(key) : undefined);
   let out = message;
   for (const [from, to] of VALUES) out = out.replace(from, to);
-  // A name with a quoted value: options.eviction 'lfu', scheduler 'continuous', options.scheduler "xllm".
-  out = out.replace(/(?<![\w.-])(options\.)?([a-z][A-Za-z0-9]*) (['"])([^'"\s]*)\3/g, (whole, _o: string | undefined, key: string, _q: string, value: string) => {
+  // A name with a quoted value: options.eviction 'lfu', options.scheduler "xllm", and scheduler 'continuous'
+  // (single quotes only without options.: a double-quoted value is the user's own, as in trace "x.jsonl").
+  out = out.replace(/(?<![\w.-])(options\.)?([a-z][A-Za-z0-9]*) (['"])([^'"\s]*)\3/g, (whole, o: string | undefined, key: string, q: string, value: string) => {
     const f = flagOf(key);
-    return f === undefined ? whole : `${f} ${value}`;
+    return f === undefined || (o === undefined && q === '"') ? whole : `${f} ${value}`;
   });
   // A sweep's configuration, name=value: numBlocks=4096 engines=8 as --num-blocks 4096 --engines 8.
   out = out.replace(/(?<![\w.-])([a-z][A-Za-z0-9]*)=([^\s)]+)/g, (whole, key: string, value: string) => {
