@@ -32,17 +32,33 @@ export function sloAnswer(label: string, runs: readonly FleetRun[], slo: SloTarg
   return { label, engines: best === null ? null : best.config.engines, run: best ?? largest, maxEngines: largest.config.engines };
 }
 
+/**
+ * The targets an SLO may hold, in the order the answers name them, each a
+ * latency figure's p99 (ms): a target added to SloTargets with its figure
+ * in the results needs only its line here.
+ */
+const TARGETS: ReadonlyArray<[key: string, label: string]> = [['ttftMs', 'TTFT'], ['itlMs', 'ITL'], ['tpotMs', 'TPOT']];
+
+/** The targets given, in order: [key, label, target ms]. */
+function targetsOf(slo: SloTargets): Array<[string, string, number]> {
+  const given = slo as Record<string, unknown>;
+  return TARGETS.filter(([k]) => typeof given[k] === 'number').map(([k, label]) => [k, label, given[k] as number]);
+}
+
+/** The p99 of a run's latency figure (ms). */
+function p99Of(r: FleetRun, key: string): number {
+  return (r.latency as unknown as Record<string, { p99: number }>)[key]!.p99;
+}
+
 /** "p99 TTFT <= 500 ms and p99 ITL <= 50 ms". */
 export function sloText(slo: SloTargets): string {
-  const parts = [...(slo.ttftMs !== undefined ? [`p99 TTFT <= ${slo.ttftMs} ms`] : []), ...(slo.itlMs !== undefined ? [`p99 ITL <= ${slo.itlMs} ms`] : [])];
-  return parts.join(' and ');
+  return targetsOf(slo).map(([, label, t]) => `p99 ${label} <= ${t} ms`).join(' and ');
 }
 
 /** "p99 TTFT 431.2 ms, p99 ITL 42.0 ms": the run's figures for the targets given. */
 function figuresText(r: FleetRun, slo: SloTargets): string {
-  const l = r.latency!;
   const lost = Object.entries(unserved(r)).filter(([, v]) => v > 0).map(([k, v]) => `${v.toLocaleString('en-US')} ${k === 'finishedEarly' ? 'finished early' : k}`);
-  return [...(slo.ttftMs !== undefined ? [`p99 TTFT ${ms(l.ttftMs.p99)} ms`] : []), ...(slo.itlMs !== undefined ? [`p99 ITL ${ms(l.itlMs.p99)} ms`] : []), ...lost].join(', ');
+  return [...targetsOf(slo).map(([k, label]) => `p99 ${label} ${ms(p99Of(r, k))} ms`), ...lost].join(', ');
 }
 
 /** The answer as a sentence, prefixed with its label when there are several. */
