@@ -1,6 +1,7 @@
 // A profiled timing table from a file (docs/timing.md): .json or .csv. Node only.
 
 import { readFileSync } from 'node:fs';
+import { basename } from 'node:path';
 import { parseTimingTable } from '../timing/timing-table.js';
 import type { TableTiming } from '../timing/timing-model.js';
 import { describe } from '../validate.js';
@@ -16,7 +17,8 @@ export function readTimingFile(path: string): TableTiming {
     throw new Error(`timing table ${JSON.stringify(path)}: ${(e as Error).message}`);
   }
   try {
-    return parseTimingTable(text, format);
+    const t = parseTimingTable(text, format);
+    return { ...t, name: t.name ?? basename(path) }; // the model's name says which file made it
   } catch (e) {
     const E = e instanceof RangeError ? RangeError : TypeError;
     throw new E(`${path}: ${(e as Error).message}`);
