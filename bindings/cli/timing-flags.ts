@@ -87,7 +87,7 @@ export function timingOf(arg: string): true | TimingSpecInput {
 }
 
 /** The profile's parameters as flags name them, for refusals. */
-const PROFILE_FLAGS: Record<string, string> = { profile: '--profile', tp: '--tp', cpuOverheadMs: '--cpu-overhead-ms', linkLatencyUs: '--link-latency-us', linkGBps: '--link-gbps', skew: '--skew-fit', gpuMemoryGib: '--gpu-memory-gib' };
+const PROFILE_FLAGS: Record<string, string> = { profile: '--profile', tp: '--tp', cpuOverheadMs: '--cpu-overhead-ms', linkLatencyUs: '--link-latency-us', linkGBps: '--link-gbps', skew: '--skew-fit' };
 
 /**
  * `--profile` and its parameters as a timing spec (undefined: no --profile),
