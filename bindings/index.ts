@@ -109,7 +109,7 @@ export { PrecisePrefixRouter, engineInstance, type PrecisePrefixOptions } from '
 export type { PrefixScoreWeights } from './fleet/prefix-score.js';
 export { BlockState, BLOCK_STATE_NAMES } from './managers/block-state.js';
 export {
-  timingModel, parseTimingSpec, DEFAULT_TIMING, emptyStepBatch, clearStepBatch, addChunk, addDecode, checkBatch,
+  timingModel, parseTimingSpec, DEFAULT_TIMING, emptyStepBatch, clearStepBatch, addChunk, addDecode, checkBatch, checkRanks,
   type TimingModel, type TimingSpec, type TimingSpecInput, type StepBatch, type PolynomialTiming, type TableTiming, type ProfileTiming, type KvFacts,
 } from './timing/timing-model.js';
 export { parseProfileBundle, type ProfileBundle, type ProfileBundleFiles, type ModelShape } from './timing/profile-bundle.js';

@@ -7,7 +7,7 @@
 // above).
 
 import { cellNumber, readCsv } from './bundle-csv.js';
-import { along, curveAt, curveOf, type At, type Curve } from './curve.js';
+import { curveAt, curveOf, segment, type Curve } from './curve.js';
 
 /** The measurements at one (prefill_chunk, n_decode): per kv_prefill value, a curve over kv_decode. */
 export interface AttentionSlice {
@@ -78,19 +78,69 @@ export function parseAttention(where: string, text: string, pcGrid?: readonly nu
   return { pc: Float64Array.from(pcs), rows };
 }
 
-const kdRow: At<AttentionSlice> = (s, i, kd) => curveAt(s.kd[i]!, kd);
+// Each axis below is the curve rule of curve.ts written out once per level
+// (not one generic function taking a callback): the lookup runs once per
+// engine step, and a call site that sees one function is one V8 inlines.
 
+/** The slice at kv_prefill kp, kv_decode kd. */
 function sliceAt(s: AttentionSlice | null, kp: number, kd: number): number {
-  return s === null ? 0 : along(s.kp, kp, kdRow, s, kd, 0, 0);
+  if (s === null) return 0;
+  const x = s.kp;
+  const n = x.length;
+  if (n === 1 || kp <= x[0]!) return curveAt(s.kd[0]!, kd);
+  const last = x[n - 1]!;
+  if (kp <= last) {
+    const i = segment(x, kp);
+    if (kp === x[i + 1]) return curveAt(s.kd[i + 1]!, kd);
+    const a = curveAt(s.kd[i]!, kd);
+    return a + ((kp - x[i]!) * (curveAt(s.kd[i + 1]!, kd) - a)) / (x[i + 1]! - x[i]!);
+  }
+  const yn = curveAt(s.kd[n - 1]!, kd);
+  const xm = Math.max(last / 2, x[0]!);
+  let ym: number;
+  if (xm <= x[0]!) ym = curveAt(s.kd[0]!, kd);
+  else {
+    const i = segment(x, xm);
+    const a = curveAt(s.kd[i]!, kd);
+    ym = xm === x[i + 1] ? curveAt(s.kd[i + 1]!, kd) : a + ((xm - x[i]!) * (curveAt(s.kd[i + 1]!, kd) - a)) / (x[i + 1]! - x[i]!);
+  }
+  return yn + (kp - last) * Math.max(0, (yn - ym) / (last - xm));
 }
 
-// Corners with no prefill (or no decode) carry no history of that part.
-const ndPoint: At<AttentionRow> = (row, j, kp, kd) => sliceAt(row.slices[j]!, kp, row.nd[j]! > 0 ? kd : 0);
+/** Slice j of a row, a corner with no decode reading no decode context. */
+function rowPoint(row: AttentionRow, j: number, kp: number, kd: number): number {
+  return sliceAt(row.slices[j]!, kp, row.nd[j]! > 0 ? kd : 0);
+}
 
-const pcPoint: At<AttentionGrid> = (g, i, kp, nd, kd) => {
+/** A prefill_chunk row at n_decode nd. */
+function rowAt(row: AttentionRow, nd: number, kp: number, kd: number): number {
+  const x = row.nd;
+  const n = x.length;
+  if (n === 1 || nd <= x[0]!) return rowPoint(row, 0, kp, kd);
+  const last = x[n - 1]!;
+  if (nd <= last) {
+    const i = segment(x, nd);
+    if (nd === x[i + 1]) return rowPoint(row, i + 1, kp, kd);
+    const a = rowPoint(row, i, kp, kd);
+    return a + ((nd - x[i]!) * (rowPoint(row, i + 1, kp, kd) - a)) / (x[i + 1]! - x[i]!);
+  }
+  const yn = rowPoint(row, n - 1, kp, kd);
+  const xm = Math.max(last / 2, x[0]!);
+  let ym: number;
+  if (xm <= x[0]!) ym = rowPoint(row, 0, kp, kd);
+  else {
+    const i = segment(x, xm);
+    const a = rowPoint(row, i, kp, kd);
+    ym = xm === x[i + 1] ? rowPoint(row, i + 1, kp, kd) : a + ((xm - x[i]!) * (rowPoint(row, i + 1, kp, kd) - a)) / (x[i + 1]! - x[i]!);
+  }
+  return yn + (nd - last) * Math.max(0, (yn - ym) / (last - xm));
+}
+
+/** Row i of the grid, a row with no prefill reading no prefill history. */
+function gridPoint(g: AttentionGrid, i: number, kp: number, nd: number, kd: number): number {
   const row = g.rows[i]!;
-  return along(row.nd, nd, ndPoint, row, row.pc > 0 ? kp : 0, kd, 0);
-};
+  return rowAt(row, nd, row.pc > 0 ? kp : 0, kd);
+}
 
 /**
  * One layer's attention, us: a prefill part of `pc` tokens after `kp`
@@ -99,7 +149,62 @@ const pcPoint: At<AttentionGrid> = (g, i, kp, nd, kd) => {
  */
 export function attentionUs(g: AttentionGrid, pc: number, kp: number, nd: number, kd: number): number {
   if (pc <= 0 && nd <= 0) return 0;
-  return Math.max(0, along(g.pc, pc, pcPoint, g, kp, nd, kd));
+  const x = g.pc;
+  const n = x.length;
+  let v: number;
+  if (n === 1 || pc <= x[0]!) v = gridPoint(g, 0, kp, nd, kd);
+  else if (pc <= x[n - 1]!) {
+    const i = segment(x, pc);
+    if (pc === x[i + 1]) v = gridPoint(g, i + 1, kp, nd, kd);
+    else {
+      const a = gridPoint(g, i, kp, nd, kd);
+      v = a + ((pc - x[i]!) * (gridPoint(g, i + 1, kp, nd, kd) - a)) / (x[i + 1]! - x[i]!);
+    }
+  } else {
+    const last = x[n - 1]!;
+    const yn = gridPoint(g, n - 1, kp, nd, kd);
+    const xm = Math.max(last / 2, x[0]!);
+    let ym: number;
+    if (xm <= x[0]!) ym = gridPoint(g, 0, kp, nd, kd);
+    else {
+      const i = segment(x, xm);
+      const a = gridPoint(g, i, kp, nd, kd);
+      ym = xm === x[i + 1] ? gridPoint(g, i + 1, kp, nd, kd) : a + ((xm - x[i]!) * (gridPoint(g, i + 1, kp, nd, kd) - a)) / (x[i + 1]! - x[i]!);
+    }
+    v = yn + (pc - last) * Math.max(0, (yn - ym) / (last - xm));
+  }
+  return Math.max(0, v);
+}
+
+/**
+ * Decode-only attention as one curve over kv_decode per decode count
+ * 1..max (the row prefill_chunk = 0 interpolated between its slices ahead
+ * of time, which is exact when both slices share their kv_decode points);
+ * undefined where they do not, for attentionUs to do.
+ */
+export function decodeCurves(g: AttentionGrid): Array<Curve | undefined> {
+  const row = g.rows[0]!;
+  const out: Array<Curve | undefined> = [undefined];
+  const last = row.nd[row.nd.length - 1]!;
+  const only = (s: AttentionSlice | null) => (s !== null && s.kp.length === 1 && s.kp[0] === 0 ? s.kd[0]! : undefined);
+  for (let nd = 1; nd <= last; nd++) {
+    const j = segment(row.nd, nd);
+    const lo = row.nd[j]!;
+    const hi = row.nd[j + 1]!;
+    const a = only(row.slices[nd === hi ? j + 1 : j]!);
+    const b = only(row.slices[j + 1]!);
+    if (nd === hi) {
+      out.push(a);
+      continue;
+    }
+    if (a === undefined || b === undefined || lo === 0 || a.x.length !== b.x.length || a.x.some((x, i) => x !== b.x[i])) {
+      out.push(undefined);
+      continue;
+    }
+    const t = (nd - lo) / (hi - lo);
+    out.push({ x: a.x, y: a.y.map((y, i) => y + t * (b.y[i]! - y)), above: a.above + t * (b.above - a.above) });
+  }
+  return out;
 }
 
 /** The largest prefill_chunk measured: longer chunks are timed as pieces of it (docs/timing.md). */

@@ -6,9 +6,9 @@
 
 import { along, curveAt, sumCurves, type At, type Curve } from './curve.js';
 import { kvBytesPerToken, weightBytesPerGpu } from './kv-capacity.js';
-import { attentionUs, topChunk, type AttentionGrid } from './profile-attention.js';
+import { attentionUs, decodeCurves, topChunk, type AttentionGrid } from './profile-attention.js';
 import type { MoeTable, ProfileBundle, SkewAxes, SkewFit } from './profile-bundle.js';
-import { checkBatch, type KvFacts, type StepBatch, type TimingModel } from './step-batch.js';
+import { checkBatch, checkRanks, type KvFacts, type StepBatch, type TimingModel } from './step-batch.js';
 import { shortHash } from './content-hash.js';
 
 /** The profile model's parameters, complete (docs/timing.md, the profile model). */
@@ -58,6 +58,10 @@ export class ProfileModel implements TimingModel {
   /** The head's ops over the sequences that sample (us). */
   private readonly perSequence: Curve;
   private readonly attention: AttentionGrid;
+  /** perToken and perSequence at each whole count up to their length, and decode-only attention per decode count: looked up, not searched. */
+  private readonly tokenUs: Float64Array;
+  private readonly seqUs: Float64Array;
+  private readonly decodeOnly: Array<Curve | undefined>;
   private readonly top: number;
   private readonly moeOwn: MoeTable | undefined;
   private readonly moeWhole: MoeTable | undefined;
@@ -66,21 +70,24 @@ export class ProfileModel implements TimingModel {
   private readonly skewFit: SkewFit | undefined;
   private readonly skewAxes: SkewAxes | undefined;
   private readonly bwBytesPerUs: number;
-  // Per-rank sums of the step being timed (grown to the batch's dp ranks; no allocation per step).
-  private tok = new Float64Array(1);
-  private seq = new Float64Array(1);
-  private pcSum = new Float64Array(1);
-  private kpSum = new Float64Array(1);
-  private nd = new Float64Array(1);
-  private kdSum = new Float64Array(1);
-  private kdMin = new Float64Array(1);
-  private kdMax = new Float64Array(1);
-  private pieces = new Float64Array(1);
-  private alone = new Float64Array(1);
-  private bestC = new Float64Array(1);
-  private bestH = new Float64Array(1);
-  private bestA = new Float64Array(1);
-  private ties = new Float64Array(1);
+  // The rank being timed, summed over its chunks and decodes (fields, not
+  // locals, so that the attention and skew helpers read them; nothing is
+  // allocated per step).
+  private tok = 0;
+  private seq = 0;
+  private pcSum = 0;
+  private kpSum = 0;
+  private nd = 0;
+  private kdSum = 0;
+  private kdMin = 0;
+  private kdMax = 0;
+  /** Attention pieces of its chunks, their attention alone summed, and the longest (its tokens, history, attention alone, how many as long). */
+  private pieces = 0;
+  private alone = 0;
+  private bestC = 0;
+  private bestH = 0;
+  private bestA = 0;
+  private ties = 0;
 
   constructor(readonly bundle: ProfileBundle, readonly p: ProfileParameters) {
     const t = bundle.tp[p.tp];
@@ -93,6 +100,9 @@ export class ProfileModel implements TimingModel {
     this.perToken = sumCurves([...bundle.sequence.layer.map((op) => scaled(t.dense[op]!, m.layers)), ...bundle.sequence.prologue.map((op) => t.dense[op]!)]);
     this.perSequence = sumCurves(bundle.sequence.head.map((op) => t.perSequence[op] ?? t.dense[op]!));
     this.attention = t.attention;
+    this.tokenUs = Float64Array.from({ length: 16_385 }, (_, n) => curveAt(this.perToken, n));
+    this.seqUs = Float64Array.from({ length: 1025 }, (_, n) => curveAt(this.perSequence, n));
+    this.decodeOnly = decodeCurves(t.attention);
     this.top = topChunk(t.attention);
     this.experts = m.experts;
     this.expertsPerToken = m.expertsPerToken;
@@ -126,28 +136,26 @@ export class ProfileModel implements TimingModel {
     return k * (n - 1) * this.p.linkLatencyUs + ((k * (n - 1)) / n) * (bytes / this.bwBytesPerUs);
   }
 
-  private grow(n: number): void {
-    if (this.tok.length >= n) return;
-    for (const k of ['tok', 'seq', 'pcSum', 'kpSum', 'nd', 'kdSum', 'kdMin', 'kdMax', 'pieces', 'alone', 'bestC', 'bestH', 'bestA', 'ties'] as const) this[k] = new Float64Array(n);
-  }
-
   /**
    * One rank's attention per layer with its decodes at context kd
    * (docs/timing.md, attention of a step): one chunk as the table has it;
    * several, the smaller of two upper bounds.
    */
   private rankAttention(b: Readonly<StepBatch>, r: number, kd: number): number {
-    const nd = this.nd[r]!;
-    const pieces = this.pieces[r]!;
+    const nd = this.nd;
+    const pieces = this.pieces;
     const g = this.attention;
-    if (pieces === 0) return attentionUs(g, 0, 0, nd, kd);
-    let each = this.alone[r]!;
+    if (pieces === 0) {
+      const c = nd < this.decodeOnly.length ? this.decodeOnly[nd] : undefined;
+      return c === undefined ? attentionUs(g, 0, 0, nd, kd) : Math.max(0, curveAt(c, kd));
+    }
+    let each = this.alone;
     if (nd > 0) {
       // The decodes beside the longest piece; among equally long ones, where they add least.
-      let add = attentionUs(g, this.bestC[r]!, this.bestH[r]!, nd, kd) - this.bestA[r]!;
-      if (this.ties[r]! > 1) {
+      let add = attentionUs(g, this.bestC, this.bestH, nd, kd) - this.bestA;
+      if (this.ties > 1) {
         const top = this.top;
-        const best = this.bestC[r]!;
+        const best = this.bestC;
         for (let i = 0; i < b.prefillSeqs; i++) {
           if (b.chunkRanks[i] !== r) continue;
           const c = b.chunkTokens[i]!;
@@ -161,23 +169,73 @@ export class ProfileModel implements TimingModel {
       }
       each += add;
     }
-    if (pieces === 1 || this.pcSum[r]! > this.top) return each;
-    return Math.min(each, attentionUs(g, this.pcSum[r]!, this.kpSum[r]!, nd, kd));
+    if (pieces === 1 || this.pcSum > this.top) return each;
+    return Math.min(each, attentionUs(g, this.pcSum, this.kpSum, nd, kd));
   }
 
   private skewed(b: Readonly<StepBatch>, r: number): number {
-    const nd = this.nd[r]!;
-    const mean = nd === 0 ? 0 : this.kdSum[r]! / nd;
+    const nd = this.nd;
+    const mean = nd === 0 ? 0 : this.kdSum / nd;
     const tMean = this.rankAttention(b, r, mean);
     const fit = this.skewFit;
-    const max = this.kdMax[r]!;
+    const max = this.kdMax;
     if (fit === undefined || nd <= 1 || max === mean) return tMean;
     const ax = this.skewAxes!;
-    const min = this.kdMin[r]!;
+    const min = this.kdMin;
     const rate = max > min ? (mean - min) / (max - min) : 0.5;
-    const key = `${this.pcSum[r]!}|${label(ax.n.bins, ax.n.labels, nd)}|${label(ax.skewRate.bins, ax.skewRate.labels, rate)}|${label(ax.kvBig.bins, ax.kvBig.labels, max)}|${label(ax.kp.bins, ax.kp.labels, this.kpSum[r]!)}`;
+    const key = `${this.pcSum}|${label(ax.n.bins, ax.n.labels, nd)}|${label(ax.skewRate.bins, ax.skewRate.labels, rate)}|${label(ax.kvBig.bins, ax.kvBig.labels, max)}|${label(ax.kp.bins, ax.kp.labels, this.kpSum)}`;
     const alpha = fit.alpha[key] ?? fit.alphaDefault;
     return tMean + alpha * Math.max(this.rankAttention(b, r, max) - tMean, 0);
+  }
+
+  /** Sums rank r's chunks and decodes into the fields above; false when it has none. */
+  private gather(b: Readonly<StepBatch>, r: number): boolean {
+    this.tok = this.seq = this.pcSum = this.kpSum = this.nd = this.kdSum = this.kdMax = 0;
+    this.pieces = this.alone = this.bestC = this.bestH = this.bestA = this.ties = 0;
+    this.kdMin = Infinity;
+    const top = this.top;
+    const g = this.attention;
+    for (let i = 0; i < b.prefillSeqs; i++) {
+      if (b.chunkRanks[i] !== r) continue;
+      const c = b.chunkTokens[i]!;
+      const h = b.chunkContextTokens[i]!;
+      this.tok += c;
+      this.seq++;
+      this.pcSum += c;
+      this.kpSum += h;
+      // A chunk longer than the table's top is timed as pieces of the top after growing history.
+      for (let off = 0; off < c; off += top) {
+        const pc = Math.min(top, c - off);
+        const a = attentionUs(g, pc, h + off, 0, 0);
+        this.alone += a;
+        this.pieces++;
+        if (pc > this.bestC) {
+          this.bestC = pc;
+          this.bestH = h + off;
+          this.bestA = a;
+          this.ties = 1;
+        } else if (pc === this.bestC) this.ties++;
+      }
+    }
+    let nd = 0;
+    let sum = 0;
+    let min = Infinity;
+    let max = 0;
+    for (let j = 0; j < b.decodeSeqs; j++) {
+      if (b.decodeRanks[j] !== r) continue;
+      const k = b.decodeContexts[j]!;
+      nd++;
+      sum += k;
+      if (k < min) min = k;
+      if (k > max) max = k;
+    }
+    this.nd = nd;
+    this.kdSum = sum;
+    this.kdMin = min;
+    this.kdMax = max;
+    this.tok += nd;
+    this.seq += nd;
+    return this.seq > 0;
   }
 
   stepMs(b: Readonly<StepBatch>): number {
@@ -185,58 +243,27 @@ export class ProfileModel implements TimingModel {
     const host = b.hostLoadedBlocks === 0 ? 0 : (b.hostLoadedBlocks * this.p.blockBytes) / (this.p.hostGBps * 1e6);
     if (b.prefillSeqs === 0 && b.decodeSeqs === 0) return host;
     const D = b.dpRanks;
-    this.grow(D);
-    const { tok, seq, pcSum, kpSum, nd, kdSum, kdMin, kdMax, pieces, alone, bestC, bestH, bestA, ties } = this;
-    for (let r = 0; r < D; r++) {
-      tok[r] = seq[r] = pcSum[r] = kpSum[r] = nd[r] = kdSum[r] = pieces[r] = alone[r] = bestC[r] = bestH[r] = bestA[r] = ties[r] = 0;
-      kdMin[r] = Infinity;
-      kdMax[r] = 0;
-    }
-    const top = this.top;
-    for (let i = 0; i < b.prefillSeqs; i++) {
-      const r = b.chunkRanks[i]!;
-      const c = b.chunkTokens[i]!;
-      const h = b.chunkContextTokens[i]!;
-      tok[r] += c;
-      seq[r]++;
-      pcSum[r] += c;
-      kpSum[r] += h;
-      // A chunk longer than the table's top is timed as pieces of the top after growing history.
-      for (let off = 0; off < c; off += top) {
-        const pc = Math.min(top, c - off);
-        const a = attentionUs(this.attention, pc, h + off, 0, 0);
-        alone[r] += a;
-        pieces[r]++;
-        if (pc > bestC[r]!) {
-          bestC[r] = pc;
-          bestH[r] = h + off;
-          bestA[r] = a;
-          ties[r] = 1;
-        } else if (pc === bestC[r]) ties[r]++;
-      }
-    }
-    for (let j = 0; j < b.decodeSeqs; j++) {
-      const r = b.decodeRanks[j]!;
-      const k = b.decodeContexts[j]!;
-      tok[r]++;
-      seq[r]++;
-      nd[r]++;
-      kdSum[r] += k;
-      if (k < kdMin[r]!) kdMin[r] = k;
-      if (k > kdMax[r]!) kdMax[r] = k;
-    }
     // MoE ranks step together: every rank runs the largest rank's tokens (vLLM pads data-parallel batches).
     const moe = this.moeOwn !== undefined || this.moeWhole !== undefined;
     let padded = 0;
-    if (moe && D > 1) for (let r = 0; r < D; r++) padded = Math.max(padded, tok[r]!);
+    if (moe && D > 1) {
+      for (let r = 0; r < D; r++) {
+        let t = 0;
+        for (let i = 0; i < b.prefillSeqs; i++) if (b.chunkRanks[i] === r) t += b.chunkTokens[i]!;
+        for (let j = 0; j < b.decodeSeqs; j++) if (b.decodeRanks[j] === r) t++;
+        if (t > padded) padded = t;
+      }
+    }
     const L = this.layers;
     const H = this.hidden;
     const tp = this.p.tp;
     let slowest = 0;
+    let seen = 0;
     for (let r = 0; r < D; r++) {
-      if (seq[r] === 0) continue;
-      const T = padded > 0 ? padded : tok[r]!;
-      let layer = this.skewFit === undefined ? this.rankAttention(b, r, nd[r]! === 0 ? 0 : kdSum[r]! / nd[r]!) : this.skewed(b, r);
+      if (!this.gather(b, r)) continue;
+      seen += this.seq;
+      const T = padded > 0 ? padded : this.tok;
+      let layer = this.skewFit === undefined ? this.rankAttention(b, r, this.nd === 0 ? 0 : this.kdSum / this.nd) : this.skewed(b, r);
       if (tp > 1) layer += 2 * this.ring(T * H * this.dtypeBytes, tp, true);
       if (moe) {
         const E = this.experts;
@@ -251,9 +278,12 @@ export class ProfileModel implements TimingModel {
           if (D > 1) layer += this.ring(T * (H + E) * this.dtypeBytes * D, D, false) + this.ring(all * H * this.dtypeBytes, D, false);
         }
       }
-      const us = curveAt(this.perToken, T) + curveAt(this.perSequence, seq[r]!) + L * layer;
+      const S = this.seq;
+      const us = (T < this.tokenUs.length && Number.isInteger(T) ? this.tokenUs[T]! : curveAt(this.perToken, T)) + (S < this.seqUs.length ? this.seqUs[S]! : curveAt(this.perSequence, S)) + L * layer;
       if (us > slowest) slowest = us;
     }
+    // Every sequence on some rank: one the loop above did not count names a rank outside the engine's.
+    if (seen !== b.prefillSeqs + b.decodeSeqs) checkRanks(b);
     return slowest / 1000 + this.p.cpuOverheadMs + host;
   }
 }

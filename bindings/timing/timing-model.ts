@@ -11,7 +11,7 @@ import { checkProfileSpec, profileModel, type ProfileTiming } from './profile-sp
 import { parseTable, Table, TABLE_KEYS, type ParsedTable, type TableTiming } from './table-model.js';
 import type { TimingModel } from './step-batch.js';
 
-export { emptyStepBatch, clearStepBatch, addChunk, addDecode, checkBatch, type StepBatch, type TimingModel, type KvFacts } from './step-batch.js';
+export { emptyStepBatch, clearStepBatch, addChunk, addDecode, checkBatch, checkRanks, type StepBatch, type TimingModel, type KvFacts } from './step-batch.js';
 export { DEFAULT_TIMING, type PolynomialTiming } from './polynomial.js';
 export type { TableTiming } from './table-model.js';
 export type { ProfileTiming } from './profile-spec.js';
