@@ -116,25 +116,35 @@ export function readProfileDir(dir: string, name = dir): ProfileBundle {
   }
 }
 
-const cache = new Map<string, { stamp: number; bundle: ProfileBundle }>();
+const cache = new Map<string, { stamp: string; bundle: ProfileBundle }>();
+
+/** When meta.yaml and the TP folders' files last changed ('' when the folder is not there). */
+function stampOf(dir: string): string {
+  const times: number[] = [];
+  try {
+    times.push(statSync(join(dir, 'meta.yaml')).mtimeMs);
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      if (!e.isDirectory() || !/^tp\d+$/.test(e.name)) continue;
+      for (const f of readdirSync(join(dir, e.name))) times.push(statSync(join(dir, e.name, f)).mtimeMs);
+    }
+  } catch {
+    return ''; // readProfileDir says what is missing
+  }
+  return times.join(',');
+}
 
 /**
  * A preset by name, or a bundle folder by path, parsed once per process
- * (again when its meta.yaml changes).
+ * (again when one of its files changes).
  */
 export function readProfileBundle(nameOrPath: string): ProfileBundle {
   const preset = PROFILE_PRESETS[nameOrPath.toLowerCase()];
   const dir = preset !== undefined ? join(PRESET_ROOT, preset) : resolve(nameOrPath);
   const name = preset !== undefined ? nameOrPath.toLowerCase() : nameOrPath;
-  let stamp = -1;
-  try {
-    stamp = statSync(join(dir, 'meta.yaml')).mtimeMs;
-  } catch {
-    /* readProfileDir says what is missing */
-  }
+  const stamp = stampOf(dir);
   const key = `${name}\0${dir}`;
   const hit = cache.get(key);
-  if (hit !== undefined && hit.stamp === stamp) return hit.bundle;
+  if (hit !== undefined && stamp !== '' && hit.stamp === stamp) return hit.bundle;
   const bundle = readProfileDir(dir, name);
   cache.set(key, { stamp, bundle });
   return bundle;
