@@ -1,13 +1,16 @@
 // The Node entry: everything in index.ts, with the core loaded synchronously
-// from the package's build/kvpool.wasm on first use, plus trace files, a
-// `replay` that also takes a trace by name, and sweeps on worker threads.
+// from the package's build/kvpool.wasm on first use, plus trace files, GPU
+// profiles by preset name or folder, a `replay` that also takes a trace by
+// name, and sweeps on worker threads.
 
 import './wasm-node.js';
+import './node/profile-files.js';
 
 export * from './index.js';
 export { readTraceFile, resolveTrace, BUILTIN_TRACES, MAX_TRACE_LINE_BYTES, type ReadTraceOptions } from './node/trace-file.js';
 export { readTraceFileSync } from './node/trace-file-sync.js';
 export { readTimingFile, readTimingSpecFile, MAX_TIMING_FILE_BYTES } from './node/timing-file.js';
+export { readProfileBundle, readProfileDir, PROFILE_PRESETS, MAX_PROFILE_FILE_BYTES } from './node/profile-files.js';
 // Shadows the platform-neutral replay of index.js (an explicit export wins over `export *`).
 export { replay } from './node/replay-file.js';
 export { fleet } from './node/fleet-file.js';

@@ -109,7 +109,11 @@ export { PrecisePrefixRouter, engineInstance, type PrecisePrefixOptions } from '
 export type { PrefixScoreWeights } from './fleet/prefix-score.js';
 export { BlockState, BLOCK_STATE_NAMES } from './managers/block-state.js';
 export {
-  timingModel, parseTimingSpec, DEFAULT_TIMING, emptyStepBatch, clearStepBatch, addChunk, addDecode,
-  type TimingModel, type TimingSpec, type TimingSpecInput, type StepBatch, type PolynomialTiming, type TableTiming,
+  timingModel, parseTimingSpec, DEFAULT_TIMING, emptyStepBatch, clearStepBatch, addChunk, addDecode, checkBatch, checkRanks,
+  type TimingModel, type TimingSpec, type TimingSpecInput, type StepBatch, type PolynomialTiming, type TableTiming, type ProfileTiming, type KvFacts,
 } from './timing/timing-model.js';
+export { parseProfileBundle, type ProfileBundle, type ProfileBundleFiles, type ModelShape } from './timing/profile-bundle.js';
+export { ProfileModel, type ProfileParameters } from './timing/profile-model.js';
+export { profileModel, profileParameters, PROFILE_DEFAULTS } from './timing/profile-spec.js';
+export { kvCacheBlocks, kvBytesPerToken, weightBytesPerGpu, parameterCount, GPU_MEMORY_GIB, DEFAULT_ACTIVATION_RESERVE_GIB, type KvCapacity, type KvCapacityInput } from './timing/kv-capacity.js';
 export { parseTimingTable } from './timing/timing-table.js';

@@ -40,7 +40,7 @@ describe.skipIf(!haveChromium)('the core in headless Chromium', () => {
     // No synchronous loader in a browser: constructors ask for loadCore() first.
     expect(got.syncError).toBe('kvpool: the Wasm core is not loaded yet; `await loadCore()` (or use an async `create()`) first');
     expect(server.requests).toContain('/build/kvpool.wasm');
-    const bare = ['/node_modules/@assemblyscript/loader/', '/node_modules/@msgpack/msgpack/'];
+    const bare = ['/node_modules/@assemblyscript/loader/', '/node_modules/@msgpack/msgpack/', '/node_modules/yaml/browser/', '/node_modules/@noble/hashes/esm/'];
     expect(server.requests.filter((p) => p.startsWith('/node_modules/')).every((p) => bare.some((b) => p.startsWith(b)))).toBe(true);
     expect(got.result).toEqual(scenario(kv));
     await page.close();

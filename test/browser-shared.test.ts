@@ -34,6 +34,9 @@ describe('ConcurrentBlockManagerImpl in a browser', () => {
     };
     // The msgpack build is split into modules next to its index.
     const msgpackDir = join(ROOT, 'node_modules/@msgpack/msgpack/dist.esm');
+    // So are the YAML parser's and SHA-256's (whose own modules import one another by package name).
+    const yamlDir = join(ROOT, 'node_modules/yaml/browser');
+    const nobleDir = join(ROOT, 'node_modules/@noble/hashes/esm');
     const server = createServer((req, res) => {
       const url = new URL(req.url ?? '/', 'http://x');
       if (req.method === 'POST' && url.pathname === '/result') {
@@ -50,8 +53,18 @@ describe('ConcurrentBlockManagerImpl in a browser', () => {
         const f = join(dist, url.pathname.slice('/dist/'.length));
         // Browsers resolve no bare specifiers (workers take no import map).
         if (existsSync(f)) {
-          const js = readFileSync(f, 'utf8').replaceAll("'@assemblyscript/loader'", "'/loader.js'").replaceAll("'@msgpack/msgpack'", "'/msgpack/index.mjs'");
+          const js = readFileSync(f, 'utf8')
+            .replaceAll("'@assemblyscript/loader'", "'/loader.js'")
+            .replaceAll("'@msgpack/msgpack'", "'/msgpack/index.mjs'")
+            .replaceAll("'yaml'", "'/yaml/index.js'")
+            .replace(/'@noble\/hashes\/(\w+)'/g, "'/noble/$1.js'");
           entry = ['text/javascript', js];
+        }
+      }
+      for (const [prefix, dir] of [['/yaml/', yamlDir], ['/noble/', nobleDir]] as const) {
+        if (!entry && url.pathname.startsWith(prefix) && !url.pathname.includes('..')) {
+          const f = join(dir, url.pathname.slice(prefix.length));
+          if (existsSync(f)) entry = ['text/javascript', readFileSync(f, 'utf8').replace(/'@noble\/hashes\/(\w+)'/g, "'/noble/$1.js'")];
         }
       }
       if (!entry && url.pathname.startsWith('/msgpack/') && !url.pathname.includes('..')) {

@@ -19,7 +19,7 @@ const refusals: Array<{ args: string[]; message: string; follow?: string[][] }> 
   { args: ['fleet', '--timing', 'default', '--max-num-batched-tokens', '100'], message: 'kvpool: --max-num-batched-tokens applies to --scheduler continuous', follow: [['--scheduler', 'continuous']] },
   { args: ['fleet', '--timing', 'default', '--threads', '2'], message: 'kvpool: --threads 2: a timed fleet runs in one thread; leave --threads out' },
   { args: ['fleet', '--eviction', 'lfu', '--sliding-window', '64'], message: 'kvpool: --eviction lfu cannot be combined with --sliding-window (a composite pool has no prefix cache)' },
-  { args: ['fleet', '--slo-ttft-ms', '5'], message: 'kvpool: --slo-ttft-ms needs a timed fleet: give --timing default (or a timing file) or --scheduler continuous', follow: [['--timing', 'default'], ['--scheduler', 'continuous']] },
+  { args: ['fleet', '--slo-ttft-ms', '5'], message: 'kvpool: --slo-ttft-ms needs a timed fleet: give --timing default (or a timing file), --profile or --scheduler continuous', follow: [['--timing', 'default'], ['--profile', 'rtxpro6000/llama-3.1-8b'], ['--scheduler', 'continuous']] },
   {
     args: ['sweep', '--scheduler', 'continuous', '--sliding-window', '64'],
     message: 'kvpool: configuration 1 (--num-blocks 65536 --block-size 16 --dp-size 1 --max-running 32 --seed 1024 --eviction lru --sliding-window 64 --scheduler continuous --engines 4 --router round-robin): --scheduler continuous runs plain pools and the host tier; --sliding-window and --linear-state-slots need --scheduler xllm',

@@ -70,14 +70,14 @@ describe('kvpool fleet --timing', () => {
     expect(seen[1].config.maxNumBatchedTokens).toBe(256);
   });
 
-  it('reads a profiled table (.csv) and says it is one', async () => {
+  it('reads a profiled table (.csv) and says which one: its file and a hash of its points', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kvpool-timing-'));
     const file = join(dir, 'gpu.csv');
     writeFileSync(file, 'phase,x,ms\nprefill,128,12.5\nprefill,2048,131\ndecode,1,7.1\ndecode,32,9.8\n');
     const { code, obj } = await fleetJsonOf(['--timing', file]);
     expect(code).toBe(0);
-    expect(obj.config.timing).toBe('table');
-    expect(obj.latency.timing).toBe('table');
+    expect(obj.config.timing).toMatch(/^table gpu\.csv sha256:[0-9a-f]{12}$/);
+    expect(obj.latency.timing).toBe(obj.config.timing);
     expect(obj.latency.ttftMs).not.toEqual(fleetSync({ ...base, timing: true }).latency!.ttftMs);
   });
 

@@ -97,11 +97,12 @@ export async function run(): Promise<number> {
     }
   });
 
-  it('the tarball holds the cores, the built-in trace and its notice, and no sources or tests', () => {
+  it('the tarball holds the cores, the built-in trace and its notice, the profile presets with their licence, and no sources or tests', () => {
     const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
     const listed = (JSON.parse(r.stdout) as Array<{ files: Array<{ path: string }> }>)[0]!.files.map((f) => f.path);
     for (const f of ['traces/mooncake-conversation.jsonl.gz', 'traces/README.md', 'README.md', 'package.json']) expect(listed).toContain(f);
+    for (const f of ['profiles/README.md', 'profiles/LICENSE.LLMServingSim', 'profiles/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp2/attention.csv.gz', 'profiles/models/meta-llama/Llama-3.1-8B.json', 'profiles/architectures/qwen3_moe.yaml']) expect(listed).toContain(f);
     if (existsSync(join(root, 'build/kvpool.wasm'))) expect(listed).toContain('build/kvpool.wasm');
     expect(listed.filter((f) => /^(test|bindings|assembly|bench|inspector)\//.test(f))).toEqual([]);
   });

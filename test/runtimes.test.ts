@@ -109,6 +109,10 @@ describe('the README example on the built package', () => {
             kvpool: '/node_modules/kvpool/dist/index.js',
             '@assemblyscript/loader': '/node_modules/@assemblyscript/loader/index.js',
             '@msgpack/msgpack': '/node_modules/@msgpack/msgpack/dist.esm/index.mjs',
+            yaml: '/node_modules/yaml/browser/index.js',
+            '@noble/hashes/sha2': '/node_modules/@noble/hashes/esm/sha2.js',
+            '@noble/hashes/utils': '/node_modules/@noble/hashes/esm/utils.js',
+            '@noble/hashes/crypto': '/node_modules/@noble/hashes/esm/crypto.js',
           },
         })}</script><script type="module" src="/example.mjs"></script>`,
       );

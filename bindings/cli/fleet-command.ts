@@ -35,6 +35,8 @@ export interface FleetFlags extends ReplayFlags, TimingFlags, Pick<ParsedFleetOp
   /** No default: a timed run refuses a step, a closed loop an arrival mode (the library's defaults are the same). */
   stepMs?: number;
   arrival?: ParsedFleetOptions['arrival'];
+  /** Whether --num-blocks was typed (its default gives way to --kv-cache-gib and --gpu-memory-utilization). */
+  numBlocksGiven?: boolean;
 }
 
 export function routers(v: string): RouterPolicy[] {
@@ -61,8 +63,10 @@ export function addFleetOptions(cmd: Command): Command {
 
 /** The options every fleet of the command shares (all but engines and router). */
 function sharedOptionsOf(f: FleetFlags): FleetOptions {
+  const replay = replayOptionsOf(f);
+  if ((f.kvCacheGib !== undefined || f.gpuMemoryUtilization !== undefined) && f.numBlocksGiven !== true) delete replay.numBlocks;
   return {
-    ...replayOptionsOf(f),
+    ...replay,
     ...(f.stepMs !== undefined && { stepMs: f.stepMs }),
     ...(f.arrival !== undefined && { arrival: f.arrival }),
     prefixWeight: f.prefixWeight,
@@ -134,7 +138,8 @@ export function fleetCommand(): Command {
   addFleetZmqOptions(cmd);
   cmd
     .addHelpText('after', fleetGlossaryHelp())
-    .action(async (positional: string | undefined, o: FleetFlags & FleetZmqFlags & { format: OutputFormat; json: boolean; perRequest: boolean; progress: boolean }) => {
+    .action(async (positional: string | undefined, o: FleetFlags & FleetZmqFlags & { format: OutputFormat; json: boolean; perRequest: boolean; progress: boolean }, command: Command) => {
+      o.numBlocksGiven = command.getOptionValueSource('numBlocks') === 'cli';
       const spec = traceSpec(positional, o.trace);
       const shared = sharedOptionsOf(o); // once: it reads the timing file
       const all = fleetOptionsOf(o, shared);

@@ -74,11 +74,17 @@ export const FLEET_LATENCY_ENGINE_GLOSSARY: readonly GlossaryEntry[] = [
 
 /** What `config` adds for a timed run. */
 export const FLEET_TIMED_CONFIG_GLOSSARY: readonly GlossaryEntry[] = [
-  { key: 'config.timing', label: 'timing', meaning: "timed: the timing model's name (polynomial, table, or your model's)" },
+  { key: 'config.timing', label: 'timing', meaning: "timed: the timing model's name: polynomial, table or profile with what made it (file or preset, a SHA-256 of its content, TP and parameters), or your model's" },
+  { key: 'config.profile', label: 'profile', meaning: "timed, with a GPU profile: its preset's name or the folder given" },
+  { key: 'config.tp', label: 'tp', meaning: 'timed, with a GPU profile: tensor-parallel GPUs per dp rank' },
   { key: 'config.scheduler', label: 'scheduler', meaning: 'timed: xllm or continuous' },
   { key: 'config.maxNumBatchedTokens', label: 'max num batched tokens', meaning: 'timed, continuous: the token budget of a step' },
   { key: 'config.speedup', label: 'speedup', meaning: 'timed, open loop: timestamps are divided by it' },
   { key: 'config.concurrency', label: 'concurrency', meaning: 'timed: requests kept in flight (0: open loop, arrivals from the trace)' },
+  { key: 'config.kvCacheGib', label: 'KV cache GiB per GPU', meaning: 'timed, when given: the KV cache of each GPU, which set --num-blocks' },
+  { key: 'config.gpuMemoryUtilization', label: 'GPU memory utilization', meaning: "timed, when given: the share of each GPU's memory whose rest after weights and activations set --num-blocks" },
+  { key: 'config.kvBlocksPerEngine', label: 'KV blocks per engine', meaning: 'timed: blocks of each engine, all its dp ranks (padding included)' },
+  { key: 'config.kvGibPerEngine', label: 'KV GiB per engine', meaning: "timed: the GiB those blocks take on the engine's GPUs (from the timing model's KV bytes per token)" },
 ];
 
 /** The fleet's result fields, one line each: `kvpool fleet --help`, and `kvpool sweep --help` for fleet sweeps. */

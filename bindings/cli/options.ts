@@ -25,6 +25,15 @@ export function positiveNumber(name: string): (v: string) => number {
   };
 }
 
+/** A commander parser for a number >= 0. */
+export function nonNegativeNumber(name: string): (v: string) => number {
+  return (v: string) => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`${name} must be a number >= 0, got ${JSON.stringify(v)}`);
+    return n;
+  };
+}
+
 export function parseIntArg(name: string, min: number, value: string): number {
   const n = Number(value);
   if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n)) {

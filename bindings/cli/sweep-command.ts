@@ -70,7 +70,7 @@ export function sweepCommand(): Command {
     .option('--report <file>', 'also write a self-contained report with charts: FILE.html (charts and table) or FILE.svg (the charts alone)')
     .option('--no-progress', 'no progress bar (there is one only when stderr is a terminal)')
     .addHelpText('after', glossaryHelp() + '\n' + sweepFleetGlossaryHelp())
-    .action(async (positional: string | undefined, o: GridFlags & SweepFleetFlags & { format: OutputFormat; workers?: number; report?: string; progress: boolean }) => {
+    .action(async (positional: string | undefined, o: GridFlags & SweepFleetFlags & { format: OutputFormat; workers?: number; report?: string; progress: boolean }, command: Command) => {
       // The positional trace is --trace's twin, as in replay and fleet (both given: they must agree).
       const trace = traceSpec(positional, o.trace);
       if (trace !== undefined) o.trace = trace;
@@ -78,6 +78,8 @@ export function sweepCommand(): Command {
       // Every list flag becomes a grid entry (one value is a grid of one); the rest hold for every run.
       const grid: SweepGrid = {};
       for (const k of SWEEP_GRID_KEYS) if (o[k] !== undefined) (grid as Record<string, unknown>)[k] = o[k];
+      // The KV cache in GiB replaces --num-blocks' default (typed, the two are refused together).
+      if ((o.kvCacheGib !== undefined || o.gpuMemoryUtilization !== undefined) && command.getOptionValueSource('numBlocks') !== 'cli') delete grid.numBlocks;
       const base: ReplayOptions = {
         requests: o.requests,
         publishAfterPrefill: o.publishAfterPrefill,

@@ -17,14 +17,15 @@ import { noFleetReason } from '../fleet/slo-floor.js';
 import { readTraceFile } from '../node/trace-file.js';
 import { generateWorkload } from '../replay/workload.js';
 import { timingModel, type TimingSpecInput } from '../timing/timing-model.js';
-import { checkSloTimed, sloOf, timingOf } from './timing-flags.js';
+import { checkSloTimed, profileOf, sloOf, timingOf } from './timing-flags.js';
+import { PROFILE_PRESETS } from '../node/profile-files.js';
 import type { ReplayOptions } from '../replay/replay.js';
 import { SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
 import { routers } from './fleet-command.js';
 import { fleetJson, formatFleetCsv } from './fleet-format.js';
 import { fleetFieldLines } from './fleet-glossary.js';
 import { columnWidths, percent, ranges, type OutputFormat } from './format.js';
-import { parseIntArg, positiveNumber } from './options.js';
+import { nonNegativeNumber, parseIntArg, positiveNumber } from './options.js';
 import { didYouMean } from './did-you-mean.js';
 import { warn } from './replay-command.js';
 import { sweepProgressBar } from './sweep-progress.js';
@@ -34,6 +35,14 @@ export interface SweepFleetFlags {
   router?: RouterPolicy[];
   engines?: number[];
   timing?: string;
+  profile?: string[];
+  tp?: number[];
+  cpuOverheadMs?: number;
+  linkLatencyUs?: number;
+  linkGbps?: number;
+  skewFit?: boolean;
+  kvCacheGib?: number[];
+  gpuMemoryUtilization?: number[];
   scheduler?: FleetScheduler[];
   maxNumBatchedTokens?: number[];
   speedup?: number[];
@@ -49,7 +58,7 @@ export interface SweepFleetFlags {
 
 const FLEET_ONLY = ['stepMs', 'arrival', 'prefixWeight', 'loadWeight', 'affinityBlocks'] as const;
 /** Flags that ask for (timed) fleets by themselves. */
-const TIMED_FLAGS = ['timing', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloItlMs'] as const;
+const TIMED_FLAGS = ['timing', 'profile', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloItlMs'] as const;
 
 const list = <T>(parse: (x: string) => T) => (v: string) => v.split(',').map((x) => parse(x.trim()));
 
@@ -64,6 +73,18 @@ export function addSweepFleetOptions(cmd: Command): Command {
     .option('--load-weight <n>', 'fleets, prefix routers: weight of the load share (default 1)', (v: string) => parseIntArg('--load-weight', 0, v))
     .option('--affinity-blocks <n>', 'fleets, session affinity: hash the key of this block (default 1)', (v: string) => parseIntArg('--affinity-blocks', 1, v))
     .option('--timing <file|default>', 'timed fleets: keep time in milliseconds: "default" (the built-in polynomial) or a profiled table (.json or .csv) or a timing spec (docs/fleet-time.md)')
+    .option('--profile <list>', `timed fleets: GPU profiles to compare, presets (${Object.keys(PROFILE_PRESETS).join(', ')}) or profile bundle folders (docs/timing.md)`, list((x) => x))
+    .option('--tp <list>', "timed fleets, --profile: tensor-parallel degrees to compare (each one of the profile's TP folders)", list((x) => parseIntArg('--tp', 1, x)))
+    .option('--cpu-overhead-ms <ms>', 'timed fleets, --profile: CPU time added to every step, ms (default 0)', nonNegativeNumber('--cpu-overhead-ms'))
+    .option('--link-latency-us <us>', 'timed fleets, --profile: latency of one hop of a collective, us (default 20)', nonNegativeNumber('--link-latency-us'))
+    .option('--link-gbps <GB/s>', 'timed fleets, --profile: link bandwidth between GPUs, GB/s (default 16)', positiveNumber('--link-gbps'))
+    .option('--skew-fit', "timed fleets, --profile: blend decode attention toward the longest context by the profile's skew fit")
+    .option('--kv-cache-gib <list>', 'timed fleets: KV caches of each GPU in GiB to compare, in place of --num-blocks', list((x) => positiveNumber('--kv-cache-gib')(x)))
+    .option('--gpu-memory-utilization <list>', "timed fleets, --profile: shares of each GPU's memory to compare (vLLM's), in place of --num-blocks", list((x) => {
+      const n = positiveNumber('--gpu-memory-utilization')(x);
+      if (n > 1) throw new InvalidArgumentError(`--gpu-memory-utilization must be in (0, 1], got ${JSON.stringify(x)}`);
+      return n;
+    }))
     .option('--scheduler <list>', `timed fleets: schedulers to compare (${FLEET_SCHEDULERS.join(', ')}; continuous is timed even without --timing)`, list((x) => {
       if (!(FLEET_SCHEDULERS as readonly string[]).includes(x)) throw new InvalidArgumentError(`--scheduler must be among ${FLEET_SCHEDULERS.join(', ')}, got ${JSON.stringify(x)}${didYouMean(x, FLEET_SCHEDULERS)}`);
       return x as FleetScheduler;
@@ -92,7 +113,7 @@ export function isFleetSweep(o: SweepFleetFlags): boolean {
 /** The SLO targets, refused unless every fleet of the sweep is timed (a step-clock fleet has no milliseconds). */
 function sweepSlo(o: SweepFleetFlags): SloTargets | undefined {
   const slo = sloOf({ ...(o.sloTtftMs !== undefined && { sloTtftMs: o.sloTtftMs }), ...(o.sloItlMs !== undefined && { sloItlMs: o.sloItlMs }) });
-  const everyTimed = o.timing !== undefined || (o.scheduler?.every((s) => s === 'continuous') ?? false);
+  const everyTimed = o.timing !== undefined || o.profile !== undefined || (o.scheduler?.every((s) => s === 'continuous') ?? false);
   checkSloTimed(slo, everyTimed);
   return slo;
 }
@@ -123,6 +144,8 @@ export function formatFleetSweepTable(runs: readonly FleetRun[], varied: FleetVa
 /** The answers, each that none met with the reason when the trace and the model alone show that none can (slo-floor.ts). */
 async function withReasons(answers: SweepSloAnswer[], o: Flags, timing: true | TimingSpecInput | undefined, slo: SloTargets): Promise<SweepSloAnswer[]> {
   if (slo.ttftMs === undefined || answers.every((a) => a.met !== null)) return answers;
+  // One model judges every answer: none when the profile or its TP is an axis of the sweep.
+  if ((o.profile?.length ?? 0) > 1 || (o.tp?.length ?? 0) > 1) return answers;
   const model = timingModel(typeof timing === 'object' ? timing : undefined);
   const limit = answers.reduce((m, a) => Math.max(m, a.largest.requests), 0);
   const file = o.trace !== undefined ? await readTraceFile(o.trace, limit) : undefined;
@@ -139,7 +162,14 @@ type Flags = SweepFleetFlags & { trace?: string; requests: number; format: Outpu
 /** The fleet sweep: runs it, prints it, writes the report. */
 export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<ReplayOptions, 'onProgress' | 'trace'>): Promise<void> {
   const slo = sweepSlo(o);
+  // One profile spec for the sweep (checked now, the flags named); --profile and --tp are its axes.
+  const { kvCacheGib: _gib, gpuMemoryUtilization: _util, ...flags } = o;
+  const profile = profileOf({ ...flags, profile: o.profile?.[0], tp: o.tp?.[0] });
   const timedAxes: FleetSweepGrid = {
+    ...(o.profile !== undefined && { profile: o.profile }),
+    ...(o.tp !== undefined && { tp: o.tp }),
+    ...(o.kvCacheGib !== undefined && { kvCacheGib: o.kvCacheGib }),
+    ...(o.gpuMemoryUtilization !== undefined && { gpuMemoryUtilization: o.gpuMemoryUtilization }),
     ...(o.scheduler !== undefined && { scheduler: o.scheduler }),
     ...(o.maxNumBatchedTokens !== undefined && { maxNumBatchedTokens: o.maxNumBatchedTokens }),
     ...(o.speedup !== undefined && { speedup: o.speedup }),
@@ -159,6 +189,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
       ...(o.loadWeight !== undefined && { loadWeight: o.loadWeight }),
       ...(o.affinityBlocks !== undefined && { affinityBlocks: o.affinityBlocks }),
       ...(timing !== undefined && { timing }),
+      ...(profile !== undefined && { timing: profile }),
       ...(o.trace !== undefined && { trace: o.trace }),
       grid: fleetGrid,
       ...(o.workers !== undefined && { workers: o.workers }),
@@ -174,7 +205,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
     'router',
     'engines',
   ];
-  const answers = slo === undefined ? [] : await withReasons(sweepSloAnswers(runs, slo, (r) => sloGroupLabel(r, varied)), o, timing, slo);
+  const answers = slo === undefined ? [] : await withReasons(sweepSloAnswers(runs, slo, (r) => sloGroupLabel(r, varied)), o, timing ?? profile, slo);
   const lines = slo === undefined ? [] : answers.map((a) => sweepSloLine(a, slo));
   if (o.format === 'table') {
     const what = o.trace ?? `built-in workload (${o.requests} requests)`;

@@ -1,17 +1,32 @@
 // The flags that put a fleet on the millisecond clock (docs/fleet.md, time),
 // shared by `kvpool fleet` and fleet sweeps, and the SLO targets they answer
-// to. None has a default: each is passed to the library only when given, so
-// the library's own checks (a stray --speedup without --timing, ...) speak.
+// to: the timing model (--timing, or a measured GPU profile with --profile
+// and its parameters), the KV cache in GiB, the scheduler and arrivals. None
+// has a default: each is passed to the library only when given, so the
+// library's own checks (a stray --speedup without --timing, ...) speak.
 
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { FLEET_SCHEDULERS, type FleetScheduler, type TimedFleetOptions } from '../fleet/timed-options.js';
 import type { SloTargets } from '../fleet/slo-search.js';
+import { PROFILE_PRESETS } from '../node/profile-files.js';
 import { readTimingSpecFile } from '../node/timing-file.js';
-import type { TimingSpecInput } from '../timing/timing-model.js';
+import { timingModel, type ProfileTiming, type TimingSpecInput } from '../timing/timing-model.js';
 import { didYouMean } from './did-you-mean.js';
-import { parseIntArg, positiveNumber } from './options.js';
+import { nonNegativeNumber, parseIntArg, positiveNumber } from './options.js';
 
-export interface TimingFlags {
+/** The flags of a profile (docs/timing.md, the profile model). */
+export interface ProfileFlags {
+  profile?: string;
+  tp?: number;
+  cpuOverheadMs?: number;
+  linkLatencyUs?: number;
+  linkGbps?: number;
+  skewFit?: boolean;
+  kvCacheGib?: number;
+  gpuMemoryUtilization?: number;
+}
+
+export interface TimingFlags extends ProfileFlags {
   timing?: string;
   scheduler?: FleetScheduler;
   maxNumBatchedTokens?: number;
@@ -21,11 +36,28 @@ export interface TimingFlags {
   sloItlMs?: number;
 }
 
-export const TIMING_FLAG_KEYS = ['timing', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloItlMs'] as const;
+export const TIMING_FLAG_KEYS = ['timing', 'profile', 'tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloItlMs'] as const;
+
+/** The profile's parameters and the KV sizing flags, one value each. */
+export function addProfileOptions(cmd: Command, prefix = ''): Command {
+  return cmd
+    .option('--profile <name|dir>', `${prefix}keep time in milliseconds with a GPU profile measured with vLLM: a preset (${Object.keys(PROFILE_PRESETS).join(', ')}) or a profile bundle folder (docs/timing.md)`)
+    .option('--tp <n>', `${prefix}--profile: tensor-parallel GPUs per dp rank, one of the profile's TP folders (default: its smallest)`, (v: string) => parseIntArg('--tp', 1, v))
+    .option('--cpu-overhead-ms <ms>', `${prefix}--profile: CPU time added to every step, ms (default 0)`, nonNegativeNumber('--cpu-overhead-ms'))
+    .option('--link-latency-us <us>', `${prefix}--profile: latency of one hop of a collective between GPUs, us (default 20)`, nonNegativeNumber('--link-latency-us'))
+    .option('--link-gbps <GB/s>', `${prefix}--profile: bandwidth of the link between GPUs, GB/s (default 16)`, positiveNumber('--link-gbps'))
+    .option('--skew-fit', `${prefix}--profile: blend decode attention toward the longest context by the profile's skew fit`)
+    .option('--kv-cache-gib <GiB>', `${prefix}timed: the KV cache of each GPU in GiB, in place of --num-blocks (blocks of the model's KV bytes per token)`, positiveNumber('--kv-cache-gib'))
+    .option('--gpu-memory-utilization <x>', `${prefix}--profile: the share of each GPU's memory the engine uses (vLLM's); what weights and a 1.5 GiB activation reserve leave is the KV cache, in place of --num-blocks`, (v: string) => {
+      const n = positiveNumber('--gpu-memory-utilization')(v);
+      if (n > 1) throw new InvalidArgumentError(`--gpu-memory-utilization must be in (0, 1], got ${JSON.stringify(v)}`);
+      return n;
+    });
+}
 
 /** Adds the timing and SLO flags; `prefix` starts each description ("fleets: " on sweep). */
 export function addTimingOptions(cmd: Command, prefix = ''): Command {
-  return cmd
+  return addProfileOptions(cmd, prefix)
     .option('--timing <file|default>', `${prefix}keep time in milliseconds: "default" (the built-in polynomial, docs/timing.md) or a profiled table (.json or .csv) or a timing spec (.json with "kind")`)
     .addOption(new Option('--scheduler <name>', `${prefix}each engine's scheduler: xllm (the replay kernel, timed) or continuous (chunked prefill, a token budget, preemption; timed with the default model unless --timing)`).choices(FLEET_SCHEDULERS))
     .option('--max-num-batched-tokens <n>', `${prefix}--scheduler continuous: prompt plus decode tokens per step (default 8192)`, (v: string) => parseIntArg('--max-num-batched-tokens', 1, v))
@@ -50,10 +82,47 @@ export function timingOf(arg: string): true | TimingSpecInput {
   return readTimingSpecFile(arg, `--timing ${arg}`);
 }
 
-/** The timed options given, as `fleet()` takes them (the timing file read). */
+/** The profile's parameters as flags name them, for refusals. */
+const PROFILE_FLAGS: Record<string, string> = { profile: '--profile', tp: '--tp', cpuOverheadMs: '--cpu-overhead-ms', linkLatencyUs: '--link-latency-us', linkGBps: '--link-gbps', skew: '--skew-fit' };
+
+/**
+ * `--profile` and its parameters as a timing spec (undefined: no --profile),
+ * the profile read and checked now, so that a refusal comes before a trace
+ * is read and names the flag.
+ */
+export function profileOf(f: ProfileFlags & { timing?: string }): ProfileTiming | undefined {
+  const params = (['tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit'] as const).filter((k) => f[k] !== undefined);
+  if (f.profile === undefined) {
+    if (params.length > 0) throw new Error(`--${params[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies to --profile`);
+    return undefined;
+  }
+  if (f.timing !== undefined) throw new Error('--profile and --timing both choose the timing model: give one');
+  const spec: ProfileTiming = {
+    kind: 'profile',
+    profile: f.profile,
+    ...(f.tp !== undefined && { tp: f.tp }),
+    ...(f.cpuOverheadMs !== undefined && { cpuOverheadMs: f.cpuOverheadMs }),
+    ...(f.linkLatencyUs !== undefined && { linkLatencyUs: f.linkLatencyUs }),
+    ...(f.linkGbps !== undefined && { linkGBps: f.linkGbps }),
+    ...(f.skewFit === true && { skew: true }),
+  };
+  try {
+    timingModel(spec);
+  } catch (e) {
+    const E = e instanceof RangeError ? RangeError : TypeError;
+    throw new E((e as Error).message.replace(/timing\.([a-zA-Z]+)/g, (whole, k: string) => PROFILE_FLAGS[k] ?? whole));
+  }
+  return spec;
+}
+
+/** The timed options given, as `fleet()` takes them (the timing file read, the profile checked). */
 export function timedOptionsOf(f: TimingFlags): TimedFleetOptions {
+  const profile = profileOf(f);
   return {
     ...(f.timing !== undefined && { timing: timingOf(f.timing) }),
+    ...(profile !== undefined && { timing: profile }),
+    ...(f.kvCacheGib !== undefined && { kvCacheGib: f.kvCacheGib }),
+    ...(f.gpuMemoryUtilization !== undefined && { gpuMemoryUtilization: f.gpuMemoryUtilization }),
     ...(f.scheduler !== undefined && { scheduler: f.scheduler }),
     ...(f.maxNumBatchedTokens !== undefined && { maxNumBatchedTokens: f.maxNumBatchedTokens }),
     ...(f.speedup !== undefined && { speedup: f.speedup }),
@@ -69,5 +138,5 @@ export function sloOf(f: TimingFlags): SloTargets | undefined {
 
 /** Refuses SLO targets for a fleet on the step clock (it has no milliseconds to hold them to). */
 export function checkSloTimed(slo: SloTargets | undefined, timed: boolean): void {
-  if (slo !== undefined && !timed) throw new Error(`--slo-${slo.ttftMs !== undefined ? 'ttft' : 'itl'}-ms needs a timed fleet: give --timing default (or a timing file) or --scheduler continuous`);
+  if (slo !== undefined && !timed) throw new Error(`--slo-${slo.ttftMs !== undefined ? 'ttft' : 'itl'}-ms needs a timed fleet: give --timing default (or a timing file), --profile or --scheduler continuous`);
 }

@@ -5,7 +5,7 @@ import { REPLAY_OPTION_KEYS, parseReplayOptions, replayConfig, type ParsedReplay
 import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import { parseWeights } from './prefix-score.js';
 import type { Router } from './router.js';
-import { parseTimedOptions, TIMED_KEYS, type TimedFleetOptions, type ParsedTimedOptions, type TimedConfig } from './timed-options.js';
+import { kvEcho, kvSizedBlocks, parseTimedOptions, TIMED_KEYS, type TimedFleetOptions, type ParsedTimedOptions, type TimedConfig } from './timed-options.js';
 import { ROUTER_POLICIES, type RouterPolicy } from './routers.js';
 
 /** How request arrival is timed: by the trace's `timestamp` (ms), or every request at step 0. */
@@ -72,7 +72,7 @@ export function parseFleetOptions(o: FleetOptions): ParsedFleetOptions {
   checkKeys('options', o, [...REPLAY_OPTION_KEYS, ...FLEET_KEYS]);
   const replayOptions: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(o)) if (!(FLEET_KEYS as readonly string[]).includes(k)) replayOptions[k] = v;
-  const replay = parseReplayOptions(replayOptions as ReplayOptions);
+  let replay = parseReplayOptions(replayOptions as ReplayOptions);
   const router = o.router ?? 'round-robin';
   if (typeof router === 'string') {
     if (!(ROUTER_POLICIES as readonly string[]).includes(router)) throw new RangeError(`options.router must be one of ${ROUTER_POLICIES.join(', ')} or a Router, got ${describe(router)}`);
@@ -85,6 +85,15 @@ export function parseFleetOptions(o: FleetOptions): ParsedFleetOptions {
   if (arrival !== 'timestamps' && arrival !== 'instant') throw new RangeError(`options.arrival must be "timestamps" or "instant", got ${describe(arrival)}`);
   const w = parseWeights(o);
   const timed = parseTimedOptions(o);
+  if (timed !== undefined) {
+    // The KV cache in GiB (docs/timing.md, KV capacity): the blocks it holds replace numBlocks.
+    const blocks = kvSizedBlocks(o, timed.model, replay.blockSize, replay.dpSize);
+    if (blocks !== undefined) {
+      replayOptions['numBlocks'] = blocks;
+      replay = parseReplayOptions(replayOptions as ReplayOptions);
+    }
+    Object.assign(timed.config, kvEcho(timed.model, replay.numBlocks, replay.blockSize, replay.dpSize));
+  }
   const threads = checkInt('options.threads', o.threads ?? 0, 0, 256);
   if (timed !== undefined && threads > 0) throw new RangeError(`options.threads ${threads}: a timed fleet runs in one thread; leave options.threads out`);
   if (timed !== undefined && o.stepMs !== undefined) throw new RangeError('options.stepMs belongs to the step clock; a timed fleet takes its step times from options.timing');

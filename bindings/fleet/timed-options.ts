@@ -2,6 +2,8 @@
 // a timing model, the scheduler each engine runs, its token budget, and how
 // requests arrive (the trace's timestamps sped up, or a closed loop).
 
+import { kvCacheBlocks, GIB } from '../timing/kv-capacity.js';
+import { ProfileModel } from '../timing/profile-model.js';
 import { timingModel, type TimingModel, type TimingSpecInput } from '../timing/timing-model.js';
 import { checkInt, describe } from '../validate.js';
 
@@ -32,9 +34,20 @@ export interface TimedFleetOptions {
   speedup?: number;
   /** Timed, closed loop: keep this many requests in flight over the fleet, in trace order, ignoring timestamps. */
   concurrency?: number;
+  /**
+   * Timed: the KV cache of each GPU, GiB, in place of `numBlocks`: whole
+   * blocks of the timing model's KV bytes per token (docs/timing.md, KV capacity).
+   */
+  kvCacheGib?: number;
+  /**
+   * Timed, with a profile: the share of each GPU's memory the engine may use
+   * (vLLM's gpu_memory_utilization); what its weights and an activation
+   * reserve leave sizes the KV cache, in place of `numBlocks`.
+   */
+  gpuMemoryUtilization?: number;
 }
 
-export const TIMED_KEYS = ['timing', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency'] as const;
+export const TIMED_KEYS = ['timing', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'kvCacheGib', 'gpuMemoryUtilization'] as const;
 
 /** What the result's `config` echoes of a timed run. */
 export interface TimedConfig {
@@ -46,6 +59,18 @@ export interface TimedConfig {
   speedup: number;
   /** 0: open loop (arrivals from the trace). */
   concurrency: number;
+  /** A profile model's bundle (a preset's name, or the folder given). */
+  profile?: string;
+  /** A profile model's tensor-parallel GPUs per dp rank. */
+  tp?: number;
+  /** As given: the KV cache of each GPU, GiB. */
+  kvCacheGib?: number;
+  /** As given: the share of each GPU's memory. */
+  gpuMemoryUtilization?: number;
+  /** Blocks of an engine, all its dp ranks (numBlocks x dpSize, padding included). */
+  kvBlocksPerEngine?: number;
+  /** GiB of KV cache those blocks take over all the engine's GPUs (when the timing model knows its KV bytes per token). */
+  kvGibPerEngine?: number;
 }
 
 export interface ParsedTimedOptions {
@@ -81,6 +106,48 @@ export function parseTimedOptions(o: TimedFleetOptions & { arrival?: unknown }):
     maxNumBatchedTokens,
     speedup,
     concurrency,
-    config: { timing: model.name, scheduler, ...(scheduler === 'continuous' && { maxNumBatchedTokens }), speedup, concurrency },
+    config: {
+      timing: model.name,
+      ...(model instanceof ProfileModel && { profile: model.bundle.name, tp: model.p.tp }),
+      scheduler,
+      ...(scheduler === 'continuous' && { maxNumBatchedTokens }),
+      speedup,
+      concurrency,
+      ...(o.kvCacheGib !== undefined && { kvCacheGib: o.kvCacheGib }),
+      ...(o.gpuMemoryUtilization !== undefined && { gpuMemoryUtilization: o.gpuMemoryUtilization }),
+    },
   };
+}
+
+/**
+ * The blocks per dp rank that `kvCacheGib` or `gpuMemoryUtilization` give
+ * (undefined: neither given), refusing them beside `numBlocks`.
+ */
+export function kvSizedBlocks(o: TimedFleetOptions & { numBlocks?: number }, model: TimingModel, blockSize: number, dpSize: number): number | undefined {
+  const by = o.kvCacheGib !== undefined ? 'kvCacheGib' : o.gpuMemoryUtilization !== undefined ? 'gpuMemoryUtilization' : undefined;
+  if (by === undefined) return undefined;
+  if (o.numBlocks !== undefined) throw new RangeError(`options.numBlocks and options.${by} both size the KV cache: give one`);
+  if (o.kvCacheGib !== undefined && o.gpuMemoryUtilization !== undefined) throw new RangeError('options.kvCacheGib and options.gpuMemoryUtilization both size the KV cache: give one');
+  const kv = model.kv;
+  if (kv === undefined) throw new RangeError(`options.${by}: timing model ${model.name} does not say how many bytes a token's KV takes (give options.numBlocks)`);
+  if (by === 'kvCacheGib') {
+    if (typeof o.kvCacheGib !== 'number' || !Number.isFinite(o.kvCacheGib) || o.kvCacheGib <= 0) throw new RangeError(`options.kvCacheGib must be a finite number > 0, got ${describe(o.kvCacheGib)}`);
+    return kvCacheBlocks({ bytesPerToken: kv.bytesPerToken, blockSize, kvCacheGib: o.kvCacheGib }).blocks;
+  }
+  const u = o.gpuMemoryUtilization;
+  if (typeof u !== 'number' || !(u > 0 && u <= 1)) throw new RangeError(`options.gpuMemoryUtilization must be in (0, 1], got ${describe(u)}`);
+  if (kv.gpuBytes === undefined || kv.weightBytes === undefined) throw new RangeError(`options.gpuMemoryUtilization: timing model ${model.name} does not know its GPU's memory and its weights (a profile does; give its gpuMemoryGib for an unknown GPU)`);
+  try {
+    return kvCacheBlocks({ bytesPerToken: kv.bytesPerToken, blockSize, gpuMemoryUtilization: u, gpuMemoryGib: kv.gpuBytes / GIB, weightBytes: kv.weightBytes(dpSize) }).blocks;
+  } catch (e) {
+    throw new RangeError(`options.${(e as Error).message}`);
+  }
+}
+
+/** What a timed run echoes of its KV cache: blocks and GiB per engine. */
+export function kvEcho(model: TimingModel, numBlocks: number, blockSize: number, dpSize: number): Pick<TimedConfig, 'kvBlocksPerEngine' | 'kvGibPerEngine'> {
+  const kv = model.kv;
+  const blocks = numBlocks * dpSize;
+  if (kv === undefined) return { kvBlocksPerEngine: blocks };
+  return { kvBlocksPerEngine: blocks, kvGibPerEngine: Math.round(((blocks * blockSize * kv.bytesPerToken * kv.gpusPerRank) / GIB) * 1000) / 1000 };
 }

@@ -10,6 +10,7 @@ import { loadCore } from '../core/plain-core.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import type { RouterPolicy } from '../fleet/routers.js';
 import type { FleetScheduler } from '../fleet/timed-options.js';
+import type { ProfileTiming } from '../timing/profile-spec.js';
 import { checkInt, checkObject, checkOptionalFunction, describe } from '../validate.js';
 import { describeConfig, dispatchOrder, sweepConfigurations, sweepTrace, type SweepGrid, type SweepOptions } from './sweep.js';
 import { configurationError, runOnWorkers } from './sweep-pool.js';
@@ -17,17 +18,29 @@ import type { SweepJob } from './sweep-worker.js';
 
 /**
  * The fleet axes, varied after (faster than) the replay options: the timed
- * fleet's scheduler, token budget, arrival speed-up and closed-loop
+ * fleet's GPU profile and its TP degree, its KV cache in GiB or share of GPU
+ * memory, scheduler, token budget, arrival speed-up and closed-loop
  * concurrency, then fleet size, then router.
  */
-export const FLEET_GRID_KEYS = ['scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'engines', 'router'] as const;
+export const FLEET_GRID_KEYS = ['profile', 'tp', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'engines', 'router'] as const;
 export type FleetGridKey = (typeof FLEET_GRID_KEYS)[number];
 /** The axes that name a fleet within a panel of the report: always columns of the table. */
 export const FLEET_NAME_KEYS = ['engines', 'router'] as const;
 /** The timed fleet's axes (each absent unless given: a step-clock fleet refuses them). */
-export const TIMED_GRID_KEYS = ['scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency'] as const;
+export const TIMED_GRID_KEYS = ['profile', 'tp', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency'] as const;
+
+/** Axes that set a field of a profile timing spec (options.timing) rather than an option of their own. */
+const PROFILE_AXES = ['profile', 'tp'] as const;
 
 export interface FleetSweepGrid extends SweepGrid {
+  /** GPU profiles (presets or bundle folders; docs/timing.md): each sets options.timing's profile. */
+  profile?: readonly string[];
+  /** Tensor-parallel degrees of a profile timing: each sets options.timing's tp. */
+  tp?: readonly number[];
+  /** KV cache of each GPU, GiB (timed; in place of numBlocks). */
+  kvCacheGib?: readonly number[];
+  /** Shares of each GPU's memory (timed, with a profile; in place of numBlocks). */
+  gpuMemoryUtilization?: readonly number[];
   /** Schedulers (timed fleets; default: options.scheduler). */
   scheduler?: readonly FleetScheduler[];
   /** Token budgets per step (scheduler 'continuous'). */
@@ -65,14 +78,25 @@ export function fleetSweepConfigurations(base: Omit<FleetSweepOptions, 'grid' | 
   let configs: FleetOptions[] = sweepConfigurations(base, replayGridOf(grid));
   for (const key of FLEET_GRID_KEYS) {
     const values = axis(key);
-    if (values !== undefined) configs = configs.flatMap((c) => values.map((v) => ({ ...c, [key]: v })));
+    if (values === undefined) continue;
+    if ((PROFILE_AXES as readonly string[]).includes(key)) {
+      configs = configs.flatMap((c) => values.map((v) => ({ ...c, timing: { ...profileSpecOf(c.timing, key), [key]: v } as ProfileTiming })));
+    } else configs = configs.flatMap((c) => values.map((v) => ({ ...c, [key]: v })));
   }
   return configs;
 }
 
+/** The profile spec a profile axis varies: options.timing's, or a new one when the axis names the profile. */
+function profileSpecOf(timing: FleetOptions['timing'], key: string): Omit<ProfileTiming, 'profile'> & { profile?: ProfileTiming['profile'] } {
+  if (timing !== null && typeof timing === 'object' && (timing as { kind?: unknown }).kind === 'profile') return timing as ProfileTiming;
+  if (key === 'profile' && timing === undefined) return { kind: 'profile' };
+  throw new TypeError(`grid.${key} varies a GPU profile: give options.timing of kind "profile"${key === 'tp' ? ' (or grid.profile)' : ''}, not ${describe(timing)}`);
+}
+
 /** "numBlocks=4096 speedup=2 engines=8 router=least-loaded": the grid values of one fleet. */
 export function describeFleetConfig(c: FleetOptions, grid: FleetSweepGrid): string {
-  const timed = TIMED_GRID_KEYS.filter((k) => grid[k] !== undefined).map((k) => `${k}=${String(c[k])}`);
+  const value = (k: (typeof TIMED_GRID_KEYS)[number]) => ((PROFILE_AXES as readonly string[]).includes(k) ? (c.timing as Record<string, unknown>)[k] : c[k as keyof FleetOptions]);
+  const timed = TIMED_GRID_KEYS.filter((k) => grid[k] !== undefined).map((k) => `${k}=${String(value(k))}`);
   return [describeConfig(c, replayGridOf(grid)), ...timed, `engines=${c.engines} router=${String(c.router)}`].filter((s) => s !== '').join(' ');
 }
 

@@ -4,6 +4,7 @@
 
 import { parentPort, workerData } from 'node:worker_threads';
 import '../wasm-node.js';
+import './profile-files.js'; // profiles named by a string, read in this thread
 import { fleetSync } from '../fleet/fleet.js';
 import type { FleetOptions } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';

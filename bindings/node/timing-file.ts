@@ -6,6 +6,7 @@
 // judged.
 
 import { closeSync, constants, fstatSync, openSync, readSync, statSync, type Stats } from 'node:fs';
+import { basename } from 'node:path';
 import { parseTimingTable } from '../timing/timing-table.js';
 import { parseTimingSpec, type TableTiming, type TimingSpecInput } from '../timing/timing-model.js';
 import { describe } from '../validate.js';
@@ -78,7 +79,8 @@ export function readTimingFile(path: string): TableTiming {
   if (format === null) throw new RangeError(`timing table ${JSON.stringify(path)}: the file must end in .json or .csv`);
   const text = readTimingText(path, `timing table ${JSON.stringify(path)}`);
   try {
-    return parseTimingTable(text, format);
+    const t = parseTimingTable(text, format);
+    return { ...t, name: t.name ?? basename(path) }; // the model's name says which file made it
   } catch (e) {
     throw restated(e, path);
   }
@@ -105,7 +107,8 @@ export function readTimingSpecFile(path: string, name = JSON.stringify(path)): T
       }
       if (v !== null && typeof v === 'object' && !Array.isArray(v) && 'kind' in v) return parseTimingSpec(v, 'timing') as TimingSpecInput;
     }
-    return parseTimingTable(text, format);
+    const t = parseTimingTable(text, format);
+    return { ...t, name: t.name ?? basename(path) }; // the model's name says which file made it
   } catch (e) {
     throw restated(e, name);
   }

@@ -32,7 +32,8 @@ function build(dir: string): void {
   cpSync(join(ROOT, 'package.json'), join(pkg, 'package.json'));
   symlinkSync(join(ROOT, 'build'), join(pkg, 'build'));
   symlinkSync(join(ROOT, 'traces'), join(pkg, 'traces'));
-  for (const dep of ['@assemblyscript', '@msgpack']) symlinkSync(join(ROOT, 'node_modules', dep), join(dir, 'node_modules', dep));
+  symlinkSync(join(ROOT, 'profiles'), join(pkg, 'profiles'));
+  for (const dep of ['@assemblyscript', '@msgpack', '@noble', 'yaml']) symlinkSync(join(ROOT, 'node_modules', dep), join(dir, 'node_modules', dep));
 }
 
 /** The folder holding node_modules/kvpool, built on first use (other processes wait for it). */

@@ -1,0 +1,57 @@
+// npm run bench:profile-time: what timing a fleet by a GPU profile costs. A
+// 64-engine fleet (KVPOOL_FLEET_ENGINES) on the Mooncake conversation trace,
+// least-loaded router, run on the step clock, then timed with scheduler
+// 'xllm' by the default polynomial and by the profile
+// rtxpro6000/llama-3.1-8b, then with scheduler 'continuous' by the same two
+// — in turns, ROUNDS times, in one process; the medians and their ratios to
+// the step clock's, and the engine steps each run timed. The issue's budget:
+// the profile-timed fleet within 2x of the step clock.
+
+import '../bindings/wasm-node.js';
+import '../bindings/node/profile-files.js';
+import { Fleet } from '../bindings/fleet/fleet.js';
+import type { FleetOptions } from '../bindings/fleet/fleet-options.js';
+import { readTraceFile } from '../bindings/node/trace-file.js';
+import { phase } from './progress.js';
+
+const TRACE = process.env['KVPOOL_TRACE'] ?? 'mooncake-conversation';
+const ENGINES = Number(process.env['KVPOOL_FLEET_ENGINES'] ?? 64);
+const ROUNDS = Number(process.env['KVPOOL_ROUNDS'] ?? 3);
+
+const trace = await readTraceFile(TRACE);
+const base: FleetOptions = { trace, engines: ENGINES, router: 'least-loaded' };
+const profile = { kind: 'profile', profile: 'rtxpro6000/llama-3.1-8b' } as const;
+const kinds: Array<[string, FleetOptions]> = [
+  ['step clock', base],
+  ["timed, 'xllm', polynomial", { ...base, timing: true }],
+  ["timed, 'xllm', profile", { ...base, timing: profile }],
+  ["timed, 'continuous', polynomial", { ...base, scheduler: 'continuous' }],
+  ["timed, 'continuous', profile", { ...base, scheduler: 'continuous', timing: profile }],
+];
+
+phase(`profile time: ${TRACE}, ${ENGINES} engines, least-loaded, ${kinds.length} kinds in turns, ${ROUNDS} rounds`, '~2-5 min');
+const seconds: number[][] = kinds.map(() => []);
+const steps: number[] = kinds.map(() => 0);
+// Round 0 warms the process (the first fleet of a process runs slower) and is not counted.
+for (let round = -1; round < ROUNDS; round++) {
+  for (const [i, [name, o]] of kinds.entries()) {
+    phase(round < 0 ? `  warm-up: ${name}` : `  round ${round + 1}: ${name}`);
+    const f = new Fleet(o);
+    try {
+      const t = performance.now();
+      const run = f.run();
+      if (round >= 0) seconds[i]!.push((performance.now() - t) / 1000);
+      steps[i] = run.latency === undefined ? run.steps : run.latency.engines.reduce((a, e) => a + e.steps, 0);
+    } finally {
+      f.dispose();
+    }
+  }
+}
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const ref = median(seconds[0]!);
+console.log(`\nprofile time on ${TRACE}: ${ENGINES} engines, least-loaded, median of ${ROUNDS} runs in turns\n`);
+console.log('| run | s (median) | ratio to the step clock | steps |');
+console.log('| --- | ---: | ---: | ---: |');
+for (const [i, [name]] of kinds.entries()) {
+  console.log(`| ${name} | ${median(seconds[i]!).toFixed(2)} | ${(median(seconds[i]!) / ref).toFixed(2)}x | ${steps[i]!.toLocaleString('en-US')}${i === 0 ? ' fleet steps' : ' engine steps'} |`);
+}

@@ -1,0 +1,117 @@
+// A fleet timed by a GPU profile, with its KV cache in GiB (docs/timing.md,
+// KV capacity; docs/fleet.md): the blocks a size in GiB or a share of GPU
+// memory gives, echoed per engine in blocks and GiB; contradictory sizes
+// refused naming both; `kvpool fleet --profile ... --kv-cache-gib` equal to
+// fleet() with the same options; profile, TP and GiB as sweep axes, each
+// point fleet()'s run; refusals naming the flag.
+
+import { describe, expect, it } from 'vitest';
+import { main } from '../bindings/cli/main.js';
+import { fleetSync } from '../bindings/fleet/fleet.js';
+import type { FleetRun } from '../bindings/fleet/fleet-result.js';
+import { fleetSweep, fleetSweepConfigurations } from '../bindings/node/fleet-sweep.js';
+import '../bindings/node/profile-files.js';
+import { readProfileBundle } from '../bindings/node/profile-files.js';
+import { GPU_MEMORY_GIB, kvBytesPerToken, weightBytesPerGpu } from '../bindings/timing/kv-capacity.js';
+import { capture } from './support/capture.js';
+
+const GIB = 2 ** 30;
+const llama = readProfileBundle('rtxpro6000/llama-3.1-8b').model;
+const base = { requests: 80, engines: 2, maxRunning: 8, scheduler: 'continuous' } as const;
+const profile = { kind: 'profile', profile: 'rtxpro6000/llama-3.1-8b' } as const;
+
+describe('a fleet with a profile and its KV cache in GiB', () => {
+  it('holds the blocks a size in GiB gives, and says so per engine in blocks and GiB', () => {
+    const run = fleetSync({ ...base, dpSize: 2, timing: profile, kvCacheGib: 4 });
+    // 4 GiB of 16-token blocks of 128 KiB per token: 2,048 blocks per rank.
+    expect(run.config.numBlocks).toBe((4 * GIB) / (16 * kvBytesPerToken(llama)));
+    expect(run.config).toMatchObject({ kvCacheGib: 4, kvBlocksPerEngine: 2 * 2048, kvGibPerEngine: 8, profile: 'rtxpro6000/llama-3.1-8b', tp: 1 });
+    expect(run.config.timing).toMatch(/^profile rtxpro6000\/llama-3\.1-8b sha256:[0-9a-f]{12} tp 1/);
+  });
+
+  it('turns a share of GPU memory into what is left after the weights and activations', () => {
+    const run = fleetSync({ ...base, timing: { ...profile, tp: 2 }, gpuMemoryUtilization: 0.9 });
+    const free = 0.9 * GPU_MEMORY_GIB['RTXPRO6000']! * GIB - weightBytesPerGpu(llama, 2) - 1.5 * GIB;
+    expect(run.config.numBlocks).toBe(Math.floor(free / (16 * kvBytesPerToken(llama, 2))));
+    // Two GPUs per rank, each holding half of every block.
+    expect(run.config.kvGibPerEngine).toBeCloseTo((2 * run.config.numBlocks * 16 * kvBytesPerToken(llama, 2)) / GIB, 3);
+  });
+
+  it('sizes by the polynomial\'s own bytes per token, and echoes the default 65,536 blocks as the 128 GiB they are', () => {
+    expect(fleetSync({ requests: 10, timing: true, kvCacheGib: 2 }).config.numBlocks).toBe(1024);
+    expect(fleetSync({ requests: 10, timing: true }).config).toMatchObject({ kvBlocksPerEngine: 65536, kvGibPerEngine: 128 });
+  });
+
+  it('refuses contradictory sizes, naming both, and a share of memory without a GPU', () => {
+    expect(() => fleetSync({ ...base, timing: profile, numBlocks: 100, kvCacheGib: 4 })).toThrow(/options.numBlocks and options.kvCacheGib both size the KV cache: give one/);
+    expect(() => fleetSync({ ...base, timing: profile, kvCacheGib: 4, gpuMemoryUtilization: 0.9 })).toThrow(/options.kvCacheGib and options.gpuMemoryUtilization both size the KV cache/);
+    expect(() => fleetSync({ ...base, timing: true, gpuMemoryUtilization: 0.9 })).toThrow(/options.gpuMemoryUtilization: timing model polynomial does not know its GPU's memory and its weights/);
+    expect(() => fleetSync({ requests: 10, kvCacheGib: 4 })).toThrow(/options.kvCacheGib applies to a timed fleet/);
+    expect(() => fleetSync({ ...base, timing: { kind: 'profile', profile: 'rtxpro6000/qwen3-32b' }, gpuMemoryUtilization: 0.6 })).toThrow(/gpuMemoryUtilization 0.6 of 96 GiB leaves .* GiB for KV after 61.\d\d GiB of weights/);
+  });
+});
+
+describe('kvpool fleet --profile', () => {
+  const args = ['fleet', '--requests', '80', '--engines', '2', '--max-running', '8', '--scheduler', 'continuous', '--no-progress', '--json'];
+  const asJson = (r: FleetRun) => {
+    const { requests: _r, ...latency } = r.latency!;
+    return JSON.parse(JSON.stringify({ ...r, engines: r.engines.map(({ run: _run, ...e }) => e), latency }));
+  };
+
+  it('is fleet() with the profile spec its flags make', async () => {
+    const r = await capture(() => main([...args, '--profile', 'rtxpro6000/llama-3.1-8b', '--tp', '2', '--cpu-overhead-ms', '0.9', '--link-latency-us', '10', '--link-gbps', '32', '--kv-cache-gib', '3']));
+    expect(r.code, r.err).toBe(0);
+    const lib = fleetSync({ ...base, timing: { ...profile, tp: 2, cpuOverheadMs: 0.9, linkLatencyUs: 10, linkGBps: 32 }, kvCacheGib: 3 });
+    expect(JSON.parse(r.out)).toEqual(asJson(lib));
+    expect(lib.config.timing).toContain('tp 2, cpu overhead 0.9 ms, link 10 us 32 GB/s');
+  });
+
+  it('prints the KV cache per engine in blocks and GiB', async () => {
+    const r = await capture(() => main([...args.slice(0, -1), '--profile', 'rtx4090/llama-3.1-8b', '--gpu-memory-utilization', '0.9']));
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/GPU memory utilization 0\.9 · KV blocks per engine [\d]+ · KV GiB per engine [\d.]+/);
+  });
+
+  const refused: Array<[string[], RegExp]> = [
+    [['--profile', 'rtxpro6000/qwen3-32b', '--tp', '4'], /--tp: profile rtxpro6000\/qwen3-32b has TP 1, 2, got 4/],
+    [['--tp', '2', '--timing', 'default'], /--tp applies to --profile/],
+    [['--profile', 'rtx4090/llama-3.1-8b', '--timing', 'default'], /--profile and --timing both choose the timing model: give one/],
+    [['--profile', 'rtx4090/llama-3.1-8b', '--skew-fit'], /--skew-fit: profile rtx4090\/llama-3\.1-8b has no skew fit/],
+    [['--profile', 'a100/llama'], /profile "a100\/llama": no such preset or folder/],
+    [['--profile', 'rtx4090/llama-3.1-8b', '--num-blocks', '100', '--kv-cache-gib', '2'], /--num-blocks and --kv-cache-gib both size the KV cache: give one/],
+    [['--profile', 'rtx4090/llama-3.1-8b', '--gpu-memory-utilization', '1.2'], /--gpu-memory-utilization must be in \(0, 1\], got "1.2"/],
+    [['--profile', 'rtx4090/llama-3.1-8b', '--cpu-overhead-ms', '-1'], /--cpu-overhead-ms must be a number >= 0, got "-1"/],
+  ];
+  for (const [flags, message] of refused) {
+    it(`refuses ${flags.join(' ')} before reading a trace`, async () => {
+      const r = await capture(() => main(['fleet', '/nonexistent.jsonl', ...flags]));
+      expect(r.code).toBe(1);
+      expect(r.err).toMatch(message);
+      expect(r.err).not.toMatch(/nonexistent\.jsonl/);
+    });
+  }
+});
+
+describe('profiles in a sweep', () => {
+  it('vary the profile, its TP and the GiB, each point fleet()\'s run', async () => {
+    const grid = { profile: ['rtxpro6000/llama-3.1-8b', 'rtxpro6000/qwen3-32b'], tp: [1, 2], kvCacheGib: [2, 6], engines: [2] };
+    const opts = { ...base, timing: { ...profile, cpuOverheadMs: 0.5 } };
+    const configs = fleetSweepConfigurations(opts, grid);
+    expect(configs.map((c) => `${(c.timing as { profile: string }).profile} ${(c.timing as { tp: number }).tp} ${c.kvCacheGib}`)).toEqual([
+      'rtxpro6000/llama-3.1-8b 1 2', 'rtxpro6000/llama-3.1-8b 1 6', 'rtxpro6000/llama-3.1-8b 2 2', 'rtxpro6000/llama-3.1-8b 2 6',
+      'rtxpro6000/qwen3-32b 1 2', 'rtxpro6000/qwen3-32b 1 6', 'rtxpro6000/qwen3-32b 2 2', 'rtxpro6000/qwen3-32b 2 6',
+    ]);
+    const runs = await fleetSweep({ ...opts, grid, workers: 2 });
+    const strip = (r: FleetRun) => ({ ...r, engines: r.engines.map((e) => ({ ...e, run: { ...e.run, seconds: 0, allocateCallsPerSecond: 0 } })) });
+    runs.forEach((r, i) => expect(strip(r)).toEqual(strip(fleetSync(configs[i]!))));
+    expect(runs.map((r) => `${r.config.profile} ${r.config.tp} ${r.config.kvCacheGib}`)).toEqual(configs.map((c) => `${(c.timing as { profile: string }).profile} ${(c.timing as { tp: number }).tp} ${c.kvCacheGib}`));
+    expect(() => fleetSweepConfigurations({ timing: true }, { tp: [1, 2] })).toThrow(/grid.tp varies a GPU profile: give options.timing of kind "profile" \(or grid.profile\)/);
+  }, 120_000);
+
+  it('kvpool sweep --profile a,b --tp 1,2 prints them as columns', async () => {
+    const r = await capture(() => main(['sweep', '--profile', 'rtxpro6000/llama-3.1-8b,rtxpro6000/qwen3-32b', '--tp', '1,2', '--kv-cache-gib', '2', '--requests', '60', '--engines', '1', '--scheduler', 'continuous', '--no-progress', '--workers', '2']));
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^\s+profile\s+tp\s+router/m);
+    expect(r.out).toMatch(/rtxpro6000\/qwen3-32b\s+2\s+round-robin/);
+  }, 120_000);
+});
