@@ -13,7 +13,7 @@ import { sloGroupLabel } from '../node/fleet-report.js';
 import { FLEET_SCHEDULERS, type FleetScheduler } from '../fleet/timed-options.js';
 import type { SloTargets } from '../fleet/slo-search.js';
 import { ms, sweepSloAnswers, sweepSloJson, sweepSloLine } from '../fleet/slo-answer.js';
-import { checkSloTimed, sloOf, timingOf } from './timing-flags.js';
+import { checkSloTimed, SLO_FLAGS, sloOf, timingOf } from './timing-flags.js';
 import type { ReplayOptions } from '../replay/replay.js';
 import { SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
 import { routers } from './fleet-command.js';
@@ -33,6 +33,7 @@ export interface SweepFleetFlags {
   speedup?: number[];
   concurrency?: number[];
   sloTtftMs?: number;
+  sloTpotMs?: number;
   sloItlMs?: number;
   stepMs?: number;
   arrival?: FleetArrival;
@@ -43,7 +44,7 @@ export interface SweepFleetFlags {
 
 const FLEET_ONLY = ['stepMs', 'arrival', 'prefixWeight', 'loadWeight', 'affinityBlocks'] as const;
 /** Flags that ask for (timed) fleets by themselves. */
-const TIMED_FLAGS = ['timing', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloItlMs'] as const;
+const TIMED_FLAGS = ['timing', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloTpotMs', 'sloItlMs'] as const;
 
 const list = <T>(parse: (x: string) => T) => (v: string) => v.split(',').map((x) => parse(x.trim()));
 
@@ -65,8 +66,9 @@ export function addSweepFleetOptions(cmd: Command): Command {
     .option('--max-num-batched-tokens <list>', 'timed fleets, scheduler continuous: token budgets per step to compare (default 8192)', list((x) => parseIntArg('--max-num-batched-tokens', 1, x)))
     .option('--speedup <list>', 'timed fleets: arrival speed-ups to compare (request r arrives at its timestamp / x; default 1)', list((x) => positiveNumber('--speedup')(x)))
     .option('--concurrency <list>', 'timed fleets: closed-loop concurrencies to compare (n requests in flight, timestamps ignored)', list((x) => parseIntArg('--concurrency', 1, x)))
-    .option('--slo-ttft-ms <ms>', 'timed fleets: per router, the smallest fleet (fewest engines, then fewest blocks) whose p99 time to first token is at most ms; a line in the report\'s charts', positiveNumber('--slo-ttft-ms'))
-    .option('--slo-itl-ms <ms>', 'timed fleets: the same for the p99 inter-token latency', positiveNumber('--slo-itl-ms'));
+    .option('--slo-ttft-ms <ms>', `timed fleets: per router, the smallest fleet (fewest engines, then fewest blocks) whose p99 ${SLO_FLAGS[0].what} is at most ms; a line in the report's charts`, positiveNumber('--slo-ttft-ms'))
+    .option('--slo-tpot-ms <ms>', `timed fleets: the same for the p99 ${SLO_FLAGS[1].what}`, positiveNumber('--slo-tpot-ms'))
+    .option('--slo-itl-ms <ms>', `timed fleets: the same for the p99 ${SLO_FLAGS[2].what}`, positiveNumber('--slo-itl-ms'));
 }
 
 /** `--help` text of `kvpool sweep` for fleet sweeps: each row is a fleet, with the fleet's fields (those of `kvpool fleet --help`). */
@@ -85,7 +87,7 @@ export function isFleetSweep(o: SweepFleetFlags): boolean {
 
 /** The SLO targets, refused unless every fleet of the sweep is timed (a step-clock fleet has no milliseconds). */
 function sweepSlo(o: SweepFleetFlags): SloTargets | undefined {
-  const slo = sloOf({ ...(o.sloTtftMs !== undefined && { sloTtftMs: o.sloTtftMs }), ...(o.sloItlMs !== undefined && { sloItlMs: o.sloItlMs }) });
+  const slo = sloOf(o);
   const everyTimed = o.timing !== undefined || (o.scheduler?.every((s) => s === 'continuous') ?? false);
   checkSloTimed(slo, everyTimed);
   return slo;
@@ -97,9 +99,10 @@ export function formatFleetSweepTable(runs: readonly FleetRun[], varied: FleetVa
   const timed = runs.some((r) => r.latency !== undefined);
   const latency = (r: FleetRun) => {
     const l = r.latency;
-    return l === undefined ? ['-', '-', '-', '-'] : [ms(l.ttftMs.p99), ms(l.itlMs.p99), ms(l.e2eMs.p99), ms(l.outputTokensPerSecond)];
+    return l === undefined ? ['-', '-', '-', '-', '-'] : [ms(l.ttftMs.p99), ms(l.tpotMs.p99), ms(l.itlMs.p99), ms(l.e2eMs.p99), ms(l.outputTokensPerSecond)];
   };
-  const head = [...varied.map(flag), 'hit rate', 'queue mean', 'queue p99', 'imbalance', 'rejected', ...(timed ? ['TTFT p99 ms', 'ITL p99 ms', 'E2E p99 ms', 'output tok/s'] : [])];
+  // Queueing is counted in engine steps on either clock: the heads say so beside the milliseconds.
+  const head = [...varied.map(flag), 'hit rate', 'queue mean (steps)', 'queue p99 (steps)', 'imbalance', 'rejected', ...(timed ? ['TTFT p99 ms', 'TPOT p99 ms', 'ITL p99 ms', 'E2E p99 ms', 'output tok/s'] : [])];
   const rows = runs.map((r) => [
     ...varied.map((k) => String(r.config[k])),
     percent(r.hitRate),

@@ -1,10 +1,13 @@
 // The SLO answer in words, as `kvpool fleet`, fleet sweeps and the sweep
 // report give it: per router (in a sweep, per router and panel), the fewest
-// engines whose p99 TTFT and ITL meet the targets, with the figures that
-// decided it. Here, below node/ and cli/, so both say it the same way.
+// engines whose p99 TTFT, TPOT and ITL meet the targets, with the figures
+// that decided it. Here, below node/ and cli/, so both say it the same way.
 
 import type { FleetRun } from './fleet-result.js';
-import { compareFleetSize, fewestMeeting, unserved, type SloTargets } from './slo-search.js';
+import { compareFleetSize, fewestMeeting, SLO_TARGETS, unserved, type SloTargets } from './slo-search.js';
+
+/** How each target is named in words. */
+const SLO_NAMES: Record<(typeof SLO_TARGETS)[number], string> = { ttftMs: 'TTFT', tpotMs: 'TPOT', itlMs: 'ITL' };
 
 /** Milliseconds (and per-second rates) for people: one decimal, thousands separated. */
 export function ms(x: number): string {
@@ -30,17 +33,19 @@ export function sloAnswer(label: string, runs: readonly FleetRun[], slo: SloTarg
   return { label, engines: best === null ? null : best.config.engines, run: best ?? largest, maxEngines: largest.config.engines };
 }
 
+/** The targets given, in order. */
+const given = (slo: SloTargets) => SLO_TARGETS.filter((k) => slo[k] !== undefined);
+
 /** "p99 TTFT <= 500 ms and p99 ITL <= 50 ms". */
 export function sloText(slo: SloTargets): string {
-  const parts = [...(slo.ttftMs !== undefined ? [`p99 TTFT <= ${slo.ttftMs} ms`] : []), ...(slo.itlMs !== undefined ? [`p99 ITL <= ${slo.itlMs} ms`] : [])];
-  return parts.join(' and ');
+  return given(slo).map((k) => `p99 ${SLO_NAMES[k]} <= ${slo[k]} ms`).join(' and ');
 }
 
 /** "p99 TTFT 431.2 ms, p99 ITL 42.0 ms": the run's figures for the targets given. */
 function figuresText(r: FleetRun, slo: SloTargets): string {
   const l = r.latency!;
   const lost = Object.entries(unserved(r)).filter(([, v]) => v > 0).map(([k, v]) => `${v.toLocaleString('en-US')} ${k === 'finishedEarly' ? 'finished early' : k}`);
-  return [...(slo.ttftMs !== undefined ? [`p99 TTFT ${ms(l.ttftMs.p99)} ms`] : []), ...(slo.itlMs !== undefined ? [`p99 ITL ${ms(l.itlMs.p99)} ms`] : []), ...lost].join(', ');
+  return [...given(slo).map((k) => `p99 ${SLO_NAMES[k]} ${ms(l[k].p99)} ms`), ...lost].join(', ');
 }
 
 /** The answer as a sentence, prefixed with its label when there are several. */
@@ -62,6 +67,7 @@ export function sloJson(slo: SloTargets, answers: readonly SloAnswer[]): unknown
       engines: a.engines,
       maxEngines: a.maxEngines,
       ttftMsP99: a.run.latency!.ttftMs.p99,
+      tpotMsP99: a.run.latency!.tpotMs.p99,
       itlMsP99: a.run.latency!.itlMs.p99,
     })),
   };
@@ -109,6 +115,7 @@ export function sweepSloJson(slo: SloTargets, answers: readonly SweepSloAnswer[]
       engines: a.met?.config.engines ?? null,
       numBlocks: a.met?.config.numBlocks ?? null,
       ttftMsP99: a.met?.latency!.ttftMs.p99 ?? null,
+      tpotMsP99: a.met?.latency!.tpotMs.p99 ?? null,
       itlMsP99: a.met?.latency!.itlMs.p99 ?? null,
     })),
   };
