@@ -15,6 +15,7 @@ import { readTraceFile } from '../bindings/node/trace-file.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
 import type { TimingModel } from '../bindings/timing/timing-model.js';
 import { TRACE_PATH } from './support/externals.js';
+import { FLEET_LATENCY_ENGINE_GLOSSARY, FLEET_LATENCY_GLOSSARY, LATENCY_FIGURE_FIELDS } from '../bindings/cli/fleet-glossary.js';
 
 const round3 = (x: number) => Math.round(x * 1e3) / 1e3;
 
@@ -135,5 +136,18 @@ describe('every figure from the per-request output', () => {
     expect(l.itlMs.max).toBe(410);
     expect(l.tpotMs).toMatchObject({ count: 1, max: round3((410 + 18 * 10) / 19) });
     expect(l.itlMs.count).toBe(19);
+  });
+});
+
+describe('docs/fleet-time.md', () => {
+  it('defines every latency field the result has', () => {
+    const doc = readFileSync(new URL('../docs/fleet-time.md', import.meta.url), 'utf8');
+    const run = fleetSync({ trace: [req(0, 64, 3, [1])], engines: 1, timing: true });
+    const l = run.latency!;
+    const keys = [
+      ...Object.keys(l), ...Object.keys(l.requests), ...Object.keys(l.engines[0]!), ...Object.keys(l.ttftMs),
+      ...[...FLEET_LATENCY_GLOSSARY, ...FLEET_LATENCY_ENGINE_GLOSSARY].map((e) => e.key.split('.').pop()!), ...LATENCY_FIGURE_FIELDS,
+    ];
+    for (const k of new Set(keys)) expect(doc.includes(`\`${k}\``) || doc.includes(`\`${k}[]\``), k).toBe(true);
   });
 });

@@ -40,7 +40,7 @@ interface Job {
   tok: number;
   /** Output tokens it gives in all: max(outputLength, 1). */
   total: number;
-  /** Tokens this step computes for it (0: not scheduled). */
+  /** Tokens this step computes for it (-1: not scheduled; 0: an empty prompt's step, which still gives its first token). */
   now: number;
   admitted: boolean;
 }
@@ -112,7 +112,7 @@ export class ContinuousEngine implements TimedEngine {
   enqueue(r: number): void {
     this.clock.queuedStep[r] = this.k;
     const total = Math.max(this.trace[r]!.outputLength, 1);
-    this.waiting.push({ r, seq: null, promptLen: this.trace[r]!.inputLength, computed: 0, given: 0, tok: outputToken(r, 0), total, now: 0, admitted: false });
+    this.waiting.push({ r, seq: null, promptLen: this.trace[r]!.inputLength, computed: 0, given: 0, tok: outputToken(r, 0), total, now: -1, admitted: false });
   }
 
   /** Records the blocks `s` holds from `from` on as allocated (the kernel's id checksum fold). */
@@ -138,7 +138,7 @@ export class ContinuousEngine implements TimedEngine {
     this.target.deallocate(j.seq!);
     j.seq = null;
     j.computed = 0;
-    j.now = 0;
+    j.now = -1;
     j.promptLen = this.trace[j.r]!.inputLength + j.given;
     this.preempted++;
     if (this.wHead > 0) this.waiting[--this.wHead] = j;
@@ -294,7 +294,7 @@ export class ContinuousEngine implements TimedEngine {
     let w = 0;
     for (let i = 0; i < run.length; i++) {
       const j = run[i]!;
-      if (j.now > 0 && this.give(j, ms)) continue;
+      if (j.now >= 0 && this.give(j, ms)) continue;
       run[w++] = j;
     }
     run.length = w;
@@ -305,7 +305,7 @@ export class ContinuousEngine implements TimedEngine {
     const s = j.seq!;
     const prefilling = j.computed < j.promptLen;
     j.computed += j.now;
-    j.now = 0;
+    j.now = -1;
     if (prefilling && j.computed < j.promptLen) {
       s.kvCachedTokens = j.computed;
       return false;
