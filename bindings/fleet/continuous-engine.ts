@@ -187,7 +187,9 @@ export class ContinuousEngine implements TimedEngine {
       const tokens = prefilling ? j.computed + n : s.numTokens;
       let ok = this.grow(s, tokens);
       // Short: the latest sequence on its rank gives its blocks back (vLLM's recompute preemption), until this one fits.
-      for (let v = ok ? -1 : this.latestOnRank(i, rank); v >= 0; v = ok ? -1 : this.latestOnRank(i, rank)) {
+      while (!ok) {
+        const v = this.latestOnRank(i, rank);
+        if (v < 0) break;
         const victim = run[v]!;
         run.splice(v, 1);
         this.preempt(victim);
@@ -297,7 +299,7 @@ export class ContinuousEngine implements TimedEngine {
       if (j.now >= 0 && this.give(j, ms)) continue;
       run[w++] = j;
     }
-    run.length = w;
+    while (run.length > w) run.pop(); // inlined, where setting length calls into the runtime every step
   }
 
   /** `j`'s step is computed: true when it finished. */

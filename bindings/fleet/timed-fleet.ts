@@ -172,7 +172,7 @@ export class TimedFleet {
       if (inStep[e] === 1) {
         inStep[e] = 0;
         eng.end(tE);
-        clock.stepEnded(e, eng.steps - 1, tE);
+        clock.stepEnded(e, tE);
         this.events.flush(e, eng.pool, (originMs + tE) / 1000, eng.steps - 1);
       }
       if (eng.load > 0) {

@@ -62,16 +62,18 @@ export function clearStepBatch(b: StepBatch): void {
   b.decodeSeqs = 0;
   b.decodeContextTokens = 0;
   b.hostLoadedBlocks = 0;
-  // Setting an array's length is a call into the runtime (millions of steps): only when there is something to drop.
-  if (b.chunkTokens.length !== 0) {
-    b.chunkTokens.length = 0;
-    b.chunkContextTokens.length = 0;
-    b.chunkRanks.length = 0;
-  }
-  if (b.decodeContexts.length !== 0) {
-    b.decodeContexts.length = 0;
-    b.decodeRanks.length = 0;
-  }
+  // Popping is inlined where setting `length` calls into the runtime: over
+  // the millions of steps of a timed fleet (a few entries each) it was a
+  // tenth of the run.
+  emptyList(b.chunkTokens);
+  emptyList(b.chunkContextTokens);
+  emptyList(b.chunkRanks);
+  emptyList(b.decodeContexts);
+  emptyList(b.decodeRanks);
+}
+
+function emptyList(xs: number[]): void {
+  while (xs.length > 0) xs.pop();
 }
 
 /** Adds a prefill chunk of `tokens` after `context` tokens of its sequence, on dp rank `rank`. */
