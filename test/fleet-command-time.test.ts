@@ -93,8 +93,27 @@ describe('kvpool fleet --timing', () => {
     expect(r.code).toBe(0);
     const l = fleetSync({ ...base, timing: true }).latency!;
     expect(r.out).toMatch(/timing polynomial · scheduler xllm/);
-    expect(r.out).toMatch(/latency \(ms\)\s+mean\s+p50\s+p90\s+p99\s+max\s+requests/);
-    expect(r.out).toContain(l.ttftMs.p99.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 }));
+    expect(r.out).toMatch(/latency \(ms\)\s+mean\s+p50\s+p90\s+p95\s+p99\s+max\s+over\n/);
+    const one = (x: number) => x.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+    expect(r.out).toContain(one(l.ttftMs.p99));
+    // Each figure's row says what it is over: ITL over the gaps between tokens, the others over requests.
+    const row = (label: string, f: typeof l.ttftMs, what: string) =>
+      new RegExp(`\\n  ${label}\\s+${[f.mean, f.p50, f.p90, f.p95, f.p99, f.max].map((x) => one(x).replace(/\./g, '\\.')).join('\\s+')}\\s+${f.count.toLocaleString('en-US')} ${what}\\n`);
+    expect(r.out).toMatch(row('TTFT', l.ttftMs, 'requests'));
+    expect(r.out).toMatch(row('TPOT', l.tpotMs, 'requests'));
+    expect(r.out).toMatch(row('ITL ', l.itlMs, 'gaps'));
+    expect(r.out).toMatch(row('E2E ', l.e2eMs, 'requests'));
+    expect(l.itlMs.count).toBe(l.outputTokens - l.completed);
+  });
+
+  it('CSV has a column per field of each figure, TPOT and p95 included', async () => {
+    const r = await capture(() => main([...baseArgs, '--timing', 'default', '--format', 'csv']));
+    const [head, row] = r.out.trimEnd().split('\n').map((x) => x.split(','));
+    const l = fleetSync({ ...base, timing: true }).latency!;
+    for (const [key, value] of [['latency.tpotMs.p95', l.tpotMs.p95], ['latency.itlMs.count', l.itlMs.count], ['latency.ttftMs.p95', l.ttftMs.p95], ['latency.originMs', 0]] as const) {
+      expect(head, key).toContain(key);
+      expect(Number(row![head!.indexOf(key)]), key).toBe(value);
+    }
   });
 });
 
@@ -114,11 +133,25 @@ describe('kvpool fleet --slo-ttft-ms', () => {
     expect(r.code).toBe(0);
     const obj = JSON.parse(r.out);
     expect(obj.slo).toMatchObject({ ttftMs: target, percentile: 99 });
-    expect(obj.slo.answers).toEqual([{ label: 'round-robin', router: 'round-robin', engines: brute!.config.engines, maxEngines: brute!.config.engines, ttftMsP99: brute!.latency!.ttftMs.p99, itlMsP99: brute!.latency!.itlMs.p99 }]);
+    expect(obj.slo.answers).toEqual([{ label: 'round-robin', router: 'round-robin', engines: brute!.config.engines, maxEngines: brute!.config.engines, ttftMsP99: brute!.latency!.ttftMs.p99, tpotMsP99: brute!.latency!.tpotMs.p99, itlMsP99: brute!.latency!.itlMs.p99 }]);
     // The search stops at the first count that meets the target: the runs are 1..answer, each the library's.
     expect(obj.runs).toEqual(runs.slice(0, brute!.config.engines).map((x) => asJson(x)));
     const table = await capture(() => main([...slowArgs, '--engines', '4', '--slo-ttft-ms', String(target)]));
     expect(table.out).toContain(`fewest engines meeting p99 TTFT <= ${target} ms: ${brute!.config.engines}`);
+  });
+
+  it('--slo-tpot-ms holds the p99 time per output token to its target, as a brute force finds it', async () => {
+    const runs = [1, 2, 3, 4].map((engines) => fleetSync({ ...slowBase, engines }));
+    const p99 = runs.map((r) => r.latency!.tpotMs.p99);
+    const target = Math.round(((Math.max(...p99) + Math.min(...p99)) / 2) * 1000) / 1000;
+    const brute = runs.find((r) => meetsSlo(r, { tpotMs: target })) ?? null;
+    const r = await capture(() => main([...slowArgs, '--engines', '4', '--slo-tpot-ms', String(target), '--json']));
+    expect(r.code).toBe(0);
+    const obj = JSON.parse(r.out);
+    expect(obj.slo).toMatchObject({ tpotMs: target, percentile: 99 });
+    expect(obj.slo.answers[0]).toMatchObject({ engines: brute?.config.engines ?? null, tpotMsP99: (brute ?? runs[3]!).latency!.tpotMs.p99 });
+    const table = await capture(() => main([...slowArgs, '--engines', '4', '--slo-tpot-ms', String(target), '--slo-ttft-ms', '1e12']));
+    expect(table.out).toMatch(new RegExp(`(fewest engines|no fleet up to 4 engines) meet(s|ing) p99 TTFT <= 1000000000000 ms and p99 TPOT <= ${target} ms`));
   });
 
   it('says so when no fleet tried meets the target', async () => {
@@ -132,6 +165,8 @@ describe('kvpool fleet refuses what cannot be timed, before reading a trace', ()
   const refused: Array<[string[], RegExp]> = [
     [['--slo-ttft-ms', '500'], /--slo-ttft-ms needs a timed fleet: give --timing default/],
     [['--slo-itl-ms', '50'], /--slo-itl-ms needs a timed fleet/],
+    [['--slo-tpot-ms', '50'], /--slo-tpot-ms needs a timed fleet/],
+    [['--timing', 'default', '--slo-tpot-ms', '0'], /--slo-tpot-ms/],
     [['--speedup', '2'], /speedup applies to a timed fleet/],
     [['--timing', 'default', '--threads', '2'], /--threads 2: a timed fleet runs in one thread/],
     [['--scheduler', 'continuous', '--zmq', 'tcp://127.0.0.1:1'], /--zmq publishes a fleet on the step clock/],

@@ -65,18 +65,36 @@ describe('ReplayStepper', () => {
       const t = [req([5, 6], 600, 10), req([5, 7], 520, 10), req([5], 100, 3)];
       const st = new ReplayStepper(new PoolReplayTarget(pool), t, o);
       // 600 prompt + 10 output tokens: ceil(610 / 16) = 39 blocks, nothing cached yet.
-      expect(st.step()).toEqual({ request: 0, placed: true, matchedBlocks: 0, newBlocks: 39, truncated: false, finished: 0 });
+      expect(st.step()).toEqual({ request: 0, placed: true, matchedBlocks: 0, newBlocks: 39, truncated: false, outputs: 10, finished: 0 });
       expect(st.runningRequests()).toEqual([0]);
       // Request 0 still runs and nothing was published: no reuse either.
-      expect(st.step()).toEqual({ request: 1, placed: true, matchedBlocks: 0, newBlocks: 34, truncated: false, finished: 0 });
+      expect(st.step()).toEqual({ request: 1, placed: true, matchedBlocks: 0, newBlocks: 34, truncated: false, outputs: 10, finished: 0 });
       // maxRunning 2: request 0 finishes first and its full blocks get cached;
       // request 2's 100-token prompt is request 0's first 100 tokens: 6 full blocks reused.
-      expect(st.step()).toEqual({ request: 2, placed: true, matchedBlocks: 6, newBlocks: 1, truncated: false, finished: 1 });
+      expect(st.step()).toEqual({ request: 2, placed: true, matchedBlocks: 6, newBlocks: 1, truncated: false, outputs: 3, finished: 1 });
       expect(st.runningRequests()).toEqual([1, 2]);
       expect(st.running().map((s) => s.numBlocks)).toEqual([34, 7]);
-      expect(st.step()).toEqual({ request: -1, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, finished: 2 });
+      expect(st.step()).toEqual({ request: -1, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, outputs: 0, finished: 2 });
       expect(st.running()).toEqual([]);
       expect(pool.numUsedBlocks()).toEqual([0]);
+    } finally {
+      pool.dispose();
+    }
+  });
+
+  it('says how many outputs a truncated request decoded, and which sequence it admitted last', () => {
+    // 3 usable blocks of 16 tokens: a 16-token prompt takes one, its outputs 1-32 two more; output 32 needs a fourth.
+    const pool = new BlockManagerPool({ numBlocks: 4, blockSize: 16 });
+    try {
+      const req = (id: number, input: number, output: number) => ({ inputLength: input, outputLength: output, hashIds: Int32Array.of(id) });
+      const st = new ReplayStepper(new PoolReplayTarget(pool), [req(1, 16, 40), req(2, 16, 5)], { blockSize: 16, maxRunning: 4, publishAfterPrefill: false });
+      expect(st.newest()).toBeUndefined();
+      // Decode step i appends output i and needs ceil((16 + i + 1) / 16) blocks: steps 0-31 fit in 3, step 32 does not.
+      expect(st.step()).toMatchObject({ request: 0, placed: true, truncated: true, outputs: 32 });
+      expect(st.newest()).toBe(st.running()[0]);
+      // The next request finishes the first to make room, and decodes all 5 of its outputs.
+      expect(st.step()).toMatchObject({ request: 1, placed: true, truncated: false, outputs: 5, finished: 1 });
+      expect(st.newest()!.numTokens).toBe(16 + 5);
     } finally {
       pool.dispose();
     }

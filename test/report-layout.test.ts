@@ -42,7 +42,7 @@ describe('the timed fleet report says its units', () => {
     expect(text).toContain('queueing in engine steps (a timed step lasts what the timing model says of its batch)');
     expect(text).toContain('>queueing p99 (engine steps)<');
     // The terminal's table too.
-    expect(table.split('\n')[1]).toMatch(/queue mean steps\s+queue p99 steps\s+imbalance\s+rejected\s+TTFT p99 ms\s+ITL p99 ms\s+E2E p99 ms\s+output tok\/s$/);
+    expect(table.split('\n')[1]).toMatch(/queue mean \(steps\)\s+queue p99 \(steps\)\s+imbalance\s+rejected\s+TTFT p99 ms\s+TPOT p99 ms\s+ITL p99 ms\s+E2E p99 ms\s+output tok\/s$/);
   });
 });
 

@@ -109,7 +109,7 @@ describe('kvpool sweep, timed', () => {
     // The table says the same in words, after the rows, which carry the latency columns.
     const t = await capture(() => main([...ARGS, '--slo-ttft-ms', String(target)]));
     const lines = t.out.trimEnd().split('\n');
-    expect(lines[1]).toMatch(/rejected\s+TTFT p99 ms\s+ITL p99 ms\s+E2E p99 ms\s+output tok\/s$/);
+    expect(lines[1]).toMatch(/queue mean \(steps\)\s+queue p99 \(steps\)\s+imbalance\s+rejected\s+TTFT p99 ms\s+TPOT p99 ms\s+ITL p99 ms\s+E2E p99 ms\s+output tok\/s$/);
     for (const a of slo.answers) {
       const line = lines.find((l) => l.startsWith(`${a.label}: `))!;
       expect(line).toContain(a.engines === null ? `no fleet tried meets p99 TTFT <= ${target} ms` : `smallest fleet meeting p99 TTFT <= ${target} ms: ${a.engines} engine`);
@@ -117,6 +117,26 @@ describe('kvpool sweep, timed', () => {
     // A target no fleet meets: none, with the largest fleet's figures.
     const none = JSON.parse((await capture(() => main([...ARGS, '--format', 'json', '--slo-ttft-ms', '1']))).out) as { slo: { answers: Answer[] } };
     expect(none.slo.answers.every((a) => a.engines === null && a.numBlocks === null)).toBe(true);
+  });
+
+  it('--slo-tpot-ms: the smallest fleet whose p99 time per output token meets it, with its figure in the JSON', async () => {
+    const all = JSON.parse((await capture(() => main([...ARGS, '--format', 'json']))).out) as Array<Json & { latency: { tpotMs: { p99: number } } }>;
+    const p99s = [...new Set(all.map((r) => r.latency.tpotMs.p99))].sort((a, b) => a - b);
+    const target = p99s[Math.floor(p99s.length / 2)]!;
+    const r = await capture(() => main([...ARGS, '--format', 'json', '--slo-tpot-ms', String(target)]));
+    expect(r.code).toBe(0);
+    const { slo } = JSON.parse(r.out) as { slo: { tpotMs: number; answers: Array<Answer & { tpotMsP99: number | null }> } };
+    expect(slo.tpotMs).toBe(target);
+    for (const a of slo.answers) {
+      const group = all.filter((x) => `${x.config.router}, speedup ${x.config.speedup}` === a.label);
+      const met = group.filter((x) => x.rejected + x.truncated === 0 && x.engines.every((e) => e.finishedEarly === 0) && x.latency.tpotMs.p99 <= target);
+      const best = met.sort((x, y) => x.config.engines - y.config.engines || x.config.numBlocks - y.config.numBlocks)[0] ?? null;
+      expect({ engines: a.engines, numBlocks: a.numBlocks, tpotMsP99: a.tpotMsP99 }, a.label).toEqual(
+        best === null ? { engines: null, numBlocks: null, tpotMsP99: null } : { engines: best.config.engines, numBlocks: best.config.numBlocks, tpotMsP99: best.latency.tpotMs.p99 },
+      );
+    }
+    const refused = await capture(() => main(['sweep', '--requests', '20', '--engines', '1,2', '--slo-tpot-ms', '100']));
+    expect(refused.err).toMatch(/--slo-tpot-ms needs a timed fleet/);
   });
 
   it('--report: latency charts whose bars are the table\'s values, with the SLO as one dashed line per panel', async () => {

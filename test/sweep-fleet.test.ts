@@ -69,7 +69,7 @@ describe('kvpool sweep --router --engines', () => {
     expect(r.code).toBe(0);
     const lines = r.out.trimEnd().split('\n');
     expect(lines[0]).toBe('kvpool sweep: built-in workload (200 requests), 8 fleets');
-    expect(lines[1]).toMatch(/^\s*num-blocks\s+router\s+engines\s+hit rate\s+queue mean\s+queue p99\s+imbalance\s+rejected$/);
+    expect(lines[1]).toMatch(/^\s*num-blocks\s+router\s+engines\s+hit rate\s+queue mean \(steps\)\s+queue p99 \(steps\)\s+imbalance\s+rejected$/);
     expect(lines.length).toBe(10);
     const f = fleetSync({ requests: 200, maxRunning: 4, arrival: 'instant', numBlocks: 1200, router: 'least-loaded', engines: 3 });
     const cells = lines[9]!.trim().split(/\s{2,}/);

@@ -43,17 +43,19 @@ export const FLEET_CONFIG_GLOSSARY: readonly GlossaryEntry[] = [
   { key: 'config.affinityBlocks', label: 'affinity blocks', meaning: 'session affinity: the block (1-based) whose key is hashed' },
 ];
 
-/** The four latency figures of a timed run, each {count, mean, p50, p90, p99, max} in ms (docs/fleet-time.md). */
-export const LATENCY_FIGURES = ['ttftMs', 'itlMs', 'e2eMs', 'queueMs'] as const;
-export const LATENCY_FIGURE_FIELDS = ['count', 'mean', 'p50', 'p90', 'p99', 'max'] as const;
+/** The latency figures of a timed run, each {count, mean, p50, p90, p95, p99, max} in ms (docs/fleet-time.md). */
+export const LATENCY_FIGURES = ['ttftMs', 'tpotMs', 'itlMs', 'e2eMs', 'queueMs'] as const;
+export const LATENCY_FIGURE_FIELDS = ['count', 'mean', 'p50', 'p90', 'p95', 'p99', 'max'] as const;
 
-/** A timed run's figures (`latency` in JSON; the CSV has each scalar, the four figures one column per field). */
+/** A timed run's figures (`latency` in JSON; the CSV has each scalar, the figures one column per field). */
 export const FLEET_LATENCY_GLOSSARY: readonly GlossaryEntry[] = [
-  { key: 'latency.ttftMs', label: 'TTFT', meaning: 'timed: time to first token (first token minus arrival), ms: count, mean, p50, p90, p99 (nearest rank) and max over the requests that produced one' },
-  { key: 'latency.itlMs', label: 'ITL', meaning: 'timed: inter-token latency, (finish - first token) / (tokens - 1) per request of two tokens or more, ms, the same fields' },
-  { key: 'latency.e2eMs', label: 'E2E', meaning: 'timed: end-to-end latency, finish minus arrival, ms, the same fields' },
-  { key: 'latency.queueMs', label: 'queue', meaning: 'timed: admission (the first prefill step) minus arrival, ms, the same fields' },
+  { key: 'latency.ttftMs', label: 'TTFT', meaning: 'timed: time to first token (first token minus arrival), ms: count, mean, p50, p90, p95, p99 (linear between the closest ranks, as numpy.percentile) and max over the requests that produced one' },
+  { key: 'latency.tpotMs', label: 'TPOT', meaning: 'timed: time per output token, (last token - first token) / (tokens - 1) per request of two tokens or more, ms, the same fields' },
+  { key: 'latency.itlMs', label: 'ITL', meaning: 'timed: inter-token latency, every gap between two consecutive tokens of a request, over all requests (count: gaps), ms, the same fields' },
+  { key: 'latency.e2eMs', label: 'E2E', meaning: 'timed: end-to-end latency, last token minus arrival, ms, the same fields' },
+  { key: 'latency.queueMs', label: 'queue', meaning: 'timed: admission (the first prefill step) or rejection minus arrival, ms, the same fields' },
   { key: 'latency.durationMs', label: 'duration (ms)', meaning: 'timed: from the first arrival to the last finish' },
+  { key: 'latency.originMs', label: 'first arrival (trace ms)', meaning: "timed: the first arrival in the trace's milliseconds (timestamp / speedup); every time of the run counts from it" },
   { key: 'latency.completed', label: 'completed', meaning: 'timed: requests that produced at least one token' },
   { key: 'latency.outputTokens', label: 'output tokens', meaning: 'timed: tokens the requests produced' },
   { key: 'latency.outputTokensPerSecond', label: 'output tokens / s', meaning: 'timed: output tokens per second of the duration' },
@@ -91,7 +93,7 @@ export const FLEET_TIMED_CONFIG_GLOSSARY: readonly GlossaryEntry[] = [
 export function fleetFieldLines(): string[] {
   const all = [
     ...FLEET_GLOSSARY, ...FLEET_ENGINE_GLOSSARY, ...FLEET_LATENCY_GLOSSARY, ...FLEET_LATENCY_ENGINE_GLOSSARY,
-    { key: 'latency.requests', label: '', meaning: "timed, JSON with --per-request: each request's arrivalMs, admittedMs, firstTokenMs, finishMs (null: never got there) and outputTokens" },
+    { key: 'latency.requests', label: '', meaning: "timed, JSON with --per-request: each request's arrivalMs, admittedMs, firstTokenMs, finishMs (null: never got there), outputTokens, engine and tokenSteps (runs [first step, count] of its engine's steps that gave its tokens), and each engine's stepEndMs: every token's time" },
     { key: 'warnings', label: '', meaning: 'notes on a result that is probably not what was meant (also on stderr)' },
   ];
   const w = Math.max(...all.map((e) => e.key.length));

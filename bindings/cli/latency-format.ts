@@ -20,13 +20,15 @@ export function timedConfigParts(c: FleetConfig): string {
     .join(' · ');
 }
 
-/** The latency block of one run's table: a row per figure (mean, p50, p90, p99, max, count), then the run's totals. */
+/** The latency block of one run's table: a row per figure (mean, p50, p90, p95, p99, max in ms, and what it is over), then the run's totals. */
 export function latencyLines(l: FleetLatency): string[] {
   const figures = FLEET_LATENCY_GLOSSARY.filter((e) => isFigure(e.key));
-  const head = ['latency (ms)', 'mean', 'p50', 'p90', 'p99', 'max', 'requests'];
+  const head = ['latency (ms)', 'mean', 'p50', 'p90', 'p95', 'p99', 'max', 'over'];
   const body = figures.map((e) => {
     const f = get(l, e.key.slice('latency.'.length)) as FleetLatency['ttftMs'];
-    return [e.label, ms(f.mean), ms(f.p50), ms(f.p90), ms(f.p99), ms(f.max), f.count.toLocaleString('en-US')];
+    // ITL is over the gaps between tokens; the others over requests.
+    const over = `${f.count.toLocaleString('en-US')} ${e.key === 'latency.itlMs' ? 'gaps' : 'requests'}`;
+    return [e.label, ms(f.mean), ms(f.p50), ms(f.p90), ms(f.p95), ms(f.p99), ms(f.max), over];
   });
   const cw = head.map((h, c) => Math.max(h.length, ...body.map((b) => b[c]!.length)));
   const line = (cells: readonly string[]) => '  ' + cells.map((x, c) => (c === 0 ? x.padEnd(cw[c]!) : x.padStart(cw[c]!))).join('  ');
@@ -51,12 +53,12 @@ export function latencyEngineColumns(l: FleetLatency): { head: string[]; cells: 
   };
 }
 
-/** A comparison's latency columns (when any run is timed): p99 TTFT and ITL, output tokens per second. */
-export const COMPARISON_LATENCY_HEAD = ['TTFT p99 ms', 'ITL p99 ms', 'output tok/s'];
+/** A comparison's latency columns (when any run is timed): p99 TTFT, TPOT and ITL, output tokens per second. */
+export const COMPARISON_LATENCY_HEAD = ['TTFT p99 ms', 'TPOT p99 ms', 'ITL p99 ms', 'output tok/s'];
 
 export function comparisonLatencyCells(r: FleetRun): string[] {
   const l = r.latency;
-  return l === undefined ? ['-', '-', '-'] : [ms(l.ttftMs.p99), ms(l.itlMs.p99), ms(l.outputTokensPerSecond)];
+  return l === undefined ? ['-', '-', '-', '-'] : [ms(l.ttftMs.p99), ms(l.tpotMs.p99), ms(l.itlMs.p99), ms(l.outputTokensPerSecond)];
 }
 
 /** CSV columns of timed runs: config's timed keys, then every latency scalar (each figure one column per field); none on the step clock. */

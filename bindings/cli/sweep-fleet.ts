@@ -17,7 +17,7 @@ import { noFleetReason } from '../fleet/slo-floor.js';
 import { readTraceFile } from '../node/trace-file.js';
 import { generateWorkload } from '../replay/workload.js';
 import { timingModel, type TimingSpecInput } from '../timing/timing-model.js';
-import { checkSloTimed, profileOf, sloOf, timingOf } from './timing-flags.js';
+import { checkSloTimed, profileOf, SLO_FLAGS, sloOf, timingOf } from './timing-flags.js';
 import { PROFILE_PRESETS } from '../node/profile-files.js';
 import type { ReplayOptions } from '../replay/replay.js';
 import { SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
@@ -48,6 +48,7 @@ export interface SweepFleetFlags {
   speedup?: number[];
   concurrency?: number[];
   sloTtftMs?: number;
+  sloTpotMs?: number;
   sloItlMs?: number;
   stepMs?: number;
   arrival?: FleetArrival;
@@ -58,7 +59,7 @@ export interface SweepFleetFlags {
 
 const FLEET_ONLY = ['stepMs', 'arrival', 'prefixWeight', 'loadWeight', 'affinityBlocks'] as const;
 /** Flags that ask for (timed) fleets by themselves. */
-const TIMED_FLAGS = ['timing', 'profile', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloItlMs'] as const;
+const TIMED_FLAGS = ['timing', 'profile', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloTpotMs', 'sloItlMs'] as const;
 
 const list = <T>(parse: (x: string) => T) => (v: string) => v.split(',').map((x) => parse(x.trim()));
 
@@ -92,8 +93,9 @@ export function addSweepFleetOptions(cmd: Command): Command {
     .option('--max-num-batched-tokens <list>', 'timed fleets, scheduler continuous: token budgets per step to compare (default 8192)', list((x) => parseIntArg('--max-num-batched-tokens', 1, x)))
     .option('--speedup <list>', 'timed fleets: arrival speed-ups to compare (request r arrives at its timestamp / x; default 1)', list((x) => positiveNumber('--speedup')(x)))
     .option('--concurrency <list>', 'timed fleets: closed-loop concurrencies to compare (n requests in flight, timestamps ignored)', list((x) => parseIntArg('--concurrency', 1, x)))
-    .option('--slo-ttft-ms <ms>', 'timed fleets: per router, the smallest fleet (fewest engines, then fewest blocks) whose p99 time to first token is at most ms; a line in the report\'s charts', positiveNumber('--slo-ttft-ms'))
-    .option('--slo-itl-ms <ms>', 'timed fleets: the same for the p99 inter-token latency', positiveNumber('--slo-itl-ms'));
+    .option('--slo-ttft-ms <ms>', `timed fleets: per router, the smallest fleet (fewest engines, then fewest blocks) whose p99 ${SLO_FLAGS[0].what} is at most ms; a line in the report's charts`, positiveNumber('--slo-ttft-ms'))
+    .option('--slo-tpot-ms <ms>', `timed fleets: the same for the p99 ${SLO_FLAGS[1].what}`, positiveNumber('--slo-tpot-ms'))
+    .option('--slo-itl-ms <ms>', `timed fleets: the same for the p99 ${SLO_FLAGS[2].what}`, positiveNumber('--slo-itl-ms'));
 }
 
 /** `--help` text of `kvpool sweep` for fleet sweeps: each row is a fleet, with the fleet's fields (those of `kvpool fleet --help`). */
@@ -112,7 +114,7 @@ export function isFleetSweep(o: SweepFleetFlags): boolean {
 
 /** The SLO targets, refused unless every fleet of the sweep is timed (a step-clock fleet has no milliseconds). */
 function sweepSlo(o: SweepFleetFlags): SloTargets | undefined {
-  const slo = sloOf({ ...(o.sloTtftMs !== undefined && { sloTtftMs: o.sloTtftMs }), ...(o.sloItlMs !== undefined && { sloItlMs: o.sloItlMs }) });
+  const slo = sloOf(o);
   const everyTimed = o.timing !== undefined || o.profile !== undefined || (o.scheduler?.every((s) => s === 'continuous') ?? false);
   checkSloTimed(slo, everyTimed);
   return slo;
@@ -124,8 +126,8 @@ export function formatFleetSweepTable(runs: readonly FleetRun[], varied: FleetVa
   const timed = runs.some((r) => r.latency !== undefined);
   const figures = latencyFigures(runs);
   const latency = (r: FleetRun) => [...figures.map((c) => latencyP99(r, c.figure)), r.latency?.outputTokensPerSecond ?? null].map((v) => (v === null ? '-' : ms(v)));
-  // On the millisecond clock queueing still counts steps (each engine's), beside columns of ms: say so.
-  const queue = timed ? ['queue mean steps', 'queue p99 steps'] : ['queue mean', 'queue p99'];
+  // Queueing counts engine steps on either clock (on the millisecond clock beside columns of ms): the heads say so.
+  const queue = ['queue mean (steps)', 'queue p99 (steps)'];
   const head = [...varied.map(flag), 'hit rate', ...queue, 'imbalance', 'rejected', ...(timed ? [...figures.map((c) => `${c.short} p99 ms`), 'output tok/s'] : [])];
   const rows = runs.map((r) => [
     ...varied.map((k) => String(r.config[k])),

@@ -33,10 +33,11 @@ export interface TimingFlags extends ProfileFlags {
   speedup?: number;
   concurrency?: number;
   sloTtftMs?: number;
+  sloTpotMs?: number;
   sloItlMs?: number;
 }
 
-export const TIMING_FLAG_KEYS = ['timing', 'profile', 'tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloItlMs'] as const;
+export const TIMING_FLAG_KEYS = ['timing', 'profile', 'tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloTpotMs', 'sloItlMs'] as const;
 
 /** The profile's parameters and the KV sizing flags, one value each. */
 export function addProfileOptions(cmd: Command, prefix = ''): Command {
@@ -55,6 +56,13 @@ export function addProfileOptions(cmd: Command, prefix = ''): Command {
     });
 }
 
+/** Each SLO flag, its target, and what it holds to (the p99 of the run's figure of that name). */
+export const SLO_FLAGS = [
+  { flag: '--slo-ttft-ms', key: 'sloTtftMs', target: 'ttftMs', what: 'time to first token' },
+  { flag: '--slo-tpot-ms', key: 'sloTpotMs', target: 'tpotMs', what: 'time per output token (per request, (last token - first token) / (tokens - 1))' },
+  { flag: '--slo-itl-ms', key: 'sloItlMs', target: 'itlMs', what: 'inter-token latency (every gap between two tokens of a request)' },
+] as const;
+
 /** Adds the timing and SLO flags; `prefix` starts each description ("fleets: " on sweep). */
 export function addTimingOptions(cmd: Command, prefix = ''): Command {
   return addProfileOptions(cmd, prefix)
@@ -63,8 +71,9 @@ export function addTimingOptions(cmd: Command, prefix = ''): Command {
     .option('--max-num-batched-tokens <n>', `${prefix}--scheduler continuous: prompt plus decode tokens per step (default 8192)`, (v: string) => parseIntArg('--max-num-batched-tokens', 1, v))
     .option('--speedup <x>', `${prefix}timed: request r arrives at its timestamp / x (default 1)`, positiveNumber('--speedup'))
     .option('--concurrency <n>', `${prefix}timed: a closed loop of n requests in flight, in trace order, ignoring timestamps`, (v: string) => parseIntArg('--concurrency', 1, v))
-    .option('--slo-ttft-ms <ms>', `${prefix}timed: the fewest engines whose p99 time to first token is at most ms`, positiveNumber('--slo-ttft-ms'))
-    .option('--slo-itl-ms <ms>', `${prefix}timed: the fewest engines whose p99 inter-token latency is at most ms`, positiveNumber('--slo-itl-ms'));
+    .option('--slo-ttft-ms <ms>', `${prefix}timed: the fewest engines whose p99 ${SLO_FLAGS[0].what} is at most ms`, positiveNumber('--slo-ttft-ms'))
+    .option('--slo-tpot-ms <ms>', `${prefix}timed: the fewest engines whose p99 ${SLO_FLAGS[1].what} is at most ms`, positiveNumber('--slo-tpot-ms'))
+    .option('--slo-itl-ms <ms>', `${prefix}timed: the fewest engines whose p99 ${SLO_FLAGS[2].what} is at most ms`, positiveNumber('--slo-itl-ms'));
 }
 
 /**
@@ -131,12 +140,15 @@ export function timedOptionsOf(f: TimingFlags): TimedFleetOptions {
 }
 
 /** The SLO targets given (undefined: none). */
-export function sloOf(f: TimingFlags): SloTargets | undefined {
-  if (f.sloTtftMs === undefined && f.sloItlMs === undefined) return undefined;
-  return { ...(f.sloTtftMs !== undefined && { ttftMs: f.sloTtftMs }), ...(f.sloItlMs !== undefined && { itlMs: f.sloItlMs }) };
+export function sloOf(f: Pick<TimingFlags, 'sloTtftMs' | 'sloTpotMs' | 'sloItlMs'>): SloTargets | undefined {
+  const given = SLO_FLAGS.filter((s) => f[s.key] !== undefined);
+  if (given.length === 0) return undefined;
+  return Object.fromEntries(given.map((s) => [s.target, f[s.key]])) as SloTargets;
 }
 
 /** Refuses SLO targets for a fleet on the step clock (it has no milliseconds to hold them to). */
 export function checkSloTimed(slo: SloTargets | undefined, timed: boolean): void {
-  if (slo !== undefined && !timed) throw new Error(`--slo-${slo.ttftMs !== undefined ? 'ttft' : 'itl'}-ms needs a timed fleet: give --timing default (or a timing file), --profile or --scheduler continuous`);
+  if (slo === undefined || timed) return;
+  const flag = SLO_FLAGS.find((s) => slo[s.target] !== undefined)!.flag;
+  throw new Error(`${flag} needs a timed fleet: give --timing default (or a timing file), --profile or --scheduler continuous`);
 }

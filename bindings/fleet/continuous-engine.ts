@@ -4,11 +4,17 @@
 // decode takes one token, a prefill the rest of its prompt or what the
 // budget leaves: chunked prefill), then waiting requests while a sequence
 // slot and budget remain. When the pool cannot give a running sequence its
-// blocks, the latest admitted one is preempted: its blocks go back (cached
-// blocks stay in the prefix cache) and it waits at the head of the queue,
-// to recompute its prompt and the tokens it had given.
+// blocks, the latest admitted one on its dp rank is preempted: its blocks go
+// back (cached blocks stay in the prefix cache) and it waits at the head of
+// the queue, to recompute its prompt and the tokens it had given.
+//
+// Every run ends: the oldest running sequence is never preempted (victims
+// come after it on its rank) and computes at least one token each step, so
+// it finishes, or is truncated when alone on its rank and still short; a
+// recompute whose prompt no longer fits a rank is truncated at once.
 
 import { nextOutputToken, outputToken, promptTokens, type ReplaySequence, type ReplayTarget } from '../replay/kernel.js';
+import { namedRequestError } from '../replay/stepper.js';
 import { openReplay, type OpenReplay, type ParsedReplayOptions, type ReplayConfig, type ReplayRun } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { addChunk, addDecode, clearStepBatch, type StepBatch } from '../timing/timing-model.js';
@@ -34,7 +40,7 @@ interface Job {
   tok: number;
   /** Output tokens it gives in all: max(outputLength, 1). */
   total: number;
-  /** Tokens this step computes for it (0: not scheduled). */
+  /** Tokens this step computes for it (-1: not scheduled; 0: an empty prompt's step, which still gives its first token). */
   now: number;
   admitted: boolean;
 }
@@ -106,7 +112,7 @@ export class ContinuousEngine implements TimedEngine {
   enqueue(r: number): void {
     this.clock.queuedStep[r] = this.k;
     const total = Math.max(this.trace[r]!.outputLength, 1);
-    this.waiting.push({ r, seq: null, promptLen: this.trace[r]!.inputLength, computed: 0, given: 0, tok: outputToken(r, 0), total, now: 0, admitted: false });
+    this.waiting.push({ r, seq: null, promptLen: this.trace[r]!.inputLength, computed: 0, given: 0, tok: outputToken(r, 0), total, now: -1, admitted: false });
   }
 
   /** Records the blocks `s` holds from `from` on as allocated (the kernel's id checksum fold). */
@@ -118,11 +124,12 @@ export class ContinuousEngine implements TimedEngine {
     this.allocatedBlocks += Math.max(0, s.numBlocks - from);
   }
 
-  /** Grows `s` to `tokens` tokens' blocks; false (nothing changed) when the pool is short. */
+  /** Grows `s` to `tokens` tokens' blocks; false (nothing changed) when the pool is short. Prefix hits are not new blocks. */
   private grow(s: ReplaySequence, tokens: number): boolean {
     const before = s.numBlocks;
     if (!this.target.allocate(s, tokens)) return false;
-    if (s.numBlocks > before) this.recordNew(s, before);
+    const from = Math.max(before, s.sharedBlocks);
+    if (s.numBlocks > from) this.recordNew(s, from);
     return true;
   }
 
@@ -131,7 +138,7 @@ export class ContinuousEngine implements TimedEngine {
     this.target.deallocate(j.seq!);
     j.seq = null;
     j.computed = 0;
-    j.now = 0;
+    j.now = -1;
     j.promptLen = this.trace[j.r]!.inputLength + j.given;
     this.preempted++;
     if (this.wHead > 0) this.waiting[--this.wHead] = j;
@@ -142,9 +149,27 @@ export class ContinuousEngine implements TimedEngine {
   private newSequence(j: Job): ReplaySequence {
     const req = this.trace[j.r]!;
     const buf = new Int32Array(req.inputLength + j.total + 1);
-    promptTokens(req, buf);
+    try {
+      promptTokens(req, buf);
+    } catch (e) {
+      throw namedRequestError(e, j.r);
+    }
     for (let i = 0, t = outputToken(j.r, 0); i < j.given; i++, t = nextOutputToken(t)) buf[req.inputLength + i] = t;
     return this.target.newSequence(buf, j.promptLen);
+  }
+
+  /** The latest running sequence after index `i` on dp rank `rank` (its index; -1: none). */
+  private latestOnRank(i: number, rank: number): number {
+    const run = this.runningJobs;
+    for (let v = run.length - 1; v > i; v--) if (rankOf(run[v]!.seq!) === rank) return v;
+    return -1;
+  }
+
+  /** Whether a running sequence before index `i` holds blocks on dp rank `rank`. */
+  private olderOnRank(i: number, rank: number): boolean {
+    const run = this.runningJobs;
+    for (let v = 0; v < i; v++) if (rankOf(run[v]!.seq!) === rank) return true;
+    return false;
   }
 
   begin(ms: number, batch: StepBatch): void {
@@ -156,40 +181,48 @@ export class ContinuousEngine implements TimedEngine {
     for (let i = 0; i < run.length && budget > 0; i++) {
       const j = run[i]!;
       const s = j.seq!;
+      const rank = rankOf(s);
       const prefilling = j.computed < j.promptLen;
       const n = prefilling ? Math.min(j.promptLen - j.computed, budget) : 1;
       const tokens = prefilling ? j.computed + n : s.numTokens;
       let ok = this.grow(s, tokens);
+      // Short: the latest sequence on its rank gives its blocks back (vLLM's recompute preemption), until this one fits.
       while (!ok) {
-        const victim = run[run.length - 1]!;
-        if (victim === j) break;
-        run.pop();
+        const v = this.latestOnRank(i, rank);
+        if (v < 0) break;
+        const victim = run[v]!;
+        run.splice(v, 1);
         this.preempt(victim);
         preemptedNow = true;
         ok = this.grow(s, tokens);
       }
       if (!ok) {
-        run.pop();
-        // Alone and still short: its output does not fit a rank; it stops here, truncated.
-        if (run.length === 0 && !prefilling) this.truncate(j);
-        else {
+        run.splice(i, 1);
+        if (this.olderOnRank(i, rank)) {
+          // It is the latest on its rank: it waits for the older ones' blocks, and the step schedules no more.
           this.preempt(j);
           preemptedNow = true;
+          break;
         }
-        break;
+        // Alone on its rank and still short: it never fits; it stops here with the tokens it gave.
+        this.truncate(j);
+        i--;
+        continue;
       }
       j.now = n;
       budget -= n;
-      if (prefilling) addChunk(batch, n, j.computed, rankOf(s));
-      else addDecode(batch, s.numTokens, rankOf(s));
+      if (prefilling) addChunk(batch, n, j.computed, rank);
+      else addDecode(batch, s.numTokens, rank);
     }
     // vLLM admits no new request in a step that had to preempt.
     while (!preemptedNow && this.wHead < this.waiting.length && run.length < this.maxSeqs && budget > 0) {
       const j = this.waiting[this.wHead]!;
       const req = this.trace[j.r]!;
-      if (!j.admitted && Math.ceil(req.inputLength / this.B) > this.rankBlocks) {
+      // A prompt (or a recompute's prompt and the tokens it gave) that needs more blocks than a rank has never fits.
+      if (Math.ceil(j.promptLen / this.B) > this.rankBlocks) {
         this.wHead++;
-        this.reject(j);
+        if (j.admitted) this.truncate(j);
+        else this.reject(j);
         continue;
       }
       const s = this.newSequence(j);
@@ -263,10 +296,10 @@ export class ContinuousEngine implements TimedEngine {
     let w = 0;
     for (let i = 0; i < run.length; i++) {
       const j = run[i]!;
-      if (j.now > 0 && this.give(j, ms)) continue;
+      if (j.now >= 0 && this.give(j, ms)) continue;
       run[w++] = j;
     }
-    run.length = w;
+    while (run.length > w) run.pop(); // inlined, where setting length calls into the runtime every step
   }
 
   /** `j`'s step is computed: true when it finished. */
@@ -274,15 +307,17 @@ export class ContinuousEngine implements TimedEngine {
     const s = j.seq!;
     const prefilling = j.computed < j.promptLen;
     j.computed += j.now;
-    j.now = 0;
+    j.now = -1;
     if (prefilling && j.computed < j.promptLen) {
       s.kvCachedTokens = j.computed;
       return false;
     }
-    if (prefilling) this.target.cache(s); // the prompt's blocks are published once its prefill is whole
-    else j.computed = s.numTokens;
     s.kvCachedTokens = s.numTokens;
+    // The prompt's blocks are published once its prefill is whole, before its first token is out.
+    if (prefilling) this.target.cache(s);
+    else j.computed = s.numTokens;
     if (j.given === 0) this.clock.firstTokenMs[j.r] = ms;
+    this.clock.token(j.r, this.k - 1);
     j.given++;
     if (j.given >= j.total) {
       j.tok = nextOutputToken(j.tok);

@@ -44,6 +44,12 @@ export class FleetEngine {
   /** Sequences the kernel finished while they still decoded (to make room after a failed allocation). */
   finishedEarly = 0;
 
+  /**
+   * `observer`: told when a request stops (a timed fleet stamps its finish);
+   * with one, a request the kernel truncated stops decoding after the tokens
+   * it gave (`ReplayStep.outputs`) rather than at the step its output would
+   * have ended (the step clock's rule, kept without an observer).
+   */
   constructor(p: ParsedReplayOptions, recordEvents: boolean, private readonly observer?: StopObserver) {
     this.open = openReplay(p);
     try {
@@ -108,7 +114,10 @@ export class FleetEngine {
       const req = requests[r]!;
       const step = this.stepper.admitRequest(req, r);
       this.retire(step);
-      if (step.placed) this.place(t + Math.max(req.outputLength, 1), r);
+      if (step.placed) {
+        const tokens = this.tokensOf(req, step);
+        this.place(t + tokens, r, tokens > 0);
+      }
       placed?.(r, step);
     }
     if (this.qHead > 1024 && this.qHead * 2 > this.queue.length) {
@@ -142,9 +151,21 @@ export class FleetEngine {
     }
   }
 
-  private place(doneStep: number, r: number): void {
-    const x: Resident = { doneStep, active: true, r };
+  /** The dp rank of the sequence admitted last (0 where the target's sequences have none). */
+  newestRank(): number {
+    return (this.stepper.newest() as { dpRank?: number } | undefined)?.dpRank ?? 0;
+  }
+
+  /** Tokens a placed request gives: max(outputLength, 1), or (timed) the outputs a truncated one decoded. */
+  tokensOf(req: TraceRequest, step: ReplayStep): number {
+    return this.observer !== undefined && step.truncated ? step.outputs : Math.max(req.outputLength, 1);
+  }
+
+  /** Admitted at doneStep - its tokens; a request that gives none (truncated at once) is done already and never runs. */
+  private place(doneStep: number, r: number, active: boolean): void {
+    const x: Resident = { doneStep, active, r };
     this.resident.push(x);
+    if (!active) return;
     this.running++;
     let list = this.doneAt.get(doneStep);
     if (list === undefined) this.doneAt.set(doneStep, (list = []));

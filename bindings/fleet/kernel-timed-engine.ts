@@ -2,8 +2,9 @@
 // clock's engine (the replay kernel admits, exactly as there), each of its
 // steps timed by the model (docs/fleet-time.md, scheduler xllm). A request
 // admitted in step a prefills its uncached prompt and gives its first token
-// at the end of step a, then one token per step through step
-// a + max(outputLength, 1) - 1, as on the step clock.
+// at the end of step a, then one token per step through step a + T - 1,
+// T = max(outputLength, 1) as on the step clock, or for a request the
+// kernel truncated the outputs it decoded before its allocation failed.
 
 import type { ParsedReplayOptions, ReplayConfig, ReplayRun } from '../replay/replay.js';
 import type { ReplayStep } from '../replay/stepper.js';
@@ -21,17 +22,25 @@ export class KernelScratch {
   readonly cachedOf: Float64Array;
   /** Where a decoding request sits in its engine's list of decoders. */
   readonly decodePos: Int32Array;
+  /** Tokens it gives (T). */
+  readonly tokensOf: Float64Array;
+  /** The dp rank its sequence runs on. */
+  readonly rankOf: Int32Array;
   constructor(n: number) {
     this.decoding = new Uint8Array(n);
     this.admitStep = new Float64Array(n);
     this.cachedOf = new Float64Array(n);
     this.decodePos = new Int32Array(n);
+    this.tokensOf = new Float64Array(n);
+    this.rankOf = new Int32Array(n);
   }
 }
 
 export class KernelTimedEngine implements TimedEngine {
   private readonly e: FleetEngine;
   private k = 0;
+  /** 1 while a step is in flight (begun, not ended). */
+  private inStep = 0;
   private stepMs = 0;
   /** The requests decoding, in no order; request r's context at step k is its prompt length - its admission step + k. */
   private readonly decoders: number[] = [];
@@ -42,6 +51,8 @@ export class KernelTimedEngine implements TimedEngine {
   private readonly admitStep: Float64Array;
   private readonly cachedOf: Float64Array;
   private readonly decodePos: Int32Array;
+  private readonly tokensOf: Float64Array;
+  private readonly rankOf: Int32Array;
   private prefill = 0;
   private cached = 0;
   private host = 0;
@@ -53,10 +64,14 @@ export class KernelTimedEngine implements TimedEngine {
     this.queueDelay(r, this.k - this.clock.queuedStep[r]!);
   };
   private readonly placed = (r: number, step: ReplayStep) => {
-    if (!step.placed) {
+    const tokens = step.placed ? this.e.tokensOf(this.trace[r]!, step) : 0;
+    // Rejected, or truncated before its first token: it computes nothing and leaves now.
+    if (tokens === 0) {
       this.clock.finish(r, this.stepMs, 0);
       return;
     }
+    this.tokensOf[r] = tokens;
+    this.rankOf[r] = this.e.newestRank();
     this.cachedOf[r] = step.matchedBlocks * this.B;
     this.admitStep[r] = this.k;
     this.admitted[this.nAdmitted++] = r;
@@ -71,7 +86,7 @@ export class KernelTimedEngine implements TimedEngine {
     scratch: KernelScratch,
   ) {
     this.B = p.blockSize;
-    ({ decoding: this.decoding, admitStep: this.admitStep, cachedOf: this.cachedOf, decodePos: this.decodePos } = scratch);
+    ({ decoding: this.decoding, admitStep: this.admitStep, cachedOf: this.cachedOf, decodePos: this.decodePos, tokensOf: this.tokensOf, rankOf: this.rankOf } = scratch);
     this.e = new FleetEngine(p, events, this);
     this.hostTier = p.hostBlocks > 0;
   }
@@ -96,7 +111,8 @@ export class KernelTimedEngine implements TimedEngine {
   }
 
   enqueue(r: number): void {
-    this.clock.queuedStep[r] = this.k;
+    // Steps begun so far: the one in flight counts, it began before the request arrived.
+    this.clock.queuedStep[r] = this.k + this.inStep;
     this.e.enqueue(r);
   }
 
@@ -112,23 +128,25 @@ export class KernelTimedEngine implements TimedEngine {
         this.decodePos[last] = this.decodePos[r]!;
       }
     }
-    const tokens = early ? this.k - this.admitStep[r]! : Math.max(this.trace[r]!.outputLength, 1);
+    const tokens = early ? this.k - this.admitStep[r]! : this.tokensOf[r]!;
+    c.tokenRun(r, this.admitStep[r]!, tokens);
     c.finish(r, this.stepMs, tokens);
   }
 
   begin(ms: number, batch: StepBatch): void {
     clearStepBatch(batch);
     this.stepMs = ms;
+    this.inStep = 1;
     this.e.admit(this.k, this.trace, this.wait, this.placed);
     const c = this.clock;
     for (let i = 0; i < this.nAdmitted; i++) {
       const r = this.admitted[i]!;
       // The kernel finished, to make room, a request this very step admits: it computes nothing and gives no token.
       if (c.isFinished(r)) continue;
-      addChunk(batch, this.trace[r]!.inputLength - this.cachedOf[r]!, this.cachedOf[r]!);
+      addChunk(batch, this.trace[r]!.inputLength - this.cachedOf[r]!, this.cachedOf[r]!, this.rankOf[r]!);
       batch.cachedTokens += this.cachedOf[r]!;
     }
-    for (const r of this.decoders) addDecode(batch, this.trace[r]!.inputLength - this.admitStep[r]! + this.k);
+    for (const r of this.decoders) addDecode(batch, this.trace[r]!.inputLength - this.admitStep[r]! + this.k, this.rankOf[r]!);
     if (this.hostTier) {
       const h = hostLoaded(this.e.pool);
       batch.hostLoadedBlocks = h - this.hostSeen;
@@ -142,11 +160,12 @@ export class KernelTimedEngine implements TimedEngine {
   end(ms: number): void {
     const c = this.clock;
     this.stepMs = ms;
+    this.inStep = 0;
     for (let i = 0; i < this.nAdmitted; i++) {
       const r = this.admitted[i]!;
       if (c.isFinished(r)) continue; // stopped early, in its own admission step
       c.firstTokenMs[r] = ms;
-      if (this.trace[r]!.outputLength >= 2) {
+      if (this.tokensOf[r]! >= 2) {
         this.decoding[r] = 1;
         this.decodePos[r] = this.decoders.length;
         this.decoders.push(r);

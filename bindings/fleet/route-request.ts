@@ -3,6 +3,7 @@
 
 import { hashBlocks } from '../hash.js';
 import { promptTokens } from '../replay/kernel.js';
+import { namedRequestError } from '../replay/stepper.js';
 import type { TraceRequest } from '../replay/trace.js';
 import type { RouteRequest } from './router.js';
 
@@ -14,7 +15,14 @@ export class LazyRequest implements RouteRequest {
     this.fullBlocks = Math.floor(request.inputLength / blockSize);
   }
   tokens(): Int32Array {
-    return (this.t ??= promptTokens(this.request));
+    if (this.t === undefined) {
+      try {
+        this.t = promptTokens(this.request);
+      } catch (e) {
+        throw namedRequestError(e, this.index);
+      }
+    }
+    return this.t;
   }
   blockHashes(): Uint8Array {
     return (this.h ??= hashBlocks(this.tokens(), this.blockSize, this.seed));

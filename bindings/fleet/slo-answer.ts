@@ -1,10 +1,13 @@
 // The SLO answer in words, as `kvpool fleet`, fleet sweeps and the sweep
 // report give it: per router (in a sweep, per router and panel), the fewest
-// engines whose p99 TTFT and ITL meet the targets, with the figures that
-// decided it. Here, below node/ and cli/, so both say it the same way.
+// engines whose p99 TTFT, TPOT and ITL meet the targets, with the figures
+// that decided it. Here, below node/ and cli/, so both say it the same way.
 
 import type { FleetRun } from './fleet-result.js';
-import { compareFleetSize, fewestMeeting, unserved, type SloTargets } from './slo-search.js';
+import { compareFleetSize, fewestMeeting, SLO_TARGETS, unserved, type SloTargets } from './slo-search.js';
+
+/** How each target is named in words. */
+const SLO_NAMES: Record<(typeof SLO_TARGETS)[number], string> = { ttftMs: 'TTFT', tpotMs: 'TPOT', itlMs: 'ITL' };
 
 /** Milliseconds (and per-second rates) for people: one decimal, thousands separated. */
 export function ms(x: number): string {
@@ -32,33 +35,19 @@ export function sloAnswer(label: string, runs: readonly FleetRun[], slo: SloTarg
   return { label, engines: best === null ? null : best.config.engines, run: best ?? largest, maxEngines: largest.config.engines };
 }
 
-/**
- * The targets an SLO may hold, in the order the answers name them, each a
- * latency figure's p99 (ms): a target added to SloTargets with its figure
- * in the results needs only its line here.
- */
-const TARGETS: ReadonlyArray<[key: string, label: string]> = [['ttftMs', 'TTFT'], ['itlMs', 'ITL'], ['tpotMs', 'TPOT']];
-
-/** The targets given, in order: [key, label, target ms]. */
-function targetsOf(slo: SloTargets): Array<[string, string, number]> {
-  const given = slo as Record<string, unknown>;
-  return TARGETS.filter(([k]) => typeof given[k] === 'number').map(([k, label]) => [k, label, given[k] as number]);
-}
-
-/** The p99 of a run's latency figure (ms). */
-function p99Of(r: FleetRun, key: string): number {
-  return (r.latency as unknown as Record<string, { p99: number }>)[key]!.p99;
-}
+/** The targets given, in order. */
+const given = (slo: SloTargets) => SLO_TARGETS.filter((k) => slo[k] !== undefined);
 
 /** "p99 TTFT <= 500 ms and p99 ITL <= 50 ms". */
 export function sloText(slo: SloTargets): string {
-  return targetsOf(slo).map(([, label, t]) => `p99 ${label} <= ${t} ms`).join(' and ');
+  return given(slo).map((k) => `p99 ${SLO_NAMES[k]} <= ${slo[k]} ms`).join(' and ');
 }
 
 /** "p99 TTFT 431.2 ms, p99 ITL 42.0 ms": the run's figures for the targets given. */
 function figuresText(r: FleetRun, slo: SloTargets): string {
+  const l = r.latency!;
   const lost = Object.entries(unserved(r)).filter(([, v]) => v > 0).map(([k, v]) => `${v.toLocaleString('en-US')} ${k === 'finishedEarly' ? 'finished early' : k}`);
-  return [...targetsOf(slo).map(([k, label]) => `p99 ${label} ${ms(p99Of(r, k))} ms`), ...lost].join(', ');
+  return [...given(slo).map((k) => `p99 ${SLO_NAMES[k]} ${ms(l[k].p99)} ms`), ...lost].join(', ');
 }
 
 /** The answer as a sentence, prefixed with its label when there are several. */
@@ -80,6 +69,7 @@ export function sloJson(slo: SloTargets, answers: readonly SloAnswer[]): unknown
       engines: a.engines,
       maxEngines: a.maxEngines,
       ttftMsP99: a.run.latency!.ttftMs.p99,
+      tpotMsP99: a.run.latency!.tpotMs.p99,
       itlMsP99: a.run.latency!.itlMs.p99,
       ...(a.why !== undefined && { why: a.why }),
     })),
@@ -130,6 +120,7 @@ export function sweepSloJson(slo: SloTargets, answers: readonly SweepSloAnswer[]
       engines: a.met?.config.engines ?? null,
       numBlocks: a.met?.config.numBlocks ?? null,
       ttftMsP99: a.met?.latency!.ttftMs.p99 ?? null,
+      tpotMsP99: a.met?.latency!.tpotMs.p99 ?? null,
       itlMsP99: a.met?.latency!.itlMs.p99 ?? null,
       ...(a.why !== undefined && { why: a.why }),
     })),

@@ -1,6 +1,6 @@
 // The capacity question a timed fleet answers (docs/fleet.md, the SLO
-// answer): how few engines keep the 99th-percentile TTFT and inter-token
-// latency under their targets? Tried in ascending order of engine count,
+// answer): how few engines keep the 99th-percentile TTFT, time per output
+// token and inter-token latency under their targets? Tried in ascending order of engine count,
 // stopping at the first that meets every target -- exact whatever the
 // shape of the curve, since no count below it was skipped.
 
@@ -11,11 +11,16 @@ import type { FleetRun } from './fleet-result.js';
 
 /** p99 targets in milliseconds; at least one. */
 export interface SloTargets {
-  /** latency.ttftMs.p99 must not exceed this. */
+  /** latency.ttftMs.p99 (time to first token) must not exceed this. */
   ttftMs?: number;
-  /** latency.itlMs.p99 must not exceed this. */
+  /** latency.tpotMs.p99 (each request's mean time per output token after the first) must not exceed this. */
+  tpotMs?: number;
+  /** latency.itlMs.p99 (every gap between consecutive tokens) must not exceed this. */
   itlMs?: number;
 }
+
+/** The targets an SLO may set, in the order they are said. */
+export const SLO_TARGETS = ['ttftMs', 'tpotMs', 'itlMs'] as const;
 
 export interface SloSearchResult {
   /** The fewest engines whose run meets every target; null: none of the counts tried. */
@@ -24,14 +29,17 @@ export interface SloSearchResult {
   runs: FleetRun[];
 }
 
-/** The targets, checked: finite numbers > 0, at least one given. */
+/** The targets, checked: an object of finite numbers > 0 under known names, at least one given. */
 export function checkSloTargets(slo: SloTargets): SloTargets {
   checkObject('slo', slo);
+  if (Array.isArray(slo)) throw new TypeError(`slo must be an object of targets ({ ${SLO_TARGETS.join(', ')} }), got ${describe(slo)}`);
   for (const [k, v] of Object.entries(slo)) {
-    if (k !== 'ttftMs' && k !== 'itlMs') throw new RangeError(`slo: unknown target ${JSON.stringify(k)} (ttftMs, itlMs)`);
-    if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)) throw new RangeError(`slo.${k} must be a finite number > 0, got ${describe(v)}`);
+    if (!(SLO_TARGETS as readonly string[]).includes(k)) throw new RangeError(`slo: unknown target ${JSON.stringify(k)} (${SLO_TARGETS.join(', ')})`);
+    if (v === undefined) continue;
+    if (typeof v !== 'number') throw new TypeError(`slo.${k} must be a number of ms, got ${describe(v)}`);
+    if (!Number.isFinite(v) || v <= 0) throw new RangeError(`slo.${k} must be a finite number > 0, got ${describe(v)}`);
   }
-  if (slo.ttftMs === undefined && slo.itlMs === undefined) throw new RangeError('slo: give ttftMs or itlMs (or both)');
+  if (SLO_TARGETS.every((k) => slo[k] === undefined)) throw new RangeError(`slo: give at least one target (${SLO_TARGETS.join(', ')})`);
   return slo;
 }
 
@@ -40,19 +48,27 @@ export function unserved(run: FleetRun): { rejected: number; truncated: number; 
   return { rejected: run.rejected, truncated: run.truncated, finishedEarly: run.engines.reduce((a, e) => a + e.finishedEarly, 0) };
 }
 
-/**
- * Whether a timed run served every request in full within the targets: none
- * rejected, truncated or finished early (a request cut short has no or
- * fewer tokens in the percentiles, so a fleet too small to serve the trace
- * would otherwise look fast), and p99 TTFT and ITL within the targets
- * given. A step-clock run has no latency to judge.
- */
-export function meetsSlo(run: FleetRun, slo: SloTargets): boolean {
+/** Whether a checked run meets checked targets. */
+function meets(run: FleetRun, slo: SloTargets): boolean {
   const l = run.latency;
   if (l === undefined) throw new RangeError('an SLO needs a timed fleet run (options.timing or scheduler "continuous")');
   const u = unserved(run);
   if (u.rejected > 0 || u.truncated > 0 || u.finishedEarly > 0) return false;
-  return (slo.ttftMs === undefined || l.ttftMs.p99 <= slo.ttftMs) && (slo.itlMs === undefined || l.itlMs.p99 <= slo.itlMs);
+  // Served in full: every request gave a token (none is missing from the figures).
+  if (l.completed !== run.requests) return false;
+  return SLO_TARGETS.every((k) => slo[k] === undefined || l[k].p99 <= slo[k]);
+}
+
+/**
+ * Whether a timed run served every request in full within the targets: none
+ * rejected, truncated or finished early (a request cut short has no or
+ * fewer tokens in the percentiles, so a fleet too small to serve the trace
+ * would otherwise look fast), every one with its first token, and p99 TTFT,
+ * TPOT and ITL within the targets given. The targets are checked as
+ * sloSearch checks them. A step-clock run has no latency to judge.
+ */
+export function meetsSlo(run: FleetRun, slo: SloTargets): boolean {
+  return meets(run, checkSloTargets(slo));
 }
 
 /** Which of two fleets is smaller: fewer engines, then fewer blocks per rank (negative: a). */
@@ -66,15 +82,19 @@ export function compareFleetSize(a: FleetRun, b: FleetRun): number {
  * rank); a tie: the first. Null: none meets them.
  */
 export function fewestMeeting(runs: readonly FleetRun[], slo: SloTargets): FleetRun | null {
+  checkSloTargets(slo);
+  if (!Array.isArray(runs)) throw new TypeError(`runs must be an array of fleet runs, got ${describe(runs)}`);
   let best: FleetRun | null = null;
-  for (const r of runs) if (meetsSlo(r, slo) && (best === null || compareFleetSize(r, best) < 0)) best = r;
+  for (const r of runs) if (meets(r, slo) && (best === null || compareFleetSize(r, best) < 0)) best = r;
   return best;
 }
 
 /**
  * Runs `options` (a timed fleet; its `engines` is ignored) at each engine
  * count, smallest first, until one meets every target. `engineCounts`: a
- * list, or N for 1..N. The core must be loaded (as for fleetSync).
+ * list, or N for 1..N. Synchronous: the core must be loaded (as for
+ * fleetSync; `await fleet({})` or Node's entry loads it). Returns the
+ * fewest engines that meet the targets (null: none tried) and every run made.
  */
 export function sloSearch(options: FleetOptions, slo: SloTargets, engineCounts: number | readonly number[], traceName?: string): SloSearchResult {
   checkSloTargets(slo);
@@ -85,7 +105,7 @@ export function sloSearch(options: FleetOptions, slo: SloTargets, engineCounts: 
   for (const engines of ascending) {
     const run = fleetSync({ ...options, engines }, traceName);
     runs.push(run);
-    if (meetsSlo(run, slo)) return { engines, runs };
+    if (meets(run, slo)) return { engines, runs };
   }
   return { engines: null, runs };
 }

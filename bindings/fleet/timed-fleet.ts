@@ -23,13 +23,42 @@ import type { TimedEngine } from './timed-engine.js';
 import type { ParsedTimedOptions } from './timed-options.js';
 import type { VllmEncodeOptions } from '../events/vllm.js';
 
-/** Open loop: request r arrives at max(its timestamp / speedup, the previous arrival) ms (no timestamp: the previous one's; instant: 0). */
+/**
+ * The clock's range: times count from the first arrival and stay at most
+ * 2^53 - 1 ms after it, where a double still holds every millisecond (and
+ * far finer: below 2^32 ms, about 50 days, to 2^-20 ms). An arrival or a
+ * step end beyond it is refused rather than rounded away.
+ */
+export const MAX_CLOCK_MS = Number.MAX_SAFE_INTEGER;
+
+/** Where the clock starts in the trace's milliseconds: request 0's timestamp / speedup (0 without one, or with instant arrivals). */
+export function arrivalOrigin(trace: readonly TraceRequest[], n: number, speedup: number, instant: boolean): number {
+  const ts = n > 0 && !instant ? trace[0]!.timestamp : undefined;
+  return ts === undefined ? 0 : ts / speedup;
+}
+
+/**
+ * Open loop: request r arrives at max((its timestamp - request 0's) /
+ * speedup, the previous arrival) ms after the first arrival (no timestamp:
+ * the previous arrival; instant: 0). The differences are taken before the
+ * division, so timestamps near 2^53 keep their fractions of a millisecond.
+ */
 export function arrivalTimes(trace: readonly TraceRequest[], n: number, speedup: number, instant: boolean): Float64Array {
   const out = new Float64Array(n);
+  if (instant || n === 0) return out;
+  const t0 = trace[0]!.timestamp ?? 0;
   let prev = 0;
   for (let r = 0; r < n; r++) {
     const ts = trace[r]!.timestamp;
-    if (!instant && ts !== undefined) prev = Math.max(prev, ts / speedup);
+    if (ts !== undefined) {
+      const a = (ts - t0) / speedup;
+      if (a > prev) {
+        if (!(a <= MAX_CLOCK_MS)) {
+          throw new RangeError(`options.speedup ${speedup}: trace[${r}] would arrive ${a} ms after the first request ((${ts} - ${t0}) / ${speedup}), past the clock's range of 2^53 - 1 ms; give a larger speedup`);
+        }
+        prev = a;
+      }
+    }
     out[r] = prev;
   }
   return out;
@@ -58,7 +87,7 @@ export class TimedFleet {
       throw new RangeError("options.scheduler 'continuous' runs plain pools and the host tier; slidingWindow and linearStateSlots need scheduler 'xllm'");
     }
     this.n = Math.min(trace.length, r.limit ?? Infinity);
-    this.clock = new RequestClock(this.n);
+    this.clock = new RequestClock(this.n, p.engines);
     this.delays = new Array<number>(this.n).fill(0);
     this.events = new EngineEvents(router, sink, wire);
     const delay = (q: number, steps: number) => (this.delays[q] = steps);
@@ -85,7 +114,10 @@ export class TimedFleet {
     const { p, t, n, clock, engines, router, trace } = this;
     const K = engines.length;
     const closed = t.concurrency > 0;
-    if (!closed) clock.arrivalMs.set(arrivalTimes(trace, n, t.speedup, p.arrival === 'instant'));
+    const instant = p.arrival === 'instant';
+    if (!closed) clock.arrivalMs.set(arrivalTimes(trace, n, t.speedup, instant));
+    // KV events carry the trace's own time, as on the step clock.
+    const originMs = closed ? 0 : arrivalOrigin(trace, n, t.speedup, instant);
     // Closed loop: the times at which a slot is free, in order; the next request arrives at the first.
     const slots: number[] = [];
     let slotHead = 0;
@@ -95,7 +127,7 @@ export class TimedFleet {
     const inHeap = new Uint8Array(K);
     const inStep = new Uint8Array(K);
     const busy = new Float64Array(K);
-    const area = new LoadArea(K, n > 0 && !closed ? clock.arrivalMs[0]! : 0);
+    const area = new LoadArea(K, 0);
     const batch = emptyStepBatch();
     batch.dpRanks = p.replay.dpSize;
     const view: FleetView = {
@@ -122,6 +154,7 @@ export class TimedFleet {
         }
         const e = router.route(new LazyRequest(r, trace[r]!, Math.floor(tA), p.replay.blockSize, p.replay.seed), view);
         if (!Number.isInteger(e) || e < 0 || e >= K) throw new RangeError(`router ${router.name} answered ${String(e)} for request ${r}; engines are 0 to ${K - 1}`);
+        clock.engineOf[r] = e;
         area.advance(tA);
         engines[e]!.enqueue(r);
         area.set(e, engines[e]!.load);
@@ -139,13 +172,17 @@ export class TimedFleet {
       if (inStep[e] === 1) {
         inStep[e] = 0;
         eng.end(tE);
-        this.events.flush(e, eng.pool, tE / 1000, eng.steps - 1);
+        clock.stepEnded(e, tE);
+        this.events.flush(e, eng.pool, (originMs + tE) / 1000, eng.steps - 1);
       }
       if (eng.load > 0) {
         eng.begin(tE, batch);
         const ms = model.stepMs(batch);
         if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
           throw new RangeError(`timing model ${model.name} answered ${describe(ms)} ms for a step (${JSON.stringify(batch)}); a step takes a finite number of ms >= 0`);
+        }
+        if (!(tE + ms <= MAX_CLOCK_MS)) {
+          throw new RangeError(`timing model ${model.name} answered ${ms} ms for a step beginning at ${tE} ms (${JSON.stringify(batch)}): it would end past the clock's range of 2^53 - 1 ms after the first arrival`);
         }
         busy[e] += ms;
         if (tE + ms > lastEnd) lastEnd = tE + ms;
@@ -160,6 +197,8 @@ export class TimedFleet {
       eng.drain();
       this.events.flush(i, eng.pool, 0, eng.steps);
     }
+    // Every request is served, rejected or cut short by now; one that is not would be missing from every figure.
+    for (let r = 0; r < n; r++) if (!clock.isFinished(r)) throw new Error(`timed fleet: request ${r} neither finished nor was refused (a bug in the ${t.scheduler} scheduler)`);
     onProgress?.(n, n);
     const perEngine = engines.map((eng, i) => engineFigures(i, eng.result(this.config), eng.finishedEarly));
     const steps = engines.reduce((a, eng) => Math.max(a, eng.steps), 0);
@@ -168,7 +207,7 @@ export class TimedFleet {
     const sum = (k: 'prefillTokens' | 'cachedTokens' | 'hostLoadedBlocks' | 'preemptions') => figures.reduce((a, f) => a + f[k], 0);
     const latency = clock.figures(
       lastEnd,
-      { timing: t.model.name, scheduler: t.scheduler, prefillTokens: sum('prefillTokens'), cachedTokens: sum('cachedTokens'), hostLoadedBlocks: sum('hostLoadedBlocks'), preemptions: sum('preemptions') },
+      { timing: t.model.name, scheduler: t.scheduler, originMs, prefillTokens: sum('prefillTokens'), cachedTokens: sum('cachedTokens'), hostLoadedBlocks: sum('hostLoadedBlocks'), preemptions: sum('preemptions') },
       figures,
     );
     const { warnings, ...rest } = run;

@@ -50,8 +50,8 @@ export function sloGroupLabel(r: FleetRun, varied: FleetVaried): string {
  */
 const LATENCY_CHARTS = [
   { id: 'ttft-p99', figure: 'ttftMs', short: 'TTFT', title: 'Time to first token, 99th percentile', axis: 'p99 TTFT (ms)', explain: "Milliseconds from a request's arrival to its first token that 99 % of the requests do not exceed." },
-  { id: 'itl-p99', figure: 'itlMs', short: 'ITL', title: 'Inter-token latency, 99th percentile', axis: 'p99 ITL (ms)', explain: 'The 99th percentile of the inter-token latency, in milliseconds (docs/fleet-time.md, the figures).' },
-  { id: 'tpot-p99', figure: 'tpotMs', short: 'TPOT', title: 'Time per output token, 99th percentile', axis: 'p99 TPOT (ms)', explain: "The 99th percentile of each request's time per output token after the first, in milliseconds (docs/fleet-time.md, the figures)." },
+  { id: 'tpot-p99', figure: 'tpotMs', short: 'TPOT', title: 'Time per output token, 99th percentile', axis: 'p99 TPOT (ms)', explain: "The 99th percentile of each request's time per output token after the first, (last token - first token) / (tokens - 1), in milliseconds (docs/fleet-time.md, the figures)." },
+  { id: 'itl-p99', figure: 'itlMs', short: 'ITL', title: 'Inter-token latency, 99th percentile', axis: 'p99 ITL (ms)', explain: 'The 99th percentile over every gap between two consecutive tokens of a request, in milliseconds: it catches the stalls a long prefill causes (docs/fleet-time.md, the figures).' },
   { id: 'e2e-p99', figure: 'e2eMs', short: 'E2E', title: 'End-to-end latency, 99th percentile', axis: 'p99 end-to-end (ms)', explain: 'Milliseconds from arrival to the last token that 99 % of the requests do not exceed.' },
 ] as const;
 

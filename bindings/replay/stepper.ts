@@ -21,6 +21,12 @@ export interface ReplayStep {
   newBlocks: number;
   /** True when decoding stopped early for lack of blocks. */
   truncated: boolean;
+  /**
+   * Output tokens whose decode allocation succeeded: the request's
+   * `outputLength`, or when truncated the index of the decode step that
+   * failed (0 when the request was not placed).
+   */
+  outputs: number;
   /** Running sequences finished (deallocated) to make room or at the end. */
   finished: number;
 }
@@ -116,6 +122,11 @@ export class ReplayStepper<S extends ReplaySequence> {
     return this.fifo.slice(this.head);
   }
 
+  /** The sequence admitted last (placed, and still running), or undefined; no copy, unlike running(). */
+  newest(): S | undefined {
+    return this.fifo.length > this.head ? this.fifo[this.fifo.length - 1] : undefined;
+  }
+
   /** Request index of each sequence `running()` returns, in the same order. */
   runningRequests(): number[] {
     return this.fifoReq.slice(this.head);
@@ -157,7 +168,7 @@ export class ReplayStepper<S extends ReplaySequence> {
         while (this.live() > 0) this.finishOldest();
         this.drained = true;
         this.buffers.retire();
-        out = { request: -1, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, finished: this.finishedInStep };
+        out = { request: -1, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, outputs: 0, finished: this.finishedInStep };
       }
     } catch (e) {
       // runReplay gives up on a stepper that threw: the prompts it holds go.
@@ -305,7 +316,7 @@ export class ReplayStepper<S extends ReplaySequence> {
         this.finishOldest();
       }
     } catch (e) {
-      throw requestError(e, r);
+      throw namedRequestError(e, r);
     } finally {
       // A held prompt is staged again at cache() (unless its stamps cover
       // it); a kept one stays held for that, the others end here.
@@ -316,7 +327,7 @@ export class ReplayStepper<S extends ReplaySequence> {
     }
     if (!placed) {
       this.rejected++;
-      return { request: r, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, finished: this.finishedInStep };
+      return { request: r, placed: false, matchedBlocks: 0, newBlocks: 0, truncated: false, outputs: 0, finished: this.finishedInStep };
     }
     this.promptBlocks += Math.floor(L / this.B);
     const matched = s.sharedBlocks;
@@ -327,6 +338,7 @@ export class ReplayStepper<S extends ReplaySequence> {
     let cut = false;
     let token = outputToken(r, 0);
     const outputs = req.outputLength;
+    let decoded = outputs;
     for (let i = 0; i < outputs; i++, token = nextOutputToken(token)) {
       // Step i's first allocation was made, and failed, by a run of steps below.
       let failed = false;
@@ -378,6 +390,7 @@ export class ReplayStepper<S extends ReplaySequence> {
       if (!ok) {
         this.truncated++;
         cut = true;
+        decoded = i;
         break;
       }
       if (s.numBlocks > before) newBlocks += this.recordNew(s, before); // most decode steps add no block
@@ -389,7 +402,7 @@ export class ReplayStepper<S extends ReplaySequence> {
       this.fifoBuf.push(this.admitting!);
       this.admitting = null;
     }
-    return { request: r, placed: true, matchedBlocks: matched, newBlocks, truncated: cut, finished: this.finishedInStep };
+    return { request: r, placed: true, matchedBlocks: matched, newBlocks, truncated: cut, outputs: decoded, finished: this.finishedInStep };
   }
 }
 
@@ -428,7 +441,7 @@ export function checkRequests(trace: readonly TraceRequest[], limit: number | un
 }
 
 /** An error of writing request `r`'s prompt (named `req.…` there) as one naming trace[r]; any other error as it is. */
-function requestError(e: unknown, r: number): unknown {
+export function namedRequestError(e: unknown, r: number): unknown {
   if (!(e instanceof TypeError || e instanceof RangeError) || !e.message.startsWith('req.')) return e;
   return new (e instanceof TypeError ? TypeError : RangeError)(`trace[${r}].${e.message.slice(4)}`);
 }
