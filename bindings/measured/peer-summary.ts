@@ -29,6 +29,8 @@ export interface PeerSummary {
   measured: RunFigures;
   /** The peer's prediction. */
   predicted: RunFigures;
+  /** Its error as the peer computed it (from figures it printed rounded), %. */
+  differencePct: RunFigures;
 }
 
 const METRICS: Record<string, keyof RunFigures> = { TTFT: 'ttftMs', TPOT: 'tpotMs', Latency: 'e2eMs' };
@@ -37,7 +39,7 @@ const STATS: Record<string, keyof FigureSummary> = { Mean: 'mean', Median: 'p50'
 /** Parses the summary's table: every figure of every metric must be there, once. */
 export function parsePeerSummary(where: string, text: string): PeerSummary {
   if (typeof text !== 'string') throw new TypeError(`${where}: must be the file's text, got ${describe(text)}`);
-  const got = { measured: {} as Record<string, Record<string, number>>, predicted: {} as Record<string, Record<string, number>> };
+  const got = { measured: {} as Record<string, Record<string, number>>, predicted: {} as Record<string, Record<string, number>>, diff: {} as Record<string, Record<string, number>> };
   const lines = text.split(/\r?\n/);
   for (let i = 0; i < lines.length; i++) {
     const words = lines[i]!.trim().split(/\s+/);
@@ -47,16 +49,18 @@ export function parsePeerSummary(where: string, text: string): PeerSummary {
     const stat = STATS[words[1] ?? ''];
     if (stat === undefined) throw new RangeError(`${at}: "${words[1] ?? ''}" is not one of ${Object.keys(STATS).join(', ')}`);
     const nums = words.slice(2, 4).map(Number);
-    if (words.length < 4 || nums.some((x) => !Number.isFinite(x) || x < 0)) throw new RangeError(`${at}: ${words[0]} ${words[1]} needs the measured and the simulated figure in ms, got ${JSON.stringify(lines[i]!.trim())}`);
+    const diff = /^[+-]?\d+(\.\d+)?%$/.test(words[4] ?? '') ? Number(words[4]!.slice(0, -1)) : NaN;
+    if (words.length !== 5 || nums.some((x) => !Number.isFinite(x) || x < 0) || !Number.isFinite(diff)) throw new RangeError(`${at}: ${words[0]} ${words[1]} needs the measured and the simulated figure in ms and the difference in %, got ${JSON.stringify(lines[i]!.trim())}`);
     const m = (got.measured[metric] ??= {});
     if (m[stat] !== undefined) throw new RangeError(`${at}: ${words[0]} ${words[1]} is given twice`);
     m[stat] = nums[0]!;
     (got.predicted[metric] ??= {})[stat] = nums[1]!;
+    (got.diff[metric] ??= {})[stat] = diff;
   }
   for (const [name, metric] of Object.entries(METRICS)) {
     for (const [label, stat] of Object.entries(STATS)) {
       if (got.measured[metric]?.[stat] === undefined) throw new RangeError(`${where}: no "${name} ${label}" line`);
     }
   }
-  return { simulator: 'LLMServingSim', measured: got.measured as unknown as RunFigures, predicted: got.predicted as unknown as RunFigures };
+  return { simulator: 'LLMServingSim', measured: got.measured as unknown as RunFigures, predicted: got.predicted as unknown as RunFigures, differencePct: got.diff as unknown as RunFigures };
 }
