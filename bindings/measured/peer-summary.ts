@@ -55,7 +55,7 @@ export function parsePeerSummary(where: string, text: string): PeerSummary {
     if (m[stat] !== undefined) throw new RangeError(`${at}: ${words[0]} ${words[1]} is given twice`);
     m[stat] = nums[0]!;
     (got.predicted[metric] ??= {})[stat] = nums[1]!;
-    (got.diff[metric] ??= {})[stat] = diff;
+    (got.diff[metric] ??= {})[stat] = diff === 0 ? 0 : diff; // "-0.0%" is 0
   }
   for (const [name, metric] of Object.entries(METRICS)) {
     for (const [label, stat] of Object.entries(STATS)) {
