@@ -28,14 +28,59 @@ export interface ModelVllmEvent {
   key: string;
 }
 
+/**
+ * A queue of block ids that also takes one out of the middle: each queued id
+ * knows its neighbours (as vLLM's blocks do). Iterates head first.
+ */
+export class FreeQueue {
+  private readonly prev = new Map<number, number | null>();
+  private readonly next = new Map<number, number | null>();
+  private head: number | null = null;
+  private tail: number | null = null;
+
+  get size(): number {
+    return this.next.size;
+  }
+
+  has(id: number): boolean {
+    return this.next.has(id);
+  }
+
+  /** Appends `id` at the tail. */
+  add(id: number): void {
+    if (this.has(id)) throw new Error(`model: block ${id} is queued already`);
+    this.prev.set(id, this.tail);
+    this.next.set(id, null);
+    if (this.tail === null) this.head = id;
+    else this.next.set(this.tail, id);
+    this.tail = id;
+  }
+
+  delete(id: number): void {
+    if (!this.has(id)) throw new Error(`model: block ${id} is not queued`);
+    const p = this.prev.get(id)!;
+    const n = this.next.get(id)!;
+    if (p === null) this.head = n;
+    else this.next.set(p, n);
+    if (n === null) this.tail = p;
+    else this.prev.set(n, p);
+    this.prev.delete(id);
+    this.next.delete(id);
+  }
+
+  *[Symbol.iterator](): IterableIterator<number> {
+    for (let id = this.head; id !== null; id = this.next.get(id)!) yield id;
+  }
+}
+
 export class ModelVllmBlockPool {
   readonly numBlocks: number;
   /** References per block (the null block's stays 0 and is never used). */
   readonly ref: number[];
   /** The key a block is cached under, or null. */
   readonly key: Array<string | null>;
-  /** The free queue, head first (a Set keeps insertion order and deletes from the middle). */
-  readonly queue = new Set<number>();
+  /** The free queue, head first. */
+  readonly queue = new FreeQueue();
   /** key -> the blocks cached under it, oldest first. */
   readonly cached = new Map<string, number[]>();
   /** Ids popped from the queue, in order (the null block excluded). */
