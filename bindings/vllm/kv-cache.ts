@@ -43,7 +43,9 @@ export interface VllmKvCache {
    * is cached.
    */
   allocateSlots(req: VllmRequest, numNewTokens: number, hitBlocks: number, fullSequenceMustFit: boolean): boolean;
-  /** Frees the request's blocks, last first (preemption, finish); also ends what it kept for a request that held none. */
+  /** Frees the request's blocks, last first (a preemption: the request comes back, its keys are kept). */
   free(req: VllmRequest): void;
+  /** The request is done (finished, or dropped): frees its blocks and forgets it. */
+  release(req: VllmRequest): void;
   figures(): VllmKvFigures;
 }

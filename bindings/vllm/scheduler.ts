@@ -196,7 +196,7 @@ export class VllmScheduler {
       req.numOutputs++;
       if (req.numOutputs >= req.maxOutputs) {
         req.status = FINISHED;
-        this.kv.free(req);
+        this.kv.release(req);
         finished.push(req);
       }
     }
@@ -227,7 +227,7 @@ export class VllmScheduler {
     if (req.numOutputs === 0) this.counts.rejected++;
     else this.counts.truncated++;
     req.status = DROPPED;
-    this.kv.free(req);
+    this.kv.release(req);
     this.dropped = req;
     this.counts.busySteps++;
   }

@@ -75,6 +75,10 @@ export class ModelVllmKv implements VllmKvCache {
 
   free(req: VllmRequest): void {
     this.manager.free(req.index);
+  }
+
+  release(req: VllmRequest): void {
+    this.manager.free(req.index);
     this.keys.delete(req.index);
   }
 
