@@ -32,7 +32,8 @@ export class VllmPool {
   numKeys: i32 = 0; // distinct keys (table entries)
   bucketMask: u32 = 0; // table buckets - 1
   tagMask: u32 = 0; // the entry bits above the id's
-  recs: usize = 0; // REC bytes per block, numBlocks + 1 records
+  recs: usize = 0; // REC bytes per block
+  links: usize = 0; // (prev, next) i32 per block, numBlocks + 1 pairs: the free queue
   dups: usize = 0; // (older, newer) i32 per block: the circular chain of a key's blocks (DUPS only)
   table: usize = 0; // 64-byte buckets (see the key table)
   arrays: usize = 0;
@@ -51,9 +52,7 @@ export class VllmPool {
 const REC: usize = 32;
 const R_KEY: usize = 0;
 const R_REF: usize = 16;
-const R_PREV: usize = 20;
-const R_NEXT: usize = 24;
-const R_FLAGS: usize = 28;
+const R_FLAGS: usize = 20;
 const KEYED: u8 = 1;
 const QUEUED: u8 = 2;
 const MARK: u8 = 4;
@@ -81,19 +80,19 @@ const DUPS: u8 = 8; // its key is cached on other blocks too (its links in `dups
 }
 // @ts-ignore: decorator
 @inline function prevOf(p: VllmPool, id: i32): i32 {
-  return load<i32>(rec(p, id) + R_PREV);
+  return load<i32>(p.links + (<usize>id << 3));
 }
 // @ts-ignore: decorator
 @inline function nextOf(p: VllmPool, id: i32): i32 {
-  return load<i32>(rec(p, id) + R_NEXT);
+  return load<i32>(p.links + (<usize>id << 3), 4);
 }
 // @ts-ignore: decorator
 @inline function setPrev(p: VllmPool, id: i32, v: i32): void {
-  store<i32>(rec(p, id) + R_PREV, v);
+  store<i32>(p.links + (<usize>id << 3), v);
 }
 // @ts-ignore: decorator
 @inline function setNext(p: VllmPool, id: i32, v: i32): void {
-  store<i32>(rec(p, id) + R_NEXT, v);
+  store<i32>(p.links + (<usize>id << 3), v, 4);
 }
 // @ts-ignore: decorator
 @inline function older(p: VllmPool, id: i32): i32 {
@@ -121,7 +120,7 @@ function tableCap(numBlocks: i32): u64 {
 
 function arrayBytes(numBlocks: i32): u64 {
   const n = <u64>numBlocks;
-  return (n + 1) * <u64>REC + 64 + n * 8 + tableCap(numBlocks) * 4 + 64;
+  return n * <u64>REC + 64 + (n + 1) * 8 + n * 8 + tableCap(numBlocks) * 4 + 64;
 }
 
 /** Bytes a pool of `numBlocks` blocks takes (arrays, header slot), so that a caller can refuse one that cannot fit. */
@@ -147,7 +146,8 @@ export function poolCreate(numBlocks: i32): usize {
   p.numBlocks = numBlocks;
   p.arrays = base;
   p.recs = (base + 63) & ~(<usize>63);
-  p.dups = p.recs + (n + 1) * REC;
+  p.links = p.recs + n * REC;
+  p.dups = p.links + (n + 1) * 8;
   p.table = (p.dups + n * 8 + 63) & ~(<usize>63);
   const cap = <usize>tableCap(numBlocks);
   p.bucketMask = <u32>(cap / 16 - 1);
@@ -186,17 +186,6 @@ function unlink(p: VllmPool, id: i32): void {
   setPrev(p, b, a);
   setFlags(p, id, flagsOf(p, id) & ~QUEUED);
   p.numFree--;
-}
-
-function append(p: VllmPool, id: i32): void {
-  const s = p.numBlocks;
-  const tail = prevOf(p, s);
-  setNext(p, tail, id);
-  setPrev(p, id, tail);
-  setNext(p, id, s);
-  setPrev(p, s, id);
-  setFlags(p, id, flagsOf(p, id) | QUEUED);
-  p.numFree++;
 }
 
 // ---- the key table ----
@@ -352,6 +341,64 @@ function cacheBlock(p: VllmPool, id: i32, key: usize): void {
   p.stored++;
 }
 
+/**
+ * Caches blocks table[from, to) under keys[from, to). The common case -- a
+ * new key whose home bucket has not overflowed -- compares the bucket's tags
+ * and takes a free lane of it in one look at its line, the header's fields
+ * in locals (stores to linear memory could alias them, so they would be
+ * loaded again for each block); the rest goes through cacheBlock.
+ */
+function cacheRun(p: VllmPool, table: usize, keys: usize, from: i32, to: i32): void {
+  const recs = p.recs;
+  const tbl = p.table;
+  const bucketMask = p.bucketMask;
+  const tagMask = p.tagMask;
+  const idMask = ~tagMask;
+  let fresh = 0;
+  for (let c = from; c < to; c++) {
+    const id = load<i32>(table + (<usize>c << 2));
+    const key = keys + (<usize>c << 4);
+    const lo = load<u64>(key);
+    const hi = load<u64>(key, 8);
+    const fp = <u32>(lo ^ (lo >> 32));
+    const a = tbl + (<usize>(fp & bucketMask) << 6);
+    const v0 = v128.load(a);
+    const v1 = v128.load(a, 16);
+    const v2 = v128.load(a, 32);
+    const v3 = v128.load(a, 48);
+    const k = i32x4.splat(<i32>tagMask);
+    const t = i32x4.splat(<i32>(fp & tagMask));
+    let bits = laneBits(i32x4.eq(v128.and(v0, k), t), i32x4.eq(v128.and(v1, k), t), i32x4.eq(v128.and(v2, k), t), i32x4.eq(v128.and(v3, k), t));
+    let known = false;
+    while (bits != 0) {
+      const other = <i32>(load<u32>(a + (<usize>ctz(bits) << 2)) & idMask);
+      if (other != 0) {
+        const o = recs + <usize>other * REC + R_KEY;
+        if (load<u64>(o) == lo && load<u64>(o, 8) == hi) {
+          known = true;
+          break;
+        }
+      }
+      bits &= bits - 1;
+    }
+    const z = i32x4.splat(0);
+    const free = laneBits(i32x4.eq(v0, z), i32x4.eq(v1, z), i32x4.eq(v2, z), i32x4.eq(v3, z));
+    if (known || load<u32>(a, CTRL) != 0 || free == 0) {
+      cacheBlock(p, id, key);
+      continue;
+    }
+    const r = recs + <usize>id * REC;
+    store<u64>(r + R_KEY, lo);
+    store<u64>(r + R_KEY, hi, 8);
+    store<u32>(a + (<usize>ctz(free) << 2), (fp & tagMask) | <u32>id);
+    store<u8>(r + R_FLAGS, load<u8>(r + R_FLAGS) | KEYED);
+    fresh++;
+  }
+  p.numKeys += fresh;
+  p.numCached += fresh;
+  p.stored += <u64>fresh;
+}
+
 /** Drops block `id`'s key (vLLM's eviction of a popped block), recording a BlockRemoved when events are on. */
 function evictBlock(p: VllmPool, id: i32): void {
   const key = rec(p, id) + R_KEY;
@@ -504,16 +551,40 @@ export function poolAllocate(
     if (r == 0) unlink(p, id);
     setRef(p, id, r + 1);
   }
-  // Pops `fresh` blocks from the head in one walk (vLLM's popleft_n), relinking the sentinel once.
+  // Pops `fresh` blocks from the head in one walk (vLLM's popleft_n), relinking the sentinel once. A
+  // popped block with a key of its own (no duplicates) and no events to log is evicted here, the
+  // header's fields in locals; the rest through evictBlock.
   const s = p.numBlocks;
+  const recs = p.recs;
+  const tbl = p.table;
+  const bucketMask = p.bucketMask;
+  const tagMask = p.tagMask;
+  const quiet = p.eventsOn == 0;
+  let gone = 0;
   let h = p.checksum;
   let id = nextOf(p, s);
   for (c = base; c < length; c++) {
-    const r = rec(p, id);
-    const next = load<i32>(r + R_NEXT);
+    const r = recs + <usize>id * REC;
+    const next = nextOf(p, id);
     const f = load<u8>(r + R_FLAGS);
-    store<u8>(r + R_FLAGS, f & ~QUEUED);
-    if ((f & KEYED) != 0) evictBlock(p, id);
+    if ((f & KEYED) != 0) {
+      if ((f & DUPS) == 0 && quiet) {
+        const lo = load<u64>(r + R_KEY);
+        const fp = <u32>(lo ^ (lo >> 32));
+        const e = (fp & tagMask) | <u32>id;
+        const a = tbl + (<usize>(fp & bucketMask) << 6);
+        const bits = lanesEqual(a, e);
+        if (bits != 0) store<u32>(a + (<usize>ctz(bits) << 2), 0);
+        else unplace(p, fp & bucketMask, e);
+        store<u8>(r + R_FLAGS, f & ~(QUEUED | KEYED));
+        gone++;
+      } else {
+        store<u8>(r + R_FLAGS, f & ~QUEUED);
+        evictBlock(p, id);
+      }
+    } else {
+      store<u8>(r + R_FLAGS, f & ~QUEUED);
+    }
     store<i32>(r + R_REF, 1);
     store<i32>(table + (<usize>c << 2), id);
     h = h * 31 + <u32>id;
@@ -525,8 +596,11 @@ export function poolAllocate(
     p.numFree -= fresh;
   }
   p.checksum = h;
+  p.numKeys -= gone;
+  p.numCached -= gone;
+  p.evicted += <u64>gone;
   p.allocated += <u64>fresh;
-  for (c = cacheFrom; c < cacheTo; c++) cacheBlock(p, load<i32>(table + (<usize>c << 2)), keys + (<usize>c << 4));
+  if (cacheFrom < cacheTo) cacheRun(p, table, keys, cacheFrom, cacheTo);
   return length;
 }
 
@@ -538,6 +612,7 @@ export function poolAllocate(
  */
 export function poolFree(p: VllmPool, table: usize, n: i32): i32 {
   const last = <u32>(p.numBlocks - 1);
+  const recs = p.recs;
   let c = n - 1;
   let code = 0;
   for (; c >= 0; c--) {
@@ -546,12 +621,13 @@ export function poolFree(p: VllmPool, table: usize, n: i32): i32 {
       code = id == 0 ? ERR_PADDING : ERR_OUT_OF_RANGE;
       break;
     }
-    const r = refOf(p, id);
+    const at = recs + <usize>id * REC + R_REF;
+    const r = load<i32>(at);
     if (r <= 0) {
       code = ERR_NOT_HELD;
       break;
     }
-    setRef(p, id, r - 1);
+    store<i32>(at, r - 1);
   }
   if (code != 0) {
     for (let d = n - 1; d > c; d--) {
@@ -561,11 +637,27 @@ export function poolFree(p: VllmPool, table: usize, n: i32): i32 {
     setErrorIndex(c);
     return code;
   }
+  // Appended in one run behind the tail, the header's fields in locals.
+  const links = p.links;
+  const s = p.numBlocks;
+  let tail = load<i32>(links + (<usize>s << 3));
+  let added = 0;
   for (c = n - 1; c >= 0; c--) {
     const id = load<i32>(table + (<usize>c << 2));
+    const r = recs + <usize>id * REC;
+    const f = load<u8>(r + R_FLAGS);
     // A block listed twice is appended once.
-    if (refOf(p, id) == 0 && (flagsOf(p, id) & QUEUED) == 0) append(p, id);
+    if (load<i32>(r + R_REF) == 0 && (f & QUEUED) == 0) {
+      store<u8>(r + R_FLAGS, f | QUEUED);
+      store<i32>(links + (<usize>tail << 3), id, 4);
+      store<i32>(links + (<usize>id << 3), tail);
+      tail = id;
+      added++;
+    }
   }
+  store<i32>(links + (<usize>tail << 3), s, 4);
+  store<i32>(links + (<usize>s << 3), tail);
+  p.numFree += added;
   return 0;
 }
 

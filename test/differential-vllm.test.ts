@@ -15,6 +15,9 @@ import { describe, expect, it } from 'vitest';
 import type { TraceRequest } from '../bindings/index.js';
 import { VllmKvCacheManager } from '../bindings/vllm/kv-cache-manager.js';
 import { VllmRequest } from '../bindings/vllm/request.js';
+import { stepLine } from '../bindings/vllm/engine.js';
+import type { VllmKvCache } from '../bindings/vllm/kv-cache.js';
+import { runVllmReplay } from '../bindings/vllm/replay-loop.js';
 import { ModelVllmKv } from './support/vllm-model-kv.js';
 import { countSteps } from './support/steps.js';
 import { soak } from './support/soak.js';
@@ -261,5 +264,58 @@ describe('vLLM block pool: Wasm core against the model', () => {
       { numRuns: 60, seed: 44 },
     );
     for (const [k, v] of Object.entries(seen)) expect(v, k).toBeGreaterThan(0);
+  });
+});
+
+describe('vLLM engine: the same replay on the Wasm pool and on the model', () => {
+  const traceArb = fc.array(
+    fc.record({ content: fc.nat({ max: 4 }), inputLength: fc.integer({ min: 1, max: 300 }), outputLength: fc.nat({ max: 30 }) }),
+    { minLength: 1, maxLength: 40 },
+  );
+  const configArb = fc.record({
+    blockSize: fc.constantFrom(4, 8, 16),
+    numBlocks: fc.integer({ min: 4, max: 200 }),
+    dpSize: fc.integer({ min: 1, max: 3 }),
+    maxNumSeqs: fc.integer({ min: 1, max: 8 }),
+    maxNumBatchedTokens: fc.oneof(fc.constant(0x7fffffff), fc.integer({ min: 1, max: 512 })),
+    longPrefillTokenThreshold: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 64 })),
+    reserveFullIsl: fc.boolean(),
+  });
+
+  it('gives the same figures and the same per-step lines on random traces and configurations', () => {
+    fc.assert(
+      fc.property(traceArb, configArb, (lines, c) => {
+        // Prompts of one content share their first tokens; a second hash id makes longer ones differ after 512 tokens.
+        const trace: TraceRequest[] = lines.map((l) => ({ inputLength: l.inputLength, outputLength: l.outputLength, hashIds: Int32Array.of(l.content, 10 + l.content) }));
+        const config = { maxNumSeqs: c.maxNumSeqs, maxNumBatchedTokens: c.maxNumBatchedTokens, longPrefillTokenThreshold: c.longPrefillTokenThreshold, reserveFullIsl: c.reserveFullIsl };
+        const run = (kvs: Array<VllmKvCache & { check(): void }>, checksum: () => number) => {
+          let steps = '';
+          const r = runVllmReplay(trace, undefined, kvs, config, {
+            onStep: (s) => {
+              steps += stepLine(s);
+              for (const kv of kvs) kv.check();
+            },
+            idChecksum: checksum,
+          });
+          const { seconds: _s, ranks, ...figures } = r;
+          return { figures, ranks: ranks.map(({ idChecksum: _c, ...k }) => k), steps };
+        };
+        const ws = { h: 0 };
+        const wasm = Array.from({ length: c.dpSize }, (_, dpRank) => new VllmKvCacheManager({ numBlocks: c.numBlocks, blockSize: c.blockSize, dpRank, sharedChecksum: ws }));
+        const ms = { h: 0 };
+        const model = Array.from({ length: c.dpSize }, () => new ModelVllmKv(c.numBlocks, c.blockSize, ms));
+        try {
+          const a = run(wasm, () => ws.h);
+          const b = run(model, () => ms.h);
+          countSteps(a.figures.steps);
+          expect(a).toEqual(b);
+          // Every request ends: finished, rejected or truncated.
+          expect(a.figures.finished + a.figures.rejected + a.figures.truncated).toBe(trace.length);
+        } finally {
+          wasm.forEach((k) => k.dispose());
+        }
+      }),
+      { numRuns: soak(60) },
+    );
   });
 });

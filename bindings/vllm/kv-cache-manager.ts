@@ -50,9 +50,9 @@ export class VllmKvCacheManager implements VllmKvCache {
   private readonly sizeClass: number[] = [];
   private readonly cap: number[] = [];
   private readonly keysAt: number[] = [];
-  private readonly held: number[] = [];
-  private readonly cached: number[] = [];
-  private readonly lookedUp: number[] = [];
+  private held = new Int32Array(64);
+  private cached = new Int32Array(64);
+  private lookedUp = new Int32Array(64);
   private readonly freeSlots: number[] = [];
   /** Regions given back, by size class (2^class bytes). */
   private readonly spare: number[][] = [];
@@ -102,6 +102,7 @@ export class VllmKvCacheManager implements VllmKvCache {
       throw e;
     }
     const slot = this.freeSlots.pop() ?? this.owner.length;
+    if (slot >= this.held.length) this.growSlots();
     this.owner[slot] = req;
     this.region[slot] = region;
     this.sizeClass[slot] = c;
@@ -112,6 +113,17 @@ export class VllmKvCacheManager implements VllmKvCache {
     this.lookedUp[slot] = -1;
     req.kvSlot = slot;
     return slot;
+  }
+
+  private growSlots(): void {
+    const grow = (a: Int32Array) => {
+      const b = new Int32Array(a.length * 2);
+      b.set(a);
+      return b;
+    };
+    this.held = grow(this.held);
+    this.cached = grow(this.cached);
+    this.lookedUp = grow(this.lookedUp);
   }
 
   /** The chain keys of the request's full blocks, prompt and outputs (docs/replay-kernel.md, tokens), to `out`. */
@@ -135,16 +147,19 @@ export class VllmKvCacheManager implements VllmKvCache {
 
   allocateSlots(req: VllmRequest, numNewTokens: number, hitBlocks: number, fullSequenceMustFit: boolean): boolean {
     this.calls++;
-    const s = this.slotOf(req);
+    let s = req.kvSlot;
+    if (s < 0 || this.owner[s] !== req) s = this.slotOf(req);
     const B = this.blockSize;
     const needSlots = req.numComputed + hitBlocks * B + numNewTokens;
     const held = this.held[s]!;
+    if (hitBlocks === 0 && !fullSequenceMustFit && needSlots <= held * B) {
+      // A decode step inside its last block, with no block newly full: vLLM's call changes nothing.
+      const numTokens = req.numTokens;
+      if ((needSlots < numTokens ? needSlots : numTokens) < (this.cached[s]! + 1) * B) return true;
+    }
     const need = Math.ceil(needSlots / B);
     const cacheTo = Math.floor(Math.min(needSlots, req.numTokens) / B);
-    if (hitBlocks === 0) {
-      // A decode step inside its last block: vLLM's call changes nothing.
-      if (need <= held && cacheTo <= this.cached[s]! && !fullSequenceMustFit) return true;
-    } else if (hitBlocks !== this.lookedUp[s]) {
+    if (hitBlocks !== 0 && hitBlocks !== this.lookedUp[s]) {
       throw new RangeError(`kvpool: allocateSlots of request ${req.index} with ${hitBlocks} hit blocks, but its last lookup found ${this.lookedUp[s]}`);
     }
     if (!(numNewTokens >= 1) || !(need <= this.cap[s]!)) {

@@ -16,7 +16,8 @@
 //    request looks up its outputs too), then blocks for the rest (cut as
 //    above), with the whole request reserved first when reserveFullIsl is
 //    on. The first that does not fit stops admission.
-// 3. Every scheduled request's computed count advances by its tokens.
+// 3. Every scheduled request's computed count advances by its tokens (done as
+//    each is scheduled: nothing reads it in between).
 // A step that schedules nothing and preempts nothing has an empty pool and
 // a queue head that cannot fit even alone: that request is dropped
 // (rejected, or truncated if it had given tokens) so that the run ends.
@@ -130,6 +131,9 @@ export class VllmScheduler {
         if (req.numOutputs > 0 && req.numComputed === req.numTokens - 1) addDecode(batch, req.numTokens, this.rank);
         else addChunk(batch, n, req.numComputed, this.rank);
       }
+      // vLLM advances the computed count after the whole step is scheduled; nothing in between reads
+      // it (a preempted request is always one not scheduled yet: the newest, behind this one).
+      req.numComputed += n;
       req.scheduled = n;
       scheduled.push(req);
       budget -= n;
@@ -158,7 +162,7 @@ export class VllmScheduler {
         }
         admitted++;
         req.status = RUNNING;
-        req.numComputed = computed;
+        req.numComputed = computed + n;
         if (batch !== null) {
           addChunk(batch, n, computed, this.rank);
           batch.cachedTokens += computed;
@@ -169,12 +173,7 @@ export class VllmScheduler {
       }
     }
 
-    let tokens = 0;
-    for (let i = 0; i < scheduled.length; i++) {
-      const req = scheduled[i]!;
-      req.numComputed += req.scheduled;
-      tokens += req.scheduled;
-    }
+    const tokens = this.config.maxNumBatchedTokens - budget;
     this.stepTokens = tokens;
     this.stepAdmitted = admitted;
     this.stepPreempted = preempted;
