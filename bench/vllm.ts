@@ -19,8 +19,8 @@ import { phase } from './progress.js';
 const TRACE = process.env['KVPOOL_TRACE'] ?? 'mooncake-conversation';
 const ROUNDS = Number(process.env['KVPOOL_ROUNDS'] ?? 5);
 /** The vLLM harness (sched_replay.py) on this trace with --max-num-batched-tokens 8192, measured once (bench/README.md): its loop's wall seconds, and the CPU seconds of its process. */
-const HARNESS_SECONDS = 149.7;
-const HARNESS_CPU_SECONDS = 75.3;
+const HARNESS_SECONDS = 92.9;
+const HARNESS_CPU_SECONDS = 76.6;
 
 const trace = await readTraceFile(TRACE);
 const kinds = [
