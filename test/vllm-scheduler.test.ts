@@ -8,6 +8,7 @@ import { emptyStepBatch, type TraceRequest } from '../bindings/index.js';
 import { VllmEngine } from '../bindings/vllm/engine.js';
 import { VllmRequest } from '../bindings/vllm/request.js';
 import { ModelVllmKv } from './support/vllm-model-kv.js';
+import { VllmKvCacheManager } from '../bindings/vllm/kv-cache-manager.js';
 
 const req = (hashIds: number[], inputLength: number, outputLength: number): TraceRequest => ({ inputLength, outputLength, hashIds: Int32Array.from(hashIds) });
 const config = { maxNumSeqs: 2, maxNumBatchedTokens: 40, longPrefillTokenThreshold: 0, reserveFullIsl: false };
@@ -120,5 +121,29 @@ describe('the vLLM scheduler, step by step', () => {
     expect(() => engine.schedule(null)).toThrow(/not complete yet/);
     engine.complete();
     expect(() => engine.add(a)).toThrow(/queued before/);
+  });
+});
+
+describe('a vLLM request checks its trace line', () => {
+  it('refuses an empty prompt, too few hash ids, bad ids and impossible lengths, naming the request and the field', () => {
+    const t = (inputLength: number, outputLength: number, ids: number[]) => ({ inputLength, outputLength, hashIds: Int32Array.from(ids) });
+    expect(() => new VllmRequest(3, t(0, 5, []))).toThrow(/trace request 3: inputLength/);
+    expect(() => new VllmRequest(3, t(1030, 5, [1, 2]))).toThrow(/trace request 3: hashIds must hold 3 ids/);
+    expect(() => new VllmRequest(3, { inputLength: 10, outputLength: 1, hashIds: [1.5] as never })).toThrow(/trace request 3: hashIds\[0\]/);
+    expect(() => new VllmRequest(3, t(10, 2 ** 28, [1]))).toThrow(/trace request 3: outputLength/);
+    expect(() => new VllmRequest(-1, t(10, 1, [1]))).toThrow(/request index/);
+    expect(new VllmRequest(3, t(10, 0, [1])).maxOutputs).toBe(1);
+  });
+
+  it('a KV-cache manager refuses token counts that are not positive integers, and changes nothing', () => {
+    const kv = new ModelVllmKv(16, 16);
+    const wasm = new VllmKvCacheManager({ numBlocks: 16, blockSize: 16 });
+    const r = new VllmRequest(0, req([1], 20, 1));
+    wasm.computedBlocks(r);
+    for (const n of [0, -3, 1.5, Number.NaN]) expect(() => wasm.allocateSlots(r, n, 0, false)).toThrow(/numNewTokens must be an integer >= 1/);
+    expect(() => wasm.allocateSlots(r, 4, -1, false)).toThrow(/hitBlocks/);
+    expect(wasm.figures()).toMatchObject({ allocatedBlocks: 0, allocateCalls: 0 });
+    expect(kv.numFreeBlocks()).toBe(wasm.numFreeBlocks());
+    wasm.dispose();
   });
 });

@@ -146,6 +146,9 @@ export class VllmKvCacheManager implements VllmKvCache {
   }
 
   allocateSlots(req: VllmRequest, numNewTokens: number, hitBlocks: number, fullSequenceMustFit: boolean): boolean {
+    if (!(numNewTokens >= 1 && (numNewTokens | 0) === numNewTokens && hitBlocks >= 0 && (hitBlocks | 0) === hitBlocks)) {
+      throw new RangeError(`kvpool: allocateSlots of request ${req.index}: numNewTokens must be an integer >= 1 and hitBlocks one >= 0, got ${numNewTokens} and ${hitBlocks}`);
+    }
     this.calls++;
     let s = req.kvSlot;
     if (s < 0 || this.owner[s] !== req) s = this.slotOf(req);
@@ -162,7 +165,7 @@ export class VllmKvCacheManager implements VllmKvCache {
     if (hitBlocks !== 0 && hitBlocks !== this.lookedUp[s]) {
       throw new RangeError(`kvpool: allocateSlots of request ${req.index} with ${hitBlocks} hit blocks, but its last lookup found ${this.lookedUp[s]}`);
     }
-    if (!(numNewTokens >= 1) || !(need <= this.cap[s]!)) {
+    if (!(need <= this.cap[s]!)) {
       throw new RangeError(`kvpool: allocateSlots of request ${req.index}: ${numNewTokens} new tokens after ${needSlots - numNewTokens} is not within its ${req.promptLength + req.maxOutputs} tokens`);
     }
     const cacheFrom = hitBlocks > 0 ? held + hitBlocks : this.cached[s]!;

@@ -9,7 +9,8 @@ import { traceArg } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { replayWarnings } from '../replay/warnings.js';
 import { generateWorkload } from '../replay/workload.js';
-import { MAX_SEQUENCE_TOKENS, checkBool, checkInt, checkKeys, checkObject, checkOptionalFunction } from '../validate.js';
+import { checkBool, checkInt, checkKeys, checkObject, checkOptionalFunction } from '../validate.js';
+import { checkVllmTraceRequest } from './request.js';
 import type { VllmStepRecord } from './engine.js';
 import { VllmKvCacheManager } from './kv-cache-manager.js';
 import { runVllmReplay, type VllmRankFigures } from './replay-loop.js';
@@ -241,20 +242,8 @@ export function replayVllmSync(options: VllmReplayOptions, parsed?: ParsedVllmRe
   }
 }
 
-/** vLLM refuses an empty prompt (it must compute at least one token); a trace request without one is an error, named. */
+/** Every request the replay will read, checked before anything runs (vLLM refuses an empty prompt: it computes one token at least). */
 function checkPrompts(trace: readonly TraceRequest[], limit: number | undefined): void {
   const n = Math.min(limit ?? trace.length, trace.length);
-  for (let r = 0; r < n; r++) {
-    const t = trace[r]!;
-    if (t === null || typeof t !== 'object') throw new TypeError(`trace request ${r} must be a trace request, got ${String(t)}`);
-    checkInt(`trace request ${r}: inputLength`, t.inputLength, 1);
-    checkInt(`trace request ${r}: outputLength`, t.outputLength, 0, MAX_SEQUENCE_TOKENS - t.inputLength);
-    const ids = t.hashIds;
-    const need = Math.ceil(t.inputLength / 512);
-    if (ids === null || typeof ids !== 'object' || !(ids.length >= need)) throw new RangeError(`trace request ${r}: hashIds must hold ${need} ids for its ${t.inputLength} tokens`);
-    for (let c = 0; c < need; c++) {
-      const v = ids[c];
-      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 4194303) checkInt(`trace request ${r}: hashIds[${c}]`, v, 0, 4194303);
-    }
-  }
+  for (let r = 0; r < n; r++) checkVllmTraceRequest(r, trace[r]!);
 }

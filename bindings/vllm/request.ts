@@ -5,6 +5,7 @@
 // output token i of request r is 2^30 + ((r * 65536 + i) mod 2^30).
 
 import type { TraceRequest } from '../replay/trace.js';
+import { MAX_SEQUENCE_TOKENS, checkInt, describe } from '../validate.js';
 
 /** Queued, never scheduled. */
 export const WAITING = 0;
@@ -37,11 +38,13 @@ export class VllmRequest {
   /** @internal The KV-cache manager's slot for it (-1: none yet). */
   kvSlot = -1;
 
+  /** Checks the trace line first: a prompt of at least one token (vLLM computes one at least), an id per 512 of its tokens. */
   constructor(
     /** Its index in the trace: the seed of its output tokens, and its id. */
     readonly index: number,
     readonly trace: TraceRequest,
   ) {
+    checkVllmTraceRequest(index, trace);
     this.promptLength = trace.inputLength;
     this.maxOutputs = Math.max(trace.outputLength, 1);
   }
@@ -49,5 +52,21 @@ export class VllmRequest {
   /** Prompt and output tokens so far. */
   get numTokens(): number {
     return this.promptLength + this.numOutputs;
+  }
+}
+
+/** Throws (naming request `index` and the field) unless `t` is a trace request the vLLM engine can run. */
+export function checkVllmTraceRequest(index: number, t: TraceRequest): void {
+  checkInt('request index', index, 0, Number.MAX_SAFE_INTEGER);
+  if (t === null || typeof t !== 'object') throw new TypeError(`trace request ${index} must be a trace request, got ${describe(t)}`);
+  const L = checkInt(`trace request ${index}: inputLength`, t.inputLength, 1, MAX_SEQUENCE_TOKENS);
+  checkInt(`trace request ${index}: outputLength`, t.outputLength, 0, MAX_SEQUENCE_TOKENS - L);
+  const ids = t.hashIds;
+  const need = Math.ceil(L / 512);
+  if (ids === null || typeof ids !== 'object' || !(ids.length >= need)) throw new RangeError(`trace request ${index}: hashIds must hold ${need} ids for its ${L} tokens`);
+  for (let c = 0; c < need; c++) {
+    const v = ids[c];
+    // The name is built only for a bad id.
+    if (typeof v !== 'number' || (v | 0) !== v || v < 0 || v > 4194303) checkInt(`trace request ${index}: hashIds[${c}]`, v, 0, 4194303);
   }
 }
