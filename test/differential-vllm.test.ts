@@ -292,6 +292,8 @@ describe('vLLM engine: the same replay on the Wasm pool and on the model', () =>
           let steps = '';
           const r = runVllmReplay(trace, undefined, kvs, config, {
             onStep: (s) => {
+              // A run that does not end fails here rather than filling memory.
+              if (s.step > 100_000) throw new Error(`no end after ${s.step} steps`);
               steps += stepLine(s);
               for (const kv of kvs) kv.check();
             },

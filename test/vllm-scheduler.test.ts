@@ -96,6 +96,28 @@ describe('the vLLM scheduler, step by step', () => {
     expect(engine.schedulers[0]!.counts).toMatchObject({ rejected: 1, truncated: 0, finished: 1, promptBlocks: 1 });
   });
 
+  it('drops a request that preempts itself again, alone, without getting further (vLLM would loop on it forever)', () => {
+    // 3 usable blocks of 16 tokens (48 tokens) and a 49-token prompt, 5 tokens a step.
+    // Steps 1-9 compute 45 tokens (blocks 0 and 1 full, so cached). Step 10 needs slots for
+    // 49 tokens, 4 blocks: it preempts itself at 45. Step 11 readmits it with 2 hit blocks
+    // (block 2 was never full), steps 11-13 reach 47, step 14 preempts it again at 47 (further:
+    // it goes on). Steps 15-17 reach 47 again; at step 18 it would preempt itself at 47 again:
+    // dropped, rejected (it never gave a token). vLLM's harness would loop.
+    const kv = new ModelVllmKv(4, 16);
+    const engine = new VllmEngine([kv], { ...config, maxNumBatchedTokens: 5 });
+    engine.add(new VllmRequest(0, req([1], 49, 0)));
+    const lines: string[] = [];
+    while (engine.hasWork) {
+      engine.schedule(null);
+      engine.complete();
+      lines.push(`${engine.last.scheduledTokens}/${engine.last.preempted}`);
+      kv.check();
+    }
+    expect(lines).toEqual(['5/0', '5/0', '5/0', '5/0', '5/0', '5/0', '5/0', '5/0', '5/0', '0/1', '5/0', '5/0', '5/0', '0/1', '5/0', '5/0', '5/0', '0/0']);
+    expect(engine.schedulers[0]!.counts).toMatchObject({ rejected: 1, truncated: 0, preemptions: 2, finished: 0 });
+    expect(engine.schedulers[0]!.dropped?.index).toBe(0);
+  });
+
   it('sends a new request to the rank with the smallest 4 x waiting + running, the lowest on ties', () => {
     const kvs = [new ModelVllmKv(64, 16), new ModelVllmKv(64, 16), new ModelVllmKv(64, 16)];
     const engine = new VllmEngine(kvs, { ...config, maxNumSeqs: 8, maxNumBatchedTokens: 1000 });

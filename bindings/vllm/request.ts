@@ -35,6 +35,8 @@ export class VllmRequest {
   scheduled = 0;
   /** The dp rank it runs on. */
   rank = 0;
+  /** Its computed tokens when it last preempted itself with nothing else running (-1: never). */
+  selfPreemptedAt = -1;
   /** @internal The KV-cache manager's slot for it (-1: none yet). */
   kvSlot = -1;
 

@@ -20,7 +20,9 @@
 //    each is scheduled: nothing reads it in between).
 // A step that schedules nothing and preempts nothing has an empty pool and
 // a queue head that cannot fit even alone: that request is dropped
-// (rejected, or truncated if it had given tokens) so that the run ends.
+// (rejected, or truncated if it had given tokens), as vLLM's harness does.
+// So is a request that preempts itself, alone, for the second time without
+// having got further: vLLM would loop on it forever. So the run ends.
 //
 // complete(): each scheduled request that is no longer prefilling gives an
 // output token; one that gave its last is finished and its blocks freed,
@@ -112,6 +114,8 @@ export class VllmScheduler {
     let budget = maxNumBatchedTokens;
     let preempted = 0;
     let admitted = 0;
+    // A request that had to preempt itself again without getting further (see futile()) was dropped.
+    let stalled = false;
 
     for (let i = 0; i < running.length && budget > 0; ) {
       const req = running[i]!;
@@ -121,6 +125,12 @@ export class VllmScheduler {
       let ok = kv.allocateSlots(req, n, 0, false);
       while (!ok) {
         const victim = running.pop()!;
+        if (victim === req && this.futile(req)) {
+          this.drop(req);
+          this.counts.busySteps--; // counted once, below, with the step
+          stalled = true;
+          break;
+        }
         this.preempt(victim);
         preempted++;
         if (victim === req) break;
@@ -140,7 +150,7 @@ export class VllmScheduler {
       i++;
     }
 
-    if (preempted === 0) {
+    if (preempted === 0 && !stalled) {
       const waiting = this.waiting;
       while (waiting.length > 0 && budget > 0 && running.length < maxNumSeqs) {
         const req = waiting.peek()!;
@@ -179,8 +189,8 @@ export class VllmScheduler {
     this.stepPreempted = preempted;
     this.counts.preemptions += preempted;
     this.counts.scheduledTokens += tokens;
-    if (tokens > 0 || preempted > 0) this.counts.busySteps++;
-    else if (this.waiting.length > 0) this.dropHead();
+    if (tokens > 0 || preempted > 0 || stalled) this.counts.busySteps++;
+    else if (this.waiting.length > 0) this.drop(this.waiting.shift()!);
   }
 
   /** Ends the step scheduled last: outputs given, finished requests freed (see the file's comment). */
@@ -213,6 +223,10 @@ export class VllmScheduler {
   }
 
   private preempt(req: VllmRequest): void {
+    if (this.running.length === 0) {
+      // It preempts itself, every other request gone: it needs more blocks than the pool has.
+      req.selfPreemptedAt = req.numComputed;
+    }
     this.kv.free(req);
     req.status = PREEMPTED;
     req.numComputed = 0;
@@ -220,9 +234,20 @@ export class VllmScheduler {
     this.waiting.pushFront(req);
   }
 
-  /** Nothing runs and the head still does not fit: it never will. */
-  private dropHead(): void {
-    const req = this.waiting.shift()!;
+  /**
+   * True when `req`, about to preempt itself with nothing else running, did
+   * so before and has not got further since. Such a request holds more
+   * tokens than the pool has blocks for (it could never be scheduled whole
+   * again, nor give another token); vLLM (and its harness) would admit it
+   * again, compute the same chunks and preempt it again, forever. kvpool
+   * drops it instead (docs/engines.md, requests that can never fit).
+   */
+  private futile(req: VllmRequest): boolean {
+    return this.running.length === 0 && req.selfPreemptedAt >= 0 && req.numComputed <= req.selfPreemptedAt;
+  }
+
+  /** Drops a request that can never fit: rejected if it gave no token, truncated if it did. */
+  private drop(req: VllmRequest): void {
     if (req.numOutputs === 0) this.counts.rejected++;
     else this.counts.truncated++;
     req.status = DROPPED;
