@@ -118,6 +118,29 @@ describe('the vLLM scheduler, step by step', () => {
     expect(engine.schedulers[0]!.dropped?.index).toBe(0);
   });
 
+  it('up to that drop, the steps are vLLM\'s own (whose harness, on the same request, cycles on for ever)', async () => {
+    const { readFileSync } = await import('node:fs');
+    const { FIXTURES } = await import('./support/vllm-fixtures.js');
+    const { parseTrace } = await import('../bindings/index.js');
+    const { stepLine } = await import('../bindings/vllm/engine.js');
+    const theirs = readFileSync(`${FIXTURES}loop.head.steps`, 'utf8').split('\n').filter((l) => l !== '');
+    const kv = new ModelVllmKv(4, 16);
+    const engine = new VllmEngine([kv], { ...config, maxNumBatchedTokens: 5 });
+    engine.add(new VllmRequest(0, parseTrace(readFileSync(`${FIXTURES}loop.jsonl`, 'utf8'))[0]!));
+    const ours: string[] = [];
+    while (engine.hasWork) {
+      engine.schedule(null);
+      engine.complete();
+      ours.push(stepLine(engine.last).trim());
+    }
+    expect(ours.slice(0, 17)).toEqual(theirs.slice(0, 17));
+    // vLLM preempts it a third time at step 18 and goes on (the same four steps again and again); kvpool drops it.
+    expect(theirs.slice(17, 18)).toEqual(['18 0 0 0 1 0 3']);
+    expect(theirs.slice(18, 22).map((l) => l.split(' ').slice(1).join(' '))).toEqual(theirs.slice(14, 18).map((l) => l.split(' ').slice(1).join(' ')));
+    expect(ours.length).toBe(18);
+    expect(ours[17]).toBe('18 0 0 0 0 0 3');
+  });
+
   it('sends a new request to the rank with the smallest 4 x waiting + running, the lowest on ties', () => {
     const kvs = [new ModelVllmKv(64, 16), new ModelVllmKv(64, 16), new ModelVllmKv(64, 16)];
     const engine = new VllmEngine(kvs, { ...config, maxNumSeqs: 8, maxNumBatchedTokens: 1000 });
