@@ -6,4 +6,5 @@ export * from "./manager-exports";
 export * from "./linear-state-exports";
 export * from "./tier-exports";
 export * from "./replay-exports";
+export * from "./vllm-exports";
 export * from "./event-wire";

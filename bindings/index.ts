@@ -67,9 +67,20 @@ export {
   type HierarchyRankStats,
 } from './pool/hierarchy-block-manager-pool.js';
 export {
-  replay, replaySync, PoolReplayTarget, type ReplayOptions, type ReplayRun, type ReplayMode, type ReplayRunBase, type PlainReplayRun,
+  PoolReplayTarget, type ReplayOptions, type ReplayRun, type ReplayMode, type ReplayRunBase, type PlainReplayRun,
   type LinearStateReplayRun, type CompositeReplayRun, type HostTierReplayRun, type ReplayConfig, type ReplayRankFigures,
 } from './replay/replay.js';
+export { replay, replaySync, ENGINES, type Engine, type EngineReplayOptions, type EngineReplayRun, type XllmReplayOptions } from './engines/replay.js';
+export {
+  UNLIMITED_TOKENS, type VllmReplayOptions, type VllmReplayRun, type VllmReplayConfig,
+} from './vllm/replay.js';
+export type { VllmRankFigures } from './vllm/replay-loop.js';
+export { VllmEngine, stepLine, type VllmStepRecord } from './vllm/engine.js';
+export { VllmScheduler, type VllmSchedulerConfig, type VllmRankCounts } from './vllm/scheduler.js';
+export { VllmRequest, type VllmRequestStatus } from './vllm/request.js';
+export { VllmKvCacheManager, type VllmKvCacheOptions, type VllmKvEvent } from './vllm/kv-cache-manager.js';
+export { VllmBlockPool, type VllmPoolStats, type VllmEviction } from './vllm/block-pool.js';
+export type { VllmKvCache, VllmKvFigures } from './vllm/kv-cache.js';
 export type { SubManagerReplayStats } from './replay/composite-replay.js';
 export type { HostTierResult } from './replay/hierarchy-replay.js';
 export type {

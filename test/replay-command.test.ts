@@ -13,6 +13,7 @@ import { replayCommand } from '../bindings/cli/replay-command.js';
 import { RESULT_GLOSSARY, CONFIG_GLOSSARY, RANK_GLOSSARY, SUB_MANAGER_GLOSSARY } from '../bindings/cli/glossary.js';
 import { replay as nodeReplay } from '../bindings/node/replay-file.js';
 import { replay, replaySync, type ReplayRun } from '../bindings/replay/replay.js';
+import { replaySync as engineReplaySync } from '../bindings/engines/replay.js';
 import { generateWorkload } from '../bindings/replay/workload.js';
 import { capture } from './support/capture.js';
 import { figures } from './support/replay-figures.js';
@@ -173,16 +174,21 @@ describe('replay() from a program', () => {
   it('takes the command line option names (camelCase), and nothing else', () => {
     const cliOnly = new Set([
       'format', 'json', 'progress', 'events', 'eventsFormat', 'eventHashes',
-      'zmq', 'zmqReplay', 'zmqTopic', 'zmqInstance', 'zmqModel', 'zmqRanks', 'zmqReplayFrames', 'zmqBuffer', 'zmqDelay', 'zmqHold',
+      'zmq', 'zmqReplay', 'zmqTopic', 'zmqInstance', 'zmqModel', 'zmqRanks', 'zmqReplayFrames', 'zmqBuffer', 'zmqDelay', 'zmqHold', 'stepsOut',
     ]);
     const names = replayCommand().options.map((o) => o.attributeName()).filter((n) => !cliOnly.has(n));
+    const vllmOnly = ['maxNumBatchedTokens', 'longPrefillTokenThreshold', 'schedulerReserveFullIsl'];
     expect(names.sort()).toEqual(
-      ['blockSize', 'compressRatios', 'dpSize', 'eviction', 'hostBlocks', 'limit', 'linearStateSlots', 'maxRunning', 'numBlocks', 'publishAfterPrefill', 'requests', 'seed', 'slidingWindow', 'storeBlocks', 'trace'].sort(),
+      [
+        'blockSize', 'compressRatios', 'dpSize', 'eviction', 'hostBlocks', 'limit', 'linearStateSlots', 'maxRunning', 'numBlocks', 'publishAfterPrefill', 'requests', 'seed', 'slidingWindow', 'storeBlocks', 'trace',
+        'engine', 'maxNumSeqs', 'numGpuBlocksOverride', ...vllmOnly,
+      ].sort(),
     );
-    // Every one is an option replay() knows (unknown keys are rejected).
+    // Every one is an option replay() knows (unknown keys are rejected), for the engine that takes it.
     for (const n of names) {
       if (n === 'trace') continue;
-      expect(() => replaySync({ [n]: undefined, requests: 0 })).not.toThrow();
+      const engine = vllmOnly.includes(n) ? { engine: 'vllm' as const } : {};
+      expect(() => engineReplaySync({ ...engine, [n]: undefined, requests: 0 })).not.toThrow();
     }
     expect(() => replaySync({ workloadRequests: 5 } as never)).toThrow(/unknown option|workloadRequests/);
   });

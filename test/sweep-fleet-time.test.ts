@@ -41,11 +41,24 @@ describe('fleetSweep() timed', () => {
 
   it('gives exactly fleet()\'s timed run at every grid point, latency included', async () => {
     const grid = { scheduler: ['xllm', 'continuous'] as const, speedup: [0.02, 0.05], engines: [1, 3] };
-    const runs = await fleetSweep({ ...base, grid, workers: 2 });
+    const runs = await fleetSweep({ ...base, grid, workers: 2, perRequest: true });
     const configs = fleetSweepConfigurations(base, grid);
     expect(runs.length).toBe(8);
     for (const [i, c] of configs.entries()) expect(timingFree(runs[i]!), `configuration ${i}`).toEqual(timingFree(fleetSync(c)));
     expect(runs.every((r) => r.latency !== undefined)).toBe(true);
+    // Without perRequest a sweep keeps every figure and leaves out only the token times (most of a run's size).
+    const lean = await fleetSweep({ ...base, grid: { ...grid, engines: [3] }, workers: 2 });
+    for (const [i, r] of lean.entries()) {
+      const whole = runs[2 * i + 1]!;
+      expect(r.latency!.requests.stepEndMs).toEqual([]);
+      expect(r.latency!.requests.tokenSteps).toEqual([]);
+      expect(whole.latency!.requests.stepEndMs.flat().length).toBeGreaterThan(0);
+      const { requests: a, ...figures } = r.latency!;
+      const { requests: b, ...wholeFigures } = whole.latency!;
+      expect(timingFree({ ...r, latency: figures } as never)).toEqual(timingFree({ ...whole, latency: wholeFigures } as never));
+      expect({ ...a, stepEndMs: [], tokenSteps: [] }).toEqual({ ...b, stepEndMs: [], tokenSteps: [] });
+    }
+    await expect(fleetSweep({ ...base, grid, perRequest: 1 as never })).rejects.toThrow(/options.perRequest must be a boolean, got 1/);
     // The axes matter: a faster arrival rate queues more.
     const ttft = (s: string, sp: number, e: number) => runs.find((r) => r.config.scheduler === s && r.config.speedup === sp && r.config.engines === e)!.latency!.ttftMs.p99;
     expect(ttft('continuous', 0.05, 1)).toBeGreaterThan(ttft('continuous', 0.02, 1));

@@ -20,7 +20,14 @@ export async function main(argv: string[]): Promise<number> {
   const program = new Command();
   program
     .name('kvpool')
-    .description('KV-cache block manager (xLLM BlockManagerPool semantics) with a WebAssembly core: replay traces, sweep configurations, route a fleet, check its time against measured vLLM runs and calibrate it')
+    .description('KV-cache block manager with a WebAssembly core: replay traces, sweep configurations, route a fleet, check its time against measured vLLM runs and calibrate it')
+    .addHelpText(
+      'after',
+      '\nEngines: `kvpool replay --engine xllm` (the default) replays xLLM\'s BlockManagerPool under the replay kernel;\n' +
+        '`--engine vllm` runs vLLM v1\'s scheduler and block pool step by step, as vLLM does (token budget, chunked prefill,\n' +
+        'preemption). Choose vllm to predict a vLLM deployment, xllm for xLLM and the modes only it has\n' +
+        '(kvpool replay --help, docs/engines.md). fleet and sweep run the xllm engine.',
+    )
     .version(packageVersion(), '-V, --version', 'print the version')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) })

@@ -11,6 +11,7 @@ import { FORMATS, count, formatCsv, formatJsonLines, formatRun, type OutputForma
 import { glossaryHelp } from './glossary.js';
 import { addReplayOptions, parseIntArg, seconds } from './options.js';
 import { kvEventsTopic } from '../events/vllm.js';
+import { addEngineOptions, engineHelp, runVllmCommand, writeVllm, xllmEngineFlags, type EngineFlags } from './vllm-replay-command.js';
 
 /** Commander's parsed flags (shared by replay and, as lists, by sweep). */
 export interface ReplayFlags {
@@ -75,7 +76,7 @@ export function write(runs: readonly ReplayRun[], format: OutputFormat, title: (
 
 export function replayCommand(): Command {
   const cmd = new Command('replay')
-    .description('replay a Mooncake-style JSONL trace (or the built-in workload) through a BlockManagerPool and print what the cache did')
+    .description('replay a Mooncake-style JSONL trace (or the built-in workload) on an engine (--engine xllm: a BlockManagerPool under the replay kernel, the default; vllm: vLLM v1\'s scheduler and block pool) and print what the cache did')
     .argument('[trace]', 'a .jsonl or .jsonl.gz file, - for stdin, or a built-in trace name (mooncake-conversation); default: the built-in generated workload of multi-turn chats');
   addReplayOptions(cmd, false);
   cmd
@@ -83,13 +84,11 @@ export function replayCommand(): Command {
     .option('--json', 'the same as --format json', false)
     .option('--no-progress', 'no progress bar (there is one only when stderr is a terminal)');
   addEventOptions(cmd);
+  addEngineOptions(cmd);
   cmd
-    .addHelpText('after', glossaryHelp())
-    .action(async (positional: string | undefined, o: ReplayFlags & EventFlags & { format: OutputFormat; json: boolean; progress: boolean }) => {
+    .addHelpText('after', glossaryHelp() + '\n' + engineHelp())
+    .action(async (positional: string | undefined, o: ReplayFlags & EventFlags & EngineFlags & { format: OutputFormat; json: boolean; progress: boolean }) => {
       const spec = traceSpec(positional, o.trace);
-      const options = replayOptionsOf(o);
-      const parsed = parseReplayOptions(options); // before reading a trace: bad options fail at once
-      const requests = spec === undefined ? undefined : await readTraceFile(spec, parsed.limit ?? Infinity);
       const format: OutputFormat = o.json ? 'json' : o.format;
       const bar =
         o.progress && process.stderr.isTTY
@@ -105,6 +104,20 @@ export function replayCommand(): Command {
             bar.update(done);
           }
         : undefined;
+      if (o.engine === 'vllm') {
+        let run;
+        try {
+          run = await runVllmCommand(cmd, spec, o as unknown as Record<string, unknown>, onProgress);
+        } finally {
+          bar?.stop();
+        }
+        writeVllm(run, format, spec, o.seed);
+        warn(run.warnings);
+        return;
+      }
+      const options = replayOptionsOf({ ...o, ...xllmEngineFlags(cmd, o) });
+      const parsed = parseReplayOptions(options); // before reading a trace: bad options fail at once
+      const requests = spec === undefined ? undefined : await readTraceFile(spec, parsed.limit ?? Infinity);
       const run = { ...options, ...(requests && { trace: requests }), ...(onProgress && { onProgress }) };
       let result: ReplayRun;
       try {

@@ -22,6 +22,10 @@ export const CHECK_MESSAGES: Readonly<Record<number, string>> = {
   [A.CHECK_TOLD]: 'an id announced to event consumers is not cached',
   [A.CHECK_RETENTION]: 'the retention heap of the priority policy is corrupt or holds an expired retention',
   [A.CHECK_SLOT_STATE]: 'a linear-state slot is in no consistent state',
+  [A.CHECK_QUEUE]: 'the free queue is broken (its links, or its length)',
+  [A.CHECK_QUEUE_MEMBERS]: 'a block without references is not in the free queue, or one with references is',
+  [A.CHECK_KEYS]: 'the key table and the cached blocks disagree',
+  [A.CHECK_HOLDERS]: 'a block\'s references are not the requests holding it',
 };
 
 /** The f64 counters mgr_stats writes, by index (STAT_* in abi.ts). */

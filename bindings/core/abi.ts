@@ -32,6 +32,8 @@ export const LOCK_BYTES = 8;
 export const MAGIC_MANAGER = 0x4d70766b;
 /** Magic of a linear-state checkpoint cache ("kvpL"). */
 export const MAGIC_LINEAR_STATE = 0x4c70766b;
+/** Magic of a vLLM block pool ("kvpV"). */
+export const MAGIC_VLLM_POOL = 0x5670766b;
 
 // ---- regions ----
 
@@ -56,6 +58,15 @@ export const ERR_TOKENS_MISSING = -8;
 /** A call that records no events was made on a manager recording them. */
 export const ERR_EVENTS_ON = -9;
 
+/** A vLLM pool: a block given twice in one list of hits. */
+export const ERR_DUPLICATE = -31;
+/** A vLLM pool: a block to cache has a key already. */
+export const ERR_CACHED = -32;
+/** A vLLM pool: a count past what the call's table holds. */
+export const ERR_COUNT = -33;
+/** A vLLM pool's allocation that does not fit the free queue (nothing changed): an answer, not an error. */
+export const VP_NO_ROOM = -1;
+
 // ---- audit codes (mgr_check, ls_check) ----
 
 export const CHECK_FREE_SIZE = -10;
@@ -75,6 +86,14 @@ export const CHECK_NO_CACHE = -23;
 export const CHECK_TOLD = -24;
 export const CHECK_RETENTION = -25;
 export const CHECK_SLOT_STATE = -30;
+/** A vLLM pool's free queue: broken links, or not the length counted. */
+export const CHECK_QUEUE = -34;
+/** A vLLM pool: a block with no reference outside the queue, or one with references in it. */
+export const CHECK_QUEUE_MEMBERS = -35;
+/** A vLLM pool: blocks of one key that do not chain, or a key's oldest block not where the table says. */
+export const CHECK_KEYS = -36;
+/** A vLLM pool: a block's references are not the holders the caller counted. */
+export const CHECK_HOLDERS = -37;
 
 // ---- per-id flag bits ----
 
@@ -152,6 +171,30 @@ export const STAT_BLOCKS_ALLOCATED = 10;
 export const STAT_ALLOCATION_FAILURES = 11;
 export const STAT_PEAK_USED = 12;
 export const STAT_COUNT = 13;
+
+// ---- vp_stats: f64 figures of a vLLM pool, in this order ----
+
+/** Free-queue length. */
+export const VP_STAT_FREE = 0;
+/** Blocks with a key (cached), held or not. */
+export const VP_STAT_CACHED = 1;
+/** Distinct keys. */
+export const VP_STAT_KEYS = 2;
+/** Ids popped from the queue. */
+export const VP_STAT_ALLOCATED = 3;
+/** Keys dropped when their block was popped. */
+export const VP_STAT_EVICTED = 4;
+/** Blocks cached. */
+export const VP_STAT_STORED = 5;
+/** h = (h * 31 + id) mod 2^32 over the ids popped. */
+export const VP_STAT_CHECKSUM = 6;
+/** Free blocks without a key. */
+export const VP_STAT_FREE_UNCACHED = 7;
+export const VP_STAT_COUNT = 8;
+
+/** Bytes of a vLLM pool's eviction record: block id (i32), 12 bytes unused, its key (16 bytes). */
+export const VP_EVENT_SIZE = 32;
+export const VP_EVENT_KEY = 16;
 
 // ---- KV-cache event records ----
 // A record: kind, block id, parent kind, token count (i32 each), the block's

@@ -7,8 +7,9 @@ import type { ManagerExports } from './manager-exports.js';
 import type { LinearStateExports } from './linear-state-exports.js';
 import type { TierExports } from './tier-exports.js';
 import type { ReplayExports } from './replay-exports.js';
+import type { VllmExports } from './vllm-exports.js';
 
-export interface CoreExports extends HashExports, ManagerExports, LinearStateExports, TierExports, ReplayExports {
+export interface CoreExports extends HashExports, ManagerExports, LinearStateExports, TierExports, ReplayExports, VllmExports {
   readonly memory: WebAssembly.Memory;
   /** grows: a zeroed 16-byte aligned region, 0 when memory is exhausted or `bytes` is too large */
   alloc(bytes: number): number;

@@ -57,6 +57,14 @@ export interface FleetSweepGrid extends SweepGrid {
 
 export interface FleetSweepOptions extends Omit<SweepOptions, 'grid'>, Omit<FleetOptions, 'onProgress' | 'engines' | 'router' | 'threads'> {
   grid: FleetSweepGrid;
+  /**
+   * Keep each timed run's token times whole (`latency.requests.stepEndMs`
+   * and `tokenSteps`: a number per engine step and per run of a request's
+   * tokens, tens of MB on a large trace). Default false: a sweep's runs
+   * keep every figure and each request's arrival, admission, first token,
+   * finish, tokens and engine, and leave those two lists empty.
+   */
+  perRequest?: boolean;
 }
 
 /** The replay options' part of a fleet grid. */
@@ -103,8 +111,9 @@ export function describeFleetConfig(c: FleetOptions, grid: FleetSweepGrid): stri
 /** Runs a fleet at every grid point on worker threads; the results in `fleetSweepConfigurations` order, each exactly `fleet()`'s. */
 export async function fleetSweep(options: FleetSweepOptions): Promise<FleetRun[]> {
   checkObject('options', options);
-  const { grid, workers, onProgress, trace, ...base } = options;
+  const { grid, workers, onProgress, trace, perRequest, ...base } = options;
   checkOptionalFunction('options.onProgress', onProgress);
+  if (perRequest !== undefined && typeof perRequest !== 'boolean') throw new TypeError(`options.perRequest must be a boolean, got ${describe(perRequest)}`);
   // A model object's stepMs() cannot be sent to a worker thread; its spec can.
   const timing = (base as FleetOptions).timing;
   if (timing !== null && typeof timing === 'object' && typeof (timing as { stepMs?: unknown }).stepMs === 'function') {
@@ -124,7 +133,7 @@ export async function fleetSweep(options: FleetSweepOptions): Promise<FleetRun[]
   const n = workers === undefined ? availableParallelism() : checkInt('options.workers', workers, 1, 256);
   const { requests, traceName } = await sweepTrace(trace, parsed.map((p) => p.replay.limit));
   const lengths = parsed.map((p) => Math.min((requests ?? { length: p.replay.requests }).length, p.replay.limit ?? Infinity));
-  const jobs: SweepJob[] = configs.map((options, id) => ({ id, kind: 'fleet', options, traceName }));
+  const jobs: SweepJob[] = configs.map((options, id) => ({ id, kind: 'fleet', options, traceName, tokenTimes: perRequest === true }));
   return runOnWorkers<FleetRun>({ jobs, lengths, order: fleetOrder(parsed), workers: n, requests, onProgress, describe: (id) => describeFleetConfig(configs[id]!, grid) });
 }
 
