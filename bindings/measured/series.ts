@@ -3,7 +3,7 @@
 // token came in it (vLLM counts a prompt when its first token is out), the
 // tokens generated in it, and the requests running and waiting at its end.
 
-import { tokenTimesMs, type FleetLatency } from '../fleet/fleet-latency.js';
+import type { FleetLatency } from '../fleet/fleet-latency.js';
 
 export interface SeriesPoint {
   /** The second's end, s from the first arrival; the point covers (t - 1, t]. */
@@ -25,8 +25,10 @@ export function predictedSeries(l: FleetLatency, inputTokens: readonly number[])
   const waitDelta = new Float64Array(seconds + 2);
   const bin = (ms: number) => Math.max(1, Math.ceil(ms / 1000)); // (t - 1, t] -> t
   for (let r = 0; r < q.arrivalMs.length; r++) {
-    const times = tokenTimesMs(q, r);
-    for (const t of times) gen[Math.min(seconds, bin(t))]! += 1;
+    // Its tokens came at the ends of its runs of engine steps (tokenTimesMs, without the array).
+    const ends = q.stepEndMs[q.engine[r]!] ?? [];
+    const runs = q.tokenSteps[r] ?? [];
+    for (let i = 0; i < runs.length; i += 2) for (let k = 0; k < runs[i + 1]!; k++) gen[Math.min(seconds, bin(ends[runs[i]! + k]!))]! += 1;
     const first = q.firstTokenMs[r];
     if (first !== null && first !== undefined) prompt[Math.min(seconds, bin(first))]! += inputTokens[r] ?? 0;
     const arrival = q.arrivalMs[r]!;
