@@ -156,6 +156,13 @@ export function validateRun(run: MeasuredRun, o: ValidateOptions): Validation {
   const notes = [
     'measured ITL: the run records only the first and the last token of each request, so of the gaps between tokens it gives the mean (their sum over their count) and no percentile; the predicted ITL is over every gap',
     ...(run.meta.enableExpertParallel === true && !model.bundle.sequence.moe ? ['meta.json enables expert parallelism, but the model has no experts: nothing to do'] : []),
+    // The profile model places experts by its own rule (docs/timing.md, MoE): say where that differs from the run's.
+    ...(run.meta.enableExpertParallel === true && model.bundle.sequence.moe && settings.dp.value === 1 && model.bundle.tp[tp.value]?.moe !== undefined
+      ? [`meta.json enables expert parallelism on one dp rank; the profile model splits the experts over the TP GPUs by width there (tp${tp.value}/moe.csv), as vLLM does without it`]
+      : []),
+    ...(run.meta.enableExpertParallel === false && model.bundle.sequence.moe && (settings.dp.value > 1 || model.bundle.tp[tp.value]?.moe === undefined)
+      ? ['meta.json runs without expert parallelism; the profile model places whole experts on the GPUs here (several dp ranks, or no moe.csv at this TP)']
+      : []),
     ...run.notes,
   ];
   if (run.meta.model.toLowerCase() !== model.bundle.model.name.toLowerCase()) notes.push(`the run served ${run.meta.model}; profile ${model.bundle.name} was measured with ${model.bundle.model.name}`);
