@@ -101,7 +101,7 @@ describe('profiles in a sweep', () => {
       'rtxpro6000/llama-3.1-8b 1 2', 'rtxpro6000/llama-3.1-8b 1 6', 'rtxpro6000/llama-3.1-8b 2 2', 'rtxpro6000/llama-3.1-8b 2 6',
       'rtxpro6000/qwen3-32b 1 2', 'rtxpro6000/qwen3-32b 1 6', 'rtxpro6000/qwen3-32b 2 2', 'rtxpro6000/qwen3-32b 2 6',
     ]);
-    const runs = await fleetSweep({ ...opts, grid, workers: 2 });
+    const runs = await fleetSweep({ ...opts, grid, workers: 2, perRequest: true });
     const strip = (r: FleetRun) => ({ ...r, engines: r.engines.map((e) => ({ ...e, run: { ...e.run, seconds: 0, allocateCallsPerSecond: 0 } })) });
     runs.forEach((r, i) => expect(strip(r)).toEqual(strip(fleetSync(configs[i]!))));
     expect(runs.map((r) => `${r.config.profile} ${r.config.tp} ${r.config.kvCacheGib}`)).toEqual(configs.map((c) => `${(c.timing as { profile: string }).profile} ${(c.timing as { tp: number }).tp} ${c.kvCacheGib}`));
