@@ -144,6 +144,13 @@ describe('validateRun', () => {
     expect(Math.max(...a.series.predicted.map((p) => p.running))).toBe(128);
   });
 
+  it('says when the replay could not serve every request whole (a KV cache too small)', () => {
+    const v = validateRun(run, { profile: 'rtxpro6000/llama-3.1-8b', numBlocks: 200 });
+    expect(v.replay.rejected + v.replay.truncated).toBeGreaterThan(0);
+    expect(v.notes.some((n) => /^the replay could not serve \d+ of the 300 requests whole/.test(n))).toBe(true);
+    expect(v.predicted.ttftMs.count).toBeLessThanOrEqual(300);
+  });
+
   it('refuses options naming them, and a calibration of another GPU', () => {
     expect(() => validateRun(run, { profile: 'rtxpro6000/llama-3.1-8b', numblocks: 4 } as never)).toThrow(/options: unknown option "numblocks"/);
     expect(() => validateRun(run, { profile: 'rtxpro6000/llama-3.1-8b', numBlocks: 1 })).toThrow(/options\.numBlocks must be an integer >= 2, got 1/);

@@ -165,6 +165,8 @@ export function validateRun(run: MeasuredRun, o: ValidateOptions): Validation {
       : []),
     ...run.notes,
   ];
+  const cut = fleetRun.rejected + fleetRun.truncated;
+  if (cut > 0) notes.push(`the replay could not serve ${cut} of the ${run.requests.length} requests whole (${fleetRun.rejected} rejected, ${fleetRun.truncated} cut short for lack of KV blocks): the predicted figures leave them out, the measured ones do not`);
   if (run.meta.model.toLowerCase() !== model.bundle.model.name.toLowerCase()) notes.push(`the run served ${run.meta.model}; profile ${model.bundle.name} was measured with ${model.bundle.model.name}`);
   const q0 = run.requests[0]!.queuedTs;
   const a0 = run.requests[0]!.arrivalTime;
