@@ -35,15 +35,54 @@ const VLLM_ONLY_FLAGS: ReadonlyArray<[keyof EngineFlags, string, string]> = [
 /** The event flags, refused with --engine vllm. */
 const EVENT_FLAGS: ReadonlyArray<[string, string]> = [['events', '--events'], ['zmq', '--zmq'], ['zmqReplay', '--zmq-replay']];
 
-export function addEngineOptions(cmd: Command): void {
-  cmd
-    .addOption(new Option('--engine <engine>', 'xllm: xLLM\'s BlockManagerPool under the replay kernel (docs/replay-kernel.md); vllm: vLLM v1\'s scheduler and block pool, step by step (docs/engines.md)').choices(ENGINES).default('xllm'))
+/** The engine's flags `kvpool replay`, `kvpool fleet` and `kvpool sweep` share: vLLM's names, and the vllm engine's own switches. */
+export function addVllmNameOptions(cmd: Command): Command {
+  return cmd
     .option('--max-num-seqs <n>', 'vLLM\'s name of --max-running (either engine)', (v: string) => parseIntArg('--max-num-seqs', 1, v))
     .option('--num-gpu-blocks-override <n>', 'vLLM\'s name of --num-blocks (either engine)', (v: string) => parseIntArg('--num-gpu-blocks-override', 2, v))
-    .option('--max-num-batched-tokens <n>', 'vllm: tokens scheduled per step and rank (default: no limit; vLLM serves with 8192 or 2048)', (v: string) => parseIntArg('--max-num-batched-tokens', 1, v))
     .option('--long-prefill-token-threshold <n>', 'vllm: a prefill\'s tokens per step at most (default 0: no cap)', (v: string) => parseIntArg('--long-prefill-token-threshold', 0, v))
-    .option('--no-scheduler-reserve-full-isl', 'vllm: admit a request when its first chunk fits, not only when all its tokens do (vLLM\'s scheduler_reserve_full_isl, on by default)')
+    .option('--no-scheduler-reserve-full-isl', 'vllm: admit a request when its first chunk fits, not only when all its tokens do (vLLM\'s scheduler_reserve_full_isl, on by default)');
+}
+
+/** What --engine says in every command's help. */
+export const ENGINE_FLAG_HELP = 'xllm: xLLM\'s BlockManagerPool under the replay kernel (docs/replay-kernel.md); vllm: vLLM v1\'s scheduler and block pool, step by step (docs/engines.md)';
+
+export function addEngineOptions(cmd: Command): void {
+  cmd.addOption(new Option('--engine <engine>', ENGINE_FLAG_HELP).choices(ENGINES).default('xllm'));
+  addVllmNameOptions(cmd)
+    .option('--max-num-batched-tokens <n>', 'vllm: tokens scheduled per step and rank (default: no limit; vLLM serves with 8192 or 2048)', (v: string) => parseIntArg('--max-num-batched-tokens', 1, v))
     .option('--steps-out <file>', 'vllm: write one line per engine step: step scheduled_tokens scheduled_reqs admitted preempted finished free_queue_len');
+}
+
+/**
+ * The engine flags of a fleet (`kvpool fleet`, and a sweep's fleets) added
+ * to its replay options, as `fleet()` takes them: vLLM's names given
+ * replace the defaults of kvpool's; --engine xllm refuses the vllm
+ * engine's switches and --engine vllm the xllm engine's modes, each by flag
+ * with the reason (the replay's rules); `engine` is left out for xllm.
+ */
+export function engineReplayOptions<T extends object>(cmd: Command, o: Record<string, unknown>, replay: T, engine: 'xllm' | 'vllm'): T {
+  const out = { ...replay } as Record<string, unknown>;
+  // One value per option, however it was given (both: they must agree).
+  if (o['maxNumSeqs'] !== undefined) out['maxRunning'] = aliased(cmd, o, 'maxRunning', 'maxNumSeqs');
+  if (o['numGpuBlocksOverride'] !== undefined) out['numBlocks'] = aliased(cmd, o, 'numBlocks', 'numGpuBlocksOverride');
+  if (engine === 'xllm') {
+    for (const [key, flag, why] of VLLM_ONLY_FLAGS) if (key !== 'maxNumBatchedTokens' && key !== 'stepsOut' && given(cmd, key)) throw new RangeError(`${flag} needs --engine vllm: ${why}`);
+    return out as T;
+  }
+  refuseXllmFlags(cmd);
+  for (const key of Object.keys(XLLM_ONLY_OPTIONS)) delete out[key]; // their defaults: the vllm engine has none of these modes
+  out['engine'] = 'vllm';
+  if (o['longPrefillTokenThreshold'] !== undefined) out['longPrefillTokenThreshold'] = o['longPrefillTokenThreshold'];
+  if (given(cmd, 'schedulerReserveFullIsl')) out['schedulerReserveFullIsl'] = false;
+  return out as T;
+}
+
+/** --engine vllm: refuses the xllm engine's own flags, naming each with the reason. */
+function refuseXllmFlags(cmd: Command): void {
+  for (const key of Object.keys(XLLM_ONLY_OPTIONS)) {
+    if (given(cmd, key)) throw new RangeError(`${flagOf(key)} cannot be used with --engine vllm: ${XLLM_ONLY_OPTIONS[key]}`);
+  }
 }
 
 /** Whether the user gave flag `key` (not its default). */
@@ -72,9 +111,7 @@ export function xllmEngineFlags(cmd: Command, o: EngineFlags & { maxRunning: num
 
 /** --engine vllm: the flags as replay options, the xllm engine's own flags refused with the reason. */
 export function vllmOptionsOf(cmd: Command, o: Record<string, unknown>): VllmReplayOptions {
-  for (const key of Object.keys(XLLM_ONLY_OPTIONS)) {
-    if (given(cmd, key)) throw new RangeError(`${flagOf(key)} cannot be used with --engine vllm: ${XLLM_ONLY_OPTIONS[key]}`);
-  }
+  refuseXllmFlags(cmd);
   for (const [key, flag] of EVENT_FLAGS) {
     if (given(cmd, key)) throw new RangeError(`${flag} cannot be used with --engine vllm: its KV events are recorded by the library (VllmKvCacheManager.recordEvents) but not written by the command yet`);
   }

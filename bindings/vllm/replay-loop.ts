@@ -71,10 +71,19 @@ export function runVllmReplay(
   }
   const seconds = (performance.now() - t0) / 1000;
   onProgress?.(n, n);
+  return engineFigures(engine, n, seconds, hooks.idChecksum);
+}
+
+/**
+ * An engine's figures, every rank summed (the checksum over every rank's
+ * ids in the order they were popped: `idChecksum`, when its ranks share
+ * one; else rank 0's). `requests`: the requests it was given.
+ */
+export function engineFigures(engine: VllmEngine, requests: number, seconds: number, idChecksum?: () => number): VllmReplayFigures {
   const ranks = engine.schedulers.map((s, dpRank): VllmRankFigures => ({ dpRank, ...s.counts, ...s.kv.figures() }));
   const sum = (k: keyof VllmRankCounts | Exclude<keyof VllmKvFigures, 'idChecksum'>) => ranks.reduce((a, f) => a + f[k], 0);
   return {
-    requests: n,
+    requests,
     admitted: sum('admitted'),
     resumedPrefills: sum('resumedPrefills'),
     preemptions: sum('preemptions'),
@@ -87,7 +96,7 @@ export function runVllmReplay(
     busySteps: sum('busySteps'),
     evictedBlocks: sum('evictedBlocks'),
     allocatedBlocks: sum('allocatedBlocks'),
-    idChecksum: hooks.idChecksum ? hooks.idChecksum() : ranks[0]!.idChecksum,
+    idChecksum: idChecksum ? idChecksum() : ranks[0]!.idChecksum,
     freeBlocksAtEnd: sum('freeBlocksAtEnd'),
     cachedBlocksAtEnd: sum('cachedBlocksAtEnd'),
     cachedKeysAtEnd: sum('cachedKeysAtEnd'),

@@ -12,8 +12,8 @@ import { generateWorkload } from '../replay/workload.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkOptionalFunction } from '../validate.js';
 import { checkVllmTraceRequest } from './request.js';
 import type { VllmStepRecord } from './engine.js';
-import { VllmKvCacheManager } from './kv-cache-manager.js';
-import { runVllmReplay, type VllmRankFigures } from './replay-loop.js';
+import { openVllmCaches } from './open-engine.js';
+import { runVllmReplay, type VllmRankFigures, type VllmReplayFigures } from './replay-loop.js';
 
 /** A budget no step reaches: every prompt in one step (what the vLLM harness replays by default). */
 export const UNLIMITED_TOKENS = 0x7fffffff;
@@ -198,52 +198,54 @@ export function replayVllmSync(options: VllmReplayOptions, parsed?: ParsedVllmRe
   checkPrompts(trace, p.limit);
   const config = vllmReplayConfig(p, given === undefined ? undefined : (traceName ?? 'requests'));
   const shared = { h: 0 };
-  const kvs: VllmKvCacheManager[] = [];
+  const kvs = openVllmCaches(p, shared);
   try {
-    for (let k = 0; k < p.dpSize; k++) {
-      kvs.push(new VllmKvCacheManager({ numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed, dpRank: k, ...(p.dpSize > 1 && { sharedChecksum: shared }) }));
-    }
     const r = runVllmReplay(
       trace, p.limit, kvs,
       { maxNumSeqs: p.maxNumSeqs, maxNumBatchedTokens: p.maxNumBatchedTokens, longPrefillTokenThreshold: p.longPrefillTokenThreshold, reserveFullIsl: p.reserveFullIsl },
       { ...(options.onStep && { onStep: options.onStep }), ...(options.onProgress && { onProgress: options.onProgress }), ...(p.dpSize > 1 && { idChecksum: () => shared.h }) },
     );
-    const run: VllmReplayRun = {
-      engine: 'vllm',
-      mode: 'vllm',
-      config,
-      requests: r.requests,
-      rejected: r.rejected,
-      truncated: r.truncated,
-      preemptions: r.preemptions,
-      promptBlocks: r.promptBlocks,
-      matchedBlocks: r.matchedBlocks,
-      hitRate: r.promptBlocks === 0 ? 0 : Math.round((r.matchedBlocks / r.promptBlocks) * 1e6) / 1e6,
-      evictedBlocks: r.evictedBlocks,
-      allocatedBlocks: r.allocatedBlocks,
-      idChecksum: r.idChecksum,
-      freeBlocksAtEnd: r.freeBlocksAtEnd,
-      cachedBlocksAtEnd: r.cachedBlocksAtEnd,
-      cachedKeysAtEnd: r.cachedKeysAtEnd,
-      finished: r.finished,
-      steps: r.steps,
-      scheduledTokens: r.scheduledTokens,
-      resumedPrefills: r.resumedPrefills,
-      allocateCalls: r.allocateCalls,
-      seconds: r.seconds,
-      allocateCallsPerSecond: r.seconds > 0 ? Math.round(r.allocateCalls / r.seconds) : 0,
-      ranks: r.ranks,
-      warnings: [],
-    };
-    run.warnings = replayWarnings({ ...run, config: { ...config } });
-    return run;
+    return vllmRunOf(config, r);
   } finally {
     for (const kv of kvs) kv.dispose();
   }
 }
 
-/** Every request the replay will read, checked before anything runs (vLLM refuses an empty prompt: it computes one token at least). */
-function checkPrompts(trace: readonly TraceRequest[], limit: number | undefined): void {
+/** A result from the loop's figures, under `config`, its warnings made. */
+export function vllmRunOf(config: VllmReplayConfig, r: VllmReplayFigures): VllmReplayRun {
+  const run: VllmReplayRun = {
+    engine: 'vllm',
+    mode: 'vllm',
+    config,
+    requests: r.requests,
+    rejected: r.rejected,
+    truncated: r.truncated,
+    preemptions: r.preemptions,
+    promptBlocks: r.promptBlocks,
+    matchedBlocks: r.matchedBlocks,
+    hitRate: r.promptBlocks === 0 ? 0 : Math.round((r.matchedBlocks / r.promptBlocks) * 1e6) / 1e6,
+    evictedBlocks: r.evictedBlocks,
+    allocatedBlocks: r.allocatedBlocks,
+    idChecksum: r.idChecksum,
+    freeBlocksAtEnd: r.freeBlocksAtEnd,
+    cachedBlocksAtEnd: r.cachedBlocksAtEnd,
+    cachedKeysAtEnd: r.cachedKeysAtEnd,
+    finished: r.finished,
+    steps: r.steps,
+    scheduledTokens: r.scheduledTokens,
+    resumedPrefills: r.resumedPrefills,
+    allocateCalls: r.allocateCalls,
+    seconds: r.seconds,
+    allocateCallsPerSecond: r.seconds > 0 ? Math.round(r.allocateCalls / r.seconds) : 0,
+    ranks: r.ranks,
+    warnings: [],
+  };
+  run.warnings = replayWarnings({ ...run, config: { ...config } });
+  return run;
+}
+
+/** Every request a run will read, checked before anything runs (vLLM refuses an empty prompt: it computes one token at least). */
+export function checkPrompts(trace: readonly TraceRequest[], limit: number | undefined): void {
   const n = Math.min(limit ?? trace.length, trace.length);
   for (let r = 0; r < n; r++) checkVllmTraceRequest(r, trace[r]!);
 }
