@@ -8,7 +8,9 @@ import { Command, Option } from 'commander';
 import { ENGINES } from '../engines/replay.js';
 import { readTraceFile } from '../node/trace-file.js';
 import { stepLine } from '../vllm/engine.js';
-import { XLLM_ONLY_OPTIONS, parseVllmReplayOptions, replayVllmSync, type VllmReplayOptions, type VllmReplayRun } from '../vllm/replay.js';
+import { XLLM_ONLY_OPTIONS, openVllmReplay, parseVllmReplayOptions, replayVllmSync, type VllmReplayOptions, type VllmReplayRun } from '../vllm/replay.js';
+import { eventOutputs } from '../node/event-file.js';
+import { publishing, wireOptions, type EventFlags } from './replay-events.js';
 import { csvOf, count, get, percent, type OutputFormat } from './format.js';
 import { parseIntArg } from './options.js';
 import { VLLM_CONFIG_GLOSSARY, VLLM_RANK_GLOSSARY, VLLM_RESULT_GLOSSARY, vllmGlossaryHelp } from './vllm-glossary.js';
@@ -31,9 +33,6 @@ const VLLM_ONLY_FLAGS: ReadonlyArray<[keyof EngineFlags, string, string]> = [
   ['schedulerReserveFullIsl', '--no-scheduler-reserve-full-isl', 'admission by the whole prompt belongs to vLLM\'s scheduler'],
   ['stepsOut', '--steps-out', 'the xllm replay kernel runs request by request, not in engine steps'],
 ];
-
-/** The event flags, refused with --engine vllm. */
-const EVENT_FLAGS: ReadonlyArray<[string, string]> = [['events', '--events'], ['zmq', '--zmq'], ['zmqReplay', '--zmq-replay']];
 
 /** The engine's flags `kvpool replay`, `kvpool fleet` and `kvpool sweep` share: vLLM's names, and the vllm engine's own switches. */
 export function addVllmNameOptions(cmd: Command): Command {
@@ -112,9 +111,6 @@ export function xllmEngineFlags(cmd: Command, o: EngineFlags & { maxRunning: num
 /** --engine vllm: the flags as replay options, the xllm engine's own flags refused with the reason. */
 export function vllmOptionsOf(cmd: Command, o: Record<string, unknown>): VllmReplayOptions {
   refuseXllmFlags(cmd);
-  for (const [key, flag] of EVENT_FLAGS) {
-    if (given(cmd, key)) throw new RangeError(`${flag} cannot be used with --engine vllm: its KV events are recorded by the library (VllmKvCacheManager.recordEvents) but not written by the command yet`);
-  }
   const maxRunning = aliased(cmd, o, 'maxRunning', 'maxNumSeqs');
   const numBlocks = aliased(cmd, o, 'numBlocks', 'numGpuBlocksOverride');
   return {
@@ -158,16 +154,53 @@ class StepFile {
   }
 }
 
-/** Runs `kvpool replay --engine vllm` (options checked before the trace is read); returns the run. */
+/**
+ * Runs `kvpool replay --engine vllm` (options checked before the trace is
+ * read); returns the run. With --events or --zmq the caches record their
+ * KV events in vLLM's order, and each step's go out as one batch per dp
+ * rank with events (docs/events.md, from the replay command).
+ */
 export async function runVllmCommand(
-  cmd: Command, spec: string | undefined, o: Record<string, unknown>, onProgress: ((done: number, total: number) => void) | undefined,
+  cmd: Command, spec: string | undefined, o: Record<string, unknown> & EventFlags, onProgress: ((done: number, total: number) => void) | undefined,
 ): Promise<VllmReplayRun> {
   const options = vllmOptionsOf(cmd, o);
   const parsed = parseVllmReplayOptions(options);
   const requests = spec === undefined ? undefined : await readTraceFile(spec, parsed.limit ?? Infinity);
   const steps = o['stepsOut'] !== undefined ? new StepFile(o['stepsOut'] as string) : null;
+  const run: VllmReplayOptions = { ...options, ...(requests && { trace: requests }), ...(steps && { onStep: (s) => steps.add(stepLine(s)) }) };
   try {
-    return replayVllmSync({ ...options, ...(requests && { trace: requests }), ...(onProgress && { onProgress }), ...(steps && { onStep: (s) => steps.add(stepLine(s)) }) }, parsed, spec);
+    if (o.zmq !== undefined) {
+      return await publishing(o, parsed.dpSize, onProgress, (out) => {
+        const r = openVllmReplay(run, parsed, spec, true);
+        let step = 0;
+        return {
+          step: () => {
+            if (!r.loop.step()) return false;
+            out.vllmHook(r.kvs, ++step);
+            return true;
+          },
+          done: () => r.loop.created,
+          total: r.loop.total,
+          finish: () => r.finish(),
+          dispose: () => r.dispose(),
+        };
+      });
+    }
+    if (o.events !== undefined) {
+      const out = eventOutputs(o.events, null, wireOptions(o));
+      try {
+        const r = openVllmReplay({ ...run, ...(onProgress && { onProgress }) }, parsed, spec, true);
+        try {
+          for (let step = 1; r.loop.step(); step++) out.vllmHook(r.kvs, step);
+          return r.finish();
+        } finally {
+          r.dispose();
+        }
+      } finally {
+        out.close();
+      }
+    }
+    return replayVllmSync({ ...run, ...(onProgress && { onProgress }) }, parsed, spec);
   } finally {
     steps?.close();
   }

@@ -69,7 +69,10 @@ export function withArrivalWarnings(run: FleetRun, p: ParsedFleetOptions, trace:
 export function routerOf(p: ParsedFleetOptions): Router {
   const r = p.replay;
   return typeof p.router === 'string'
-    ? createRouter(p.router, { blockSize: r.blockSize, capacity: (r.numBlocks - 1) * r.dpSize, prefixWeight: p.prefixWeight, loadWeight: p.loadWeight, affinityBlocks: p.affinityBlocks })
+    ? createRouter(p.router, {
+      blockSize: r.blockSize, capacity: (r.numBlocks - 1) * r.dpSize, prefixWeight: p.prefixWeight, loadWeight: p.loadWeight, affinityBlocks: p.affinityBlocks,
+      ...(p.vllm !== undefined && { countCopies: true }),
+    })
     : p.router;
 }
 

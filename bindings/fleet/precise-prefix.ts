@@ -14,6 +14,8 @@ import type { FleetView, RouteRequest, Router } from './router.js';
 export interface PrecisePrefixOptions extends PrefixScoreWeights {
   /** The engines' tokens per block. */
   blockSize: number;
+  /** The index counts a block's copies (vLLM engines announce each copy of a key: KVEventIndexOptions.countCopies). */
+  countCopies?: boolean;
 }
 
 /** The instance name engine `e` publishes its events as. */
@@ -28,7 +30,7 @@ export class PrecisePrefixRouter implements Router {
   private readonly weights: ParsedWeights;
 
   constructor(options: PrecisePrefixOptions) {
-    this.index = new KVEventIndex({ blockSize: checkInt('options.blockSize', options.blockSize, 1) });
+    this.index = new KVEventIndex({ blockSize: checkInt('options.blockSize', options.blockSize, 1), ...(options.countCopies !== undefined && { countCopies: options.countCopies }) });
     this.weights = parseWeights(options);
   }
 
