@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { KVEventIndex } from '../bindings/events/kv-event-index.js';
 import { drainVllmEventBatches, encodeVllmEventBatches, type VllmEncodeOptions } from '../bindings/events/vllm.js';
 import type { CoreManager } from '../bindings/managers/core-manager.js';
-import { GPU_SOURCE, type KVEvent } from '../bindings/managers/kv-events.js';
+import { GPU_SOURCE, type BlockStoredEvent, type KVEvent } from '../bindings/managers/kv-events.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-manager-pool.js';
@@ -310,7 +310,7 @@ describe('KVEventIndex', () => {
     cache(a, [1, 2, 3, 4]);
     const stored = a.drainEvents();
     expect(stored.map((e) => e.type)).toEqual(['stored', 'stored']);
-    const second = stored[1]!;
+    const second = stored[1]! as BlockStoredEvent;
     const removed = { type: 'removed' as const, dpRank: 0, blockId: second.blockId, hash: second.hash, medium: 'GPU', group: second.group };
     // The second block stored again (a copy on another block), then one copy evicted.
     const events = [...stored, { ...second, blockId: 9 }, removed];

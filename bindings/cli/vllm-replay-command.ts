@@ -66,7 +66,7 @@ export function engineReplayOptions<T extends object>(cmd: Command, o: Record<st
   if (o['maxNumSeqs'] !== undefined) out['maxRunning'] = aliased(cmd, o, 'maxRunning', 'maxNumSeqs');
   if (o['numGpuBlocksOverride'] !== undefined) out['numBlocks'] = aliased(cmd, o, 'numBlocks', 'numGpuBlocksOverride');
   if (engine === 'xllm') {
-    for (const [key, flag, why] of VLLM_ONLY_FLAGS) if (key !== 'maxNumBatchedTokens' && key !== 'stepsOut' && given(cmd, key)) throw new RangeError(`${flag} needs --engine vllm: ${why}`);
+    refuseVllmSwitches(cmd);
     return out as T;
   }
   refuseXllmFlags(cmd);
@@ -77,8 +77,13 @@ export function engineReplayOptions<T extends object>(cmd: Command, o: Record<st
   return out as T;
 }
 
+/** --engine xllm in a fleet or sweep: refuses the vllm engine's own switches (--max-num-batched-tokens is scheduler continuous's too), by flag with the reason. */
+export function refuseVllmSwitches(cmd: Command): void {
+  for (const [key, flag, why] of VLLM_ONLY_FLAGS) if (key !== 'maxNumBatchedTokens' && key !== 'stepsOut' && given(cmd, key)) throw new RangeError(`${flag} needs --engine vllm: ${why}`);
+}
+
 /** --engine vllm: refuses the xllm engine's own flags, naming each with the reason. */
-function refuseXllmFlags(cmd: Command): void {
+export function refuseXllmFlags(cmd: Command): void {
   for (const key of Object.keys(XLLM_ONLY_OPTIONS)) {
     if (given(cmd, key)) throw new RangeError(`${flagOf(key)} cannot be used with --engine vllm: ${XLLM_ONLY_OPTIONS[key]}`);
   }
@@ -90,11 +95,11 @@ const given = (cmd: Command, key: string) => cmd.getOptionValueSource(key) === '
 /** The flag name of a camelCase option key. */
 const flagOf = (key: string) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
-/** One value of an option given under kvpool's name and vLLM's (both given: they must agree). */
-function aliased(cmd: Command, o: Record<string, unknown>, ours: string, theirs: string): number | undefined {
+/** One value of an option given under kvpool's name and vLLM's (both given: they must agree; lists too). */
+export function aliased(cmd: Command, o: Record<string, unknown>, ours: string, theirs: string): number | undefined {
   const a = given(cmd, ours) ? (o[ours] as number) : undefined;
   const b = o[theirs] as number | undefined;
-  if (a !== undefined && b !== undefined && a !== b) throw new RangeError(`${flagOf(ours)} ${a} and ${flagOf(theirs)} ${b} are one option (kvpool's name and vLLM's) and disagree`);
+  if (a !== undefined && b !== undefined && String(a) !== String(b)) throw new RangeError(`${flagOf(ours)} ${String(a)} and ${flagOf(theirs)} ${String(b)} are one option (kvpool's name and vLLM's) and disagree`);
   return a ?? b;
 }
 
