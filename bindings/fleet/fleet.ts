@@ -133,6 +133,18 @@ export class Fleet {
     return pool;
   }
 
+  /**
+   * Engine `e`'s metrics in the Prometheus text format (docs/metrics.md):
+   * its pool's (`pool(e).metricsText`), or a vLLM engine's under vLLM's
+   * names (`VllmEngine.metricsText`); `labels` are constant labels.
+   */
+  metricsText(e: number, labels: Record<string, string> = {}): string {
+    if (this.p.vllm === undefined) return this.pool(e).metricsText(labels);
+    this.vllmCaches(e); // checks e and that the fleet is not disposed
+    const eng = this.timed !== undefined ? this.timed.vllmEngine(e) : (this.engines[e] as VllmFleetEngine).engine;
+    return eng.metricsText(labels);
+  }
+
   /** Engine `e`'s KV-cache managers, rank r's at index r (engine 'vllm'; until `dispose`). */
   vllmCaches(e: number): readonly VllmKvCacheManager[] {
     checkInt('e', e, 0, this.p.engines - 1);

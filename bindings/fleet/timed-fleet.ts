@@ -116,6 +116,11 @@ export class TimedFleet {
     return (this.engines[e] as TimedEngine & { pool: BlockManagerPool }).pool;
   }
 
+  /** Engine `e`'s vLLM engine (engine 'vllm'). */
+  vllmEngine(e: number): VllmFleetEngine['engine'] {
+    return (this.engines[e] as VllmFleetEngine).engine;
+  }
+
   /** Engine `e`'s KV-cache managers (engine 'vllm'). */
   vllmCaches(e: number): readonly VllmKvCacheManager[] {
     return (this.engines[e] as VllmFleetEngine).kvs;
