@@ -72,6 +72,14 @@ describe('kvpool sweep --engine', () => {
     expect(rows).toEqual(['xllm', 'xllm', 'vllm', 'vllm']);
   });
 
+  it('--help says how to choose the engine', async () => {
+    const r = await capture(() => main(['sweep', '--help']));
+    for (const flag of ['--engine <list>', '--max-num-seqs <list>', '--num-gpu-blocks-override <list>', '--long-prefill-token-threshold <n>', '--no-scheduler-reserve-full-isl']) expect(r.out).toContain(flag);
+    expect(r.out).toMatch(/Choose vllm to plan\s+a vLLM fleet/);
+    const top = await capture(() => main(['--help']));
+    expect(top.out).toMatch(/kvpool sweep --engine xllm,vllm compares the two/);
+  });
+
   it('refuses what one of the engines does not take, by flag, before anything runs', async () => {
     const bad: Array<[string[], RegExp]> = [
       [['--engine', 'xllm,vllm', '--eviction', 'lru,lfu'], /^kvpool: --eviction cannot be used with --engine vllm: vLLM has one eviction order/],

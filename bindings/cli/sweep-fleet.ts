@@ -115,8 +115,13 @@ export function addSweepFleetOptions(cmd: Command): Command {
 
 /** `--help` text of `kvpool sweep` for fleet sweeps: each row is a fleet, with the fleet's fields (those of `kvpool fleet --help`). */
 export function sweepFleetGlossaryHelp(): string {
-  return ['', 'With --router or --engines every grid point is a fleet, and the result fields are the fleet\'s:', ...fleetFieldLines(),
-    'The configuration (`config`) then has the fleet\'s options too. Details: docs/fleet.md, docs/sweep.md.'].join('\n');
+  return ['', 'With --router, --engines or --engine every grid point is a fleet, and the result fields are the fleet\'s:', ...fleetFieldLines(),
+    'The configuration (`config`) then has the fleet\'s options too. Details: docs/fleet.md, docs/sweep.md.',
+    '', 'Engines (--engine, an axis; docs/engines.md): xllm (default) is xLLM\'s pool under the replay kernel, with every replay',
+    'mode and --scheduler continuous; vllm is vLLM v1\'s scheduler and block pool, exactly, with --max-num-batched-tokens',
+    '(an axis, default 8192), --max-num-seqs, --long-prefill-token-threshold and --no-scheduler-reserve-full-isl.',
+    '--engine xllm,vllm compares them: an engine column, a report panel and an SLO answer per engine. Choose vllm to plan',
+    'a vLLM fleet; a flag one of the engines listed does not take is refused.'].join('\n');
 }
 
 /** Whether the flags ask for fleets; the fleet-only flags alone are a mistake, not a plain sweep. */
