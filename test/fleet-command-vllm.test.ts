@@ -72,6 +72,16 @@ describe('kvpool fleet --engine vllm', () => {
     expect(x.out.split('\n')[0]).not.toMatch(/config\.engine,|longPrefill/);
   });
 
+  it('--slo-ttft-ms searches vLLM fleets, and says when no fleet can meet the target under the vllm engine\'s budget', async () => {
+    const args = ['fleet', '--requests', '60', '--engine', 'vllm', '--num-blocks', '3000', '--max-num-batched-tokens', '256', '--timing', 'default', '--speedup', '40', '--no-progress'];
+    const j = JSON.parse((await capture(() => main([...args, '--engines', '2', '--slo-ttft-ms', '50', '--json']))).out);
+    expect(j.slo.answers[0].engines).toBeNull();
+    expect(j.slo.answers[0].why).toMatch(/^no fleet can meet it: /);
+    expect(j.runs.every((r: FleetRun) => r.config.engine === 'vllm' && r.latency!.scheduler === 'vllm')).toBe(true);
+    const ok = JSON.parse((await capture(() => main([...args, '--engines', '3', '--slo-ttft-ms', '1e9', '--json']))).out);
+    expect(ok.slo.answers[0].engines).toBe(1);
+  });
+
   it('--help says how to choose the engine; docs/fleet.md and docs/fleet-time.md document engine vllm', async () => {
     const r = await capture(() => main(['fleet', '--help']));
     for (const flag of ['--engine <engine>', '--max-num-seqs <n>', '--num-gpu-blocks-override <n>', '--long-prefill-token-threshold <n>', '--no-scheduler-reserve-full-isl']) expect(r.out).toContain(flag);

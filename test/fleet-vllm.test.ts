@@ -10,6 +10,7 @@ import { readTraceFile } from '../bindings/node/trace-file.js';
 import { Fleet, fleetSync } from '../bindings/fleet/fleet.js';
 import type { FleetOptions } from '../bindings/fleet/fleet-options.js';
 import { tokenTimesMs } from '../bindings/fleet/fleet-latency.js';
+import { sloSearch } from '../bindings/fleet/slo-search.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
 import { emptyStepBatch, type StepBatch, type TimingModel } from '../bindings/timing/timing-model.js';
 import { VllmEngine } from '../bindings/vllm/engine.js';
@@ -138,6 +139,22 @@ describe('the timed vLLM engine', () => {
       expect(tokenTimesMs(l.requests, r)).toHaveLength(l.requests.outputTokens[r]!);
     }
     expect(run.engines[0]!.finishedEarly).toBe(1);
+  });
+});
+
+describe('sloSearch', () => {
+  it('searches the fewest vLLM engines meeting a target, each run a vLLM fleet', () => {
+    const t = trace.slice(0, 120);
+    const o: FleetOptions = { trace: t, engine: 'vllm', numBlocks: 8192, timing: true, speedup: 30, router: 'least-loaded' };
+    const runs = [1, 2, 3].map((engines) => fleetSync({ ...o, engines }));
+    const p99 = runs.map((r) => r.latency!.ttftMs.p99);
+    expect(p99[2]).toBeLessThan(p99[0]!);
+    // A target between the one-engine and the three-engine p99: the first count under it.
+    const target = (p99[0]! + p99[2]!) / 2;
+    const found = sloSearch(o, { ttftMs: target }, 3);
+    const want = runs.findIndex((r) => r.latency!.ttftMs.p99 <= target && r.rejected + r.truncated === 0) + 1;
+    expect(found.engines).toBe(want);
+    expect(found.runs.every((r) => r.config.engine === 'vllm')).toBe(true);
   });
 });
 
