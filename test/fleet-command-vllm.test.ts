@@ -4,7 +4,13 @@
 // is read), the table and CSV with the engine's options, and --help saying
 // how to choose the engine.
 
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KVEventIndex } from '../bindings/events/kv-event-index.js';
+import { decodeVllmEventBatches } from '../bindings/events/vllm-decode.js';
+import { engineEventFile } from '../bindings/cli/fleet-publish.js';
+import { fleetSync } from '../bindings/fleet/fleet.js';
 import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { FLEET_VLLM_CONFIG_GLOSSARY } from '../bindings/cli/fleet-glossary.js';
@@ -80,6 +86,30 @@ describe('kvpool fleet --engine vllm', () => {
     expect(j.runs.every((r: FleetRun) => r.config.engine === 'vllm' && r.latency!.scheduler === 'vllm')).toBe(true);
     const ok = JSON.parse((await capture(() => main([...args, '--engines', '3', '--slo-ttft-ms', '1e9', '--json']))).out);
     expect(ok.slo.answers[0].engines).toBe(1);
+  });
+
+  it('--events FILE writes each engine\'s stream to a file of its own, on either clock and for either engine: each rebuilds its engine\'s cache', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvpool-fleet-events-'));
+    for (const [engine, timed] of [['vllm', false], ['vllm', true], ['xllm', false], ['xllm', true]] as const) {
+      const file = join(dir, `${engine}-${timed}.msgpack`);
+      const args = ['fleet', '--requests', '80', '--engine', engine, '--engines', '2', '--router', 'least-loaded', '--num-blocks', '500', '--max-running', '4', '--json', '--no-progress', ...(timed ? ['--timing', 'default'] : [])];
+      const r = await capture(() => main([...args, '--events', file]));
+      expect(r.code, r.err).toBe(0);
+      const run = JSON.parse(r.out) as FleetRun;
+      const lib = fleetSync({ requests: 80, engine, engines: 2, router: 'least-loaded', numBlocks: 500, maxRunning: 4, ...(timed && { timing: true }) });
+      expect(run.matchedBlocks).toBe(lib.matchedBlocks);
+      for (const e of [0, 1]) {
+        const idx = new KVEventIndex({ countCopies: engine === 'vllm' });
+        for (const b of decodeVllmEventBatches(readFileSync(join(dir, `${engine}-${timed}.engine-${e}.msgpack`)))) idx.applyBatch('x', b);
+        const er = lib.engines[e]!.run as { cachedKeysAtEnd?: number; cachedBlocksAtEnd: number };
+        expect(idx.blocks('x').length, `${engine} ${timed} engine ${e}`).toBe(er.cachedKeysAtEnd ?? er.cachedBlocksAtEnd);
+        expect(idx.blocks('x').length).toBeGreaterThan(0);
+      }
+    }
+    expect(engineEventFile('a/b.c/events', 3)).toBe('a/b.c/events.engine-3');
+    expect(engineEventFile('x.msgpack', 0)).toBe('x.engine-0.msgpack');
+    const bad = await capture(() => main(['fleet', '--requests', '10', '--engines', '1,2', '--events', join(dir, 'x.msgpack')]));
+    expect(bad.err).toMatch(/--events writes one fleet's streams: give one --router and one --engines/);
   });
 
   it('--help says how to choose the engine; docs/fleet.md and docs/fleet-time.md document engine vllm', async () => {

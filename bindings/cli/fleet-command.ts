@@ -18,7 +18,7 @@ import { readTraceFile } from '../node/trace-file.js';
 import { fleetOnThreadsOf } from '../node/fleet-threads.js';
 import { fleetGlossaryHelp } from './fleet-glossary.js';
 import { fleetJson, formatFleet, formatFleetComparison, formatFleetCsv } from './fleet-format.js';
-import { addFleetZmqOptions, fleetPublishing, type FleetZmqFlags } from './fleet-publish.js';
+import { addFleetZmqOptions, fleetPublishing, fleetToFiles, type FleetZmqFlags } from './fleet-publish.js';
 import { FORMATS, count, type OutputFormat } from './format.js';
 import { addReplayOptions, parseIntArg, positiveNumber } from './options.js';
 import { replayOptionsOf, traceSpec, warn, type ReplayFlags } from './replay-command.js';
@@ -153,10 +153,14 @@ export function fleetCommand(): Command {
       const shared = sharedOptionsOf(o, command); // once: it reads the timing file
       const all = fleetOptionsOf(o, shared);
       if (o.zmq !== undefined && all.length > 1) throw new Error('--zmq publishes one fleet: give one --router and one --engines');
+      if (o.events !== undefined && all.length > 1) throw new Error('--events writes one fleet\'s streams: give one --router and one --engines');
+      if (o.events !== undefined && o.zmq !== undefined) throw new Error('--events and --zmq: give one (--zmq publishes the streams --events would write)');
+      if (o.events !== undefined && o.threads > 0) throw new Error('--events writes the streams of a fleet run in this thread; leave --threads out');
       const parsed = all.map((x) => parseFleetOptions(x)); // before reading a trace: bad options fail at once
       for (const p of parsed) checkFleetFits(p); // and so does a fleet too large for the core
       const slo = sloOf(o);
       checkTimedFlags(o, parsed[0]!.timed !== undefined, slo);
+      if (o.events !== undefined && slo !== undefined) throw new Error('--events writes one fleet\'s streams; an SLO search runs many: leave one out');
       const requests = spec === undefined ? undefined : await readTraceFile(spec, parsed[0]!.replay.limit ?? Infinity);
       const trace = requests && { trace: requests };
       const bar = fleetProgress(o.progress);
@@ -179,7 +183,11 @@ export function fleetCommand(): Command {
             const onProgress = bar.onProgress(`${i + 1}/${all.length} ${options.router as string} x ${options.engines}`);
             const run = { ...options, ...trace, ...(onProgress && { onProgress }) };
             results.push(
-              o.zmq !== undefined ? await fleetPublishing(run, o, spec, options.engines!) : o.threads > 0 ? await fleetOnThreadsOf(run, parseFleetOptions(run), spec) : fleetSync(run, spec),
+              o.zmq !== undefined
+                ? await fleetPublishing(run, o, spec, options.engines!)
+                : o.events !== undefined
+                  ? fleetToFiles(run, o, spec, options.engines!)
+                  : o.threads > 0 ? await fleetOnThreadsOf(run, parseFleetOptions(run), spec) : fleetSync(run, spec),
             );
           }
         }
