@@ -7,6 +7,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { readTraceFile } from '../bindings/node/trace-file.js';
+import '../bindings/node/profile-files.js';
 import { Fleet, fleetSync } from '../bindings/fleet/fleet.js';
 import type { FleetOptions } from '../bindings/fleet/fleet-options.js';
 import { tokenTimesMs } from '../bindings/fleet/fleet-latency.js';
@@ -185,6 +186,19 @@ describe('options', () => {
     expect(f.config).not.toHaveProperty('stepMs', undefined);
     const g = fleetSync({ trace: [req(0, 16, 1, [1])], engine: 'vllm', engines: 1, maxNumBatchedTokens: 100 });
     expect(g.config.maxNumBatchedTokens).toBe(100);
+  });
+
+  it('sizes a vLLM engine\'s cache in GiB as an xllm engine\'s (kvCacheGib, gpuMemoryUtilization with a profile)', () => {
+    const profile = { kind: 'profile', profile: 'rtxpro6000/llama-3.1-8b' } as const;
+    const t = [req(0, 64, 2, [1])];
+    for (const sizing of [{ gpuMemoryUtilization: 0.9 }, { kvCacheGib: 16 }]) {
+      const v = fleetSync({ trace: t, engines: 1, engine: 'vllm', timing: profile, ...sizing });
+      const x = fleetSync({ trace: t, engines: 1, timing: profile, ...sizing });
+      expect(v.config.numBlocks).toBe(x.config.numBlocks);
+      expect(v.config.kvGibPerEngine).toBe(x.config.kvGibPerEngine);
+      expect((v.engines[0]!.run as VllmReplayRun).freeBlocksAtEnd + (v.engines[0]!.run as VllmReplayRun).cachedBlocksAtEnd).toBe(v.config.numBlocks - 1);
+    }
+    expect(() => fleetSync({ trace: t, engine: 'vllm', timing: profile, kvCacheGib: 16, numGpuBlocksOverride: 100 })).toThrow(/options.numBlocks and options.kvCacheGib both size the KV cache/);
   });
 
   it('an xllm fleet is what it always was: no engine field in its configuration', () => {
