@@ -80,7 +80,9 @@ export { VllmScheduler, type VllmSchedulerConfig, type VllmRankCounts } from './
 export { VllmRequest, type VllmRequestStatus } from './vllm/request.js';
 export { VllmKvCacheManager, type VllmKvCacheOptions, type VllmKvEvent } from './vllm/kv-cache-manager.js';
 export { VllmBlockPool, type VllmPoolStats, type VllmEviction } from './vllm/block-pool.js';
-export type { VllmKvCache, VllmKvFigures } from './vllm/kv-cache.js';
+export type { VllmKvCache, VllmKvFigures, VllmPrefixCacheStats } from './vllm/kv-cache.js';
+export { vllmMetrics, vllmMetricsText, VLLM_METRICS, type VllmRankMetrics, type VllmMetricsSource } from './vllm/metrics.js';
+export { openVllmEngine, type OpenVllmEngine, type VllmEngineSpec } from './vllm/open-engine.js';
 export type { SubManagerReplayStats } from './replay/composite-replay.js';
 export type { HostTierResult } from './replay/hierarchy-replay.js';
 export type {
@@ -104,10 +106,11 @@ export { parseTrace, parseTraceLine, TraceError, type TraceRequest } from './rep
 export { generateWorkload, type WorkloadOptions } from './replay/workload.js';
 export { ReplayStepper, type ReplayStep } from './replay/stepper.js';
 export { fleet, fleetSync, Fleet, arrivalSteps, type FleetEventSink } from './fleet/fleet.js';
-export { DEFAULT_STEP_MS, type FleetOptions, type FleetConfig, type FleetArrival } from './fleet/fleet-options.js';
+export { DEFAULT_STEP_MS, VLLM_FLEET_MAX_NUM_BATCHED_TOKENS, type FleetOptions, type FleetConfig, type FleetArrival, type VllmFleetOptions } from './fleet/fleet-options.js';
 export type { FleetRun, FleetEngineFigures, QueueingFigures } from './fleet/fleet-result.js';
+export type { EngineRun } from './fleet/step-engine.js';
 export { sloSearch, meetsSlo, fewestMeeting, unserved, compareFleetSize, checkSloTargets, SLO_TARGETS, type SloTargets, type SloSearchResult } from './fleet/slo-search.js';
-export { FLEET_SCHEDULERS, DEFAULT_MAX_NUM_BATCHED_TOKENS, type FleetScheduler, type TimedFleetOptions, type TimedConfig } from './fleet/timed-options.js';
+export { FLEET_SCHEDULERS, DEFAULT_MAX_NUM_BATCHED_TOKENS, type FleetScheduler, type TimedScheduler, type TimedFleetOptions, type TimedConfig } from './fleet/timed-options.js';
 export { tokenTimesMs, type FleetLatency, type LatencyFigures, type TimedEngineFigures, type RequestTimes } from './fleet/fleet-latency.js';
 export { latencyFigures, PERCENTILES } from './fleet/latency-figures.js';
 export { arrivalTimes, arrivalOrigin, MAX_CLOCK_MS } from './fleet/timed-fleet.js';

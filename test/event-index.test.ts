@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { KVEventIndex } from '../bindings/events/kv-event-index.js';
 import { drainVllmEventBatches, encodeVllmEventBatches, type VllmEncodeOptions } from '../bindings/events/vllm.js';
 import type { CoreManager } from '../bindings/managers/core-manager.js';
-import { GPU_SOURCE, type KVEvent } from '../bindings/managers/kv-events.js';
+import { GPU_SOURCE, type BlockStoredEvent, type KVEvent } from '../bindings/managers/kv-events.js';
 import { BlockManagerImpl } from '../bindings/managers/block-manager-impl.js';
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { HierarchyBlockManagerPool } from '../bindings/pool/hierarchy-block-manager-pool.js';
@@ -303,6 +303,38 @@ describe('KVEventIndex', () => {
     expect(idx.sourcesInfo().map((s) => [s.instance, s.dpRank, s.blocks])).toEqual([['b', 0, 3], ['b', 1, 2]]);
     a.dispose();
     b.dispose();
+  });
+
+  it('counts the copies of a block with countCopies (vLLM announces each copy of a key); without, an event applied twice changes nothing', () => {
+    const a = pool();
+    cache(a, [1, 2, 3, 4]);
+    const stored = a.drainEvents();
+    expect(stored.map((e) => e.type)).toEqual(['stored', 'stored']);
+    const second = stored[1]! as BlockStoredEvent;
+    const removed = { type: 'removed' as const, dpRank: 0, blockId: second.blockId, hash: second.hash, medium: 'GPU', group: second.group };
+    // The second block stored again (a copy on another block), then one copy evicted.
+    const events = [...stored, { ...second, blockId: 9 }, removed];
+    const counting = new KVEventIndex({ countCopies: true });
+    const plain = new KVEventIndex();
+    expect([counting.countCopies, plain.countCopies]).toEqual([true, false]);
+    counting.apply('a', events);
+    plain.apply('a', events);
+    expect(counting.longestPrefix([1, 2, 3, 4, 5])).toEqual(new Map([['a', 2]]));
+    expect(plain.longestPrefix([1, 2, 3, 4, 5])).toEqual(new Map([['a', 1]]));
+    // The same through the wire: one batch.
+    const wire = new KVEventIndex({ countCopies: true });
+    for (const b of encodeVllmEventBatches(events, { ts: 1 })) wire.applyBatch('a', b.payload);
+    expect(wire.longestPrefix([1, 2, 3, 4, 5])).toEqual(new Map([['a', 2]]));
+    // The last copy leaves: the key goes.
+    counting.apply('a', [removed]);
+    expect(counting.longestPrefix([1, 2, 3, 4, 5])).toEqual(new Map([['a', 1]]));
+    expect(counting.stats().blocks).toBe(1);
+    // Without counting, applying a stored event twice (a snapshot overlapping the events after it) holds one copy.
+    const twice = new KVEventIndex();
+    twice.apply('a', [...stored, ...stored, removed]);
+    expect(twice.longestPrefix([1, 2, 3, 4, 5])).toEqual(new Map([['a', 1]]));
+    expect(() => new KVEventIndex({ countCopies: 1 as never })).toThrow(/options.countCopies must be a boolean/);
+    a.dispose();
   });
 
   it('keeps a block whose parent left the cache first, and reaches it once the parent is back', () => {

@@ -48,12 +48,15 @@ function bounded(bound: number, dpRanks: number): TimingModel & { steps: number 
   return m;
 }
 
-/** Runs a fleet, checks every engine's pool, and disposes of it. */
+/** Runs a fleet, checks every engine's pool (a vLLM engine's every rank), and disposes of it. */
 function runChecked(o: FleetOptions): FleetRun {
   const f = new Fleet(o);
   try {
     const run = f.run();
-    for (let e = 0; e < run.config.engines; e++) f.pool(e).check();
+    for (let e = 0; e < run.config.engines; e++) {
+      if (o.engine === 'vllm') for (const kv of f.vllmCaches(e)) kv.check();
+      else f.pool(e).check();
+    }
     return run;
   } finally {
     f.dispose();
@@ -74,7 +77,7 @@ function expectAccounted(run: FleetRun, trace: readonly TraceRequest[]): void {
     expect(tokenTimesMs(L.requests, r)).toHaveLength(outputTokens[r]!);
   }
   const early = run.engines.reduce((a, e) => a + e.finishedEarly, 0);
-  if (run.config.scheduler === 'continuous') expect(short).toBe(run.rejected + run.truncated);
+  if (run.config.scheduler === 'continuous' || run.config.scheduler === 'vllm') expect(short).toBe(run.rejected + run.truncated);
   else {
     // The kernel may also finish a truncated request early.
     expect(short).toBeGreaterThanOrEqual(run.rejected + Math.max(run.truncated, early));
@@ -98,7 +101,18 @@ describe('every run ends', () => {
     expect(run.latency!.requests.outputTokens[1]).toBeGreaterThan(0);
   });
 
-  it('random small pools, token budgets from 1 up, dp ranks and the host tier: every run ends with every request accounted for', () => {
+  it("engine 'vllm': a prompt that outgrows the pool under a small budget, which vLLM preempts and recomputes forever, is dropped and the run ends", () => {
+    // 49 prompt tokens on 12 usable blocks of 4 (48 tokens), 5 tokens a step (docs/engines.md, requests that can never fit).
+    const t = [req(0, 49, 3, [1]), req(10, 8, 2, [2])];
+    const model = bounded(1000, 1);
+    const run = runChecked({ trace: t, engine: 'vllm', engines: 1, numBlocks: 13, blockSize: 4, maxNumBatchedTokens: 5, schedulerReserveFullIsl: false, timing: model });
+    expectAccounted(run, t);
+    expect(run.rejected).toBe(1);
+    expect(run.latency!.requests.outputTokens).toEqual([0, 2]);
+    expect(run.latency!.preemptions).toBeGreaterThan(0);
+  });
+
+  it('random small pools, token budgets from 1 up, dp ranks and the host tier, all three engines: every run ends with every request accounted for', () => {
     const request = fc.record({
       gap: fc.integer({ min: 0, max: 200 }),
       L: fc.integer({ min: 0, max: 160 }),
@@ -114,30 +128,39 @@ describe('every run ends', () => {
           numBlocks: fc.integer({ min: 3, max: 40 }),
           dpSize: fc.integer({ min: 1, max: 3 }),
           maxRunning: fc.integer({ min: 1, max: 5 }),
-          scheduler: fc.constantFrom('xllm' as const, 'continuous' as const),
+          scheduler: fc.constantFrom('xllm' as const, 'continuous' as const, 'vllm' as const),
           budget: fc.oneof(fc.integer({ min: 1, max: 20 }), fc.integer({ min: 1, max: 400 })),
+          threshold: fc.constantFrom(0, 0, 3, 32),
+          reserve: fc.boolean(),
           router: fc.constantFrom('round-robin' as const, 'least-loaded' as const, 'precise-prefix' as const),
           concurrency: fc.constantFrom(0, 0, 2),
           hostBlocks: fc.constantFrom(0, 0, 8, 64),
         }),
         (reqs, c) => {
           let ts = 0;
-          const t = reqs.map((q) => req((ts += q.gap), q.L, q.O, [q.id]));
+          const vllm = c.scheduler === 'vllm';
+          // vLLM computes a token of every prompt at least (engine 'vllm' refuses an empty one).
+          const t = reqs.map((q) => req((ts += q.gap), vllm ? Math.max(q.L, 1) : q.L, q.O, [q.id]));
           // Each step computes a token of the oldest running sequence (or admits, rejects or truncates one): a generous bound.
-          const bound = 2 * t.reduce((a, q) => a + q.inputLength + q.outputLength + 2, 0) + 16;
+          // vLLM may preempt its oldest alone and compute it again, each time further (or drop it): a square of its tokens.
+          const bound = vllm
+            ? t.reduce((a, q) => a + (q.inputLength + q.outputLength + 2) ** 2, 0) + 16
+            : 2 * t.reduce((a, q) => a + q.inputLength + q.outputLength + 2, 0) + 16;
           const model = bounded(bound, c.dpSize);
           const o: FleetOptions = {
             trace: t, engines: c.engines, blockSize: c.blockSize, numBlocks: c.numBlocks, dpSize: c.dpSize, maxRunning: c.maxRunning, router: c.router,
-            timing: model, scheduler: c.scheduler,
-            ...(c.scheduler === 'continuous' && { maxNumBatchedTokens: c.budget }), ...(c.concurrency > 0 && { concurrency: c.concurrency }),
-            ...(c.hostBlocks > 0 && { hostBlocks: c.hostBlocks }),
+            timing: model,
+            ...(vllm
+              ? { engine: 'vllm' as const, maxNumBatchedTokens: c.budget, longPrefillTokenThreshold: c.threshold, schedulerReserveFullIsl: c.reserve }
+              : { scheduler: c.scheduler as 'xllm' | 'continuous', ...(c.scheduler === 'continuous' && { maxNumBatchedTokens: c.budget }), ...(c.hostBlocks > 0 && { hostBlocks: c.hostBlocks }) }),
+            ...(c.concurrency > 0 && { concurrency: c.concurrency }),
           };
           const run = runChecked(o);
           countSteps(model.steps);
           expectAccounted(run, t);
         },
       ),
-      { numRuns: 300 },
+      { numRuns: 400 },
     );
   });
 });

@@ -2,7 +2,8 @@
 // fleet written from the page alone (test/support/timed-fleet-reference.ts)
 // gives every request the same arrival, admission, token times and finish
 // as fleet(), and every engine the same steps, on random traces and pools,
-// both schedulers, open and closed loops, one or two dp ranks.
+// schedulers 'xllm' and 'continuous' and engine 'vllm', open and closed
+// loops, one or two dp ranks.
 
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -45,12 +46,14 @@ describe('a timed fleet written from docs/fleet-time.md alone', () => {
         fc.record({
           engines: fc.integer({ min: 1, max: 3 }),
           router: fc.constantFrom('round-robin' as const, 'least-loaded' as const),
-          scheduler: fc.constantFrom('xllm' as const, 'continuous' as const),
+          scheduler: fc.constantFrom('xllm' as const, 'continuous' as const, 'vllm' as const),
           numBlocks: fc.oneof(fc.integer({ min: 3, max: 24 }), fc.integer({ min: 3, max: 64 })),
           blockSize: fc.constantFrom(4, 16),
           dpSize: fc.integer({ min: 1, max: 2 }),
           maxRunning: fc.integer({ min: 1, max: 6 }),
           maxNumBatchedTokens: fc.oneof(fc.integer({ min: 1, max: 24 }), fc.integer({ min: 1, max: 500 })),
+          longPrefillTokenThreshold: fc.constantFrom(0, 0, 7, 40),
+          schedulerReserveFullIsl: fc.boolean(),
           speedup: fc.constantFrom(0.5, 1, 3),
           concurrency: fc.constantFrom(0, 0, 1, 3),
           start: fc.constantFrom(0, 1e6, 1.7e15),
@@ -59,15 +62,18 @@ describe('a timed fleet written from docs/fleet-time.md alone', () => {
           let ts = c.start;
           const trace = reqs.map((q) => {
             ts += q.gap;
-            const r = req(ts, q.L, q.O, [q.id]);
+            // vLLM computes a token of every prompt at least: engine 'vllm' refuses an empty one.
+            const r = req(ts, c.scheduler === 'vllm' ? Math.max(q.L, 1) : q.L, q.O, [q.id]);
             return q.noTs ? { inputLength: r.inputLength, outputLength: r.outputLength, hashIds: r.hashIds } : r;
           });
           const o: ReferenceOptions = { trace, ...c, stepMs };
           const ref = referenceTimedFleet(o);
+          const vllm = c.scheduler === 'vllm';
           const run = fleetSync({
-            trace, engines: c.engines, router: c.router, scheduler: c.scheduler, numBlocks: c.numBlocks, blockSize: c.blockSize, dpSize: c.dpSize, maxRunning: c.maxRunning,
+            trace, engines: c.engines, router: c.router, numBlocks: c.numBlocks, blockSize: c.blockSize, dpSize: c.dpSize, maxRunning: c.maxRunning,
             timing: { name: 'reads-everything', stepMs },
-            ...(c.scheduler === 'continuous' && { maxNumBatchedTokens: c.maxNumBatchedTokens }),
+            ...(vllm ? { engine: 'vllm' as const, longPrefillTokenThreshold: c.longPrefillTokenThreshold, schedulerReserveFullIsl: c.schedulerReserveFullIsl } : { scheduler: c.scheduler as 'xllm' | 'continuous' }),
+            ...(c.scheduler !== 'xllm' && { maxNumBatchedTokens: c.maxNumBatchedTokens }),
             ...(c.concurrency > 0 ? { concurrency: c.concurrency } : { speedup: c.speedup }),
           });
           countSteps(ref.engines.reduce((a, e) => a + e.steps, 0));

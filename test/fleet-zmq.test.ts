@@ -102,6 +102,23 @@ describe.skipIf(zmq === null)('kvpool fleet --zmq', () => {
     }
   }, 30_000);
 
+  it('--engine vllm: each engine publishes its vLLM stream, in vLLM\'s order; replaying it (counting copies) rebuilds that engine\'s keys', async () => {
+    const [port, replayPort] = [await freePorts(), await freePorts()];
+    const args = ['fleet', '--json', '--no-progress', '--requests', '80', '--engine', 'vllm', '--engines', '2', '--router', 'precise-prefix', '--num-blocks', '400', '--max-num-seqs', '4', '--max-num-batched-tokens', '512'];
+    const { r, streams } = await runAndReplay([...args, '--zmq', `tcp://127.0.0.1:${port}`, '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-model', 'm', '--zmq-hold', '5'], replayPort);
+    expect(r.code).toBe(0);
+    const lib = fleetSync({ requests: 80, engine: 'vllm', engines: 2, router: 'precise-prefix', numBlocks: 400, maxNumSeqs: 4, maxNumBatchedTokens: 512 });
+    expect(JSON.parse(r.out).matchedBlocks).toBe(lib.matchedBlocks);
+    expect(lib.evictedBlocks).toBeGreaterThan(0);
+    for (const e of [0, 1]) {
+      expect(streams[e]!.length).toBeGreaterThan(0);
+      expect(streams[e]!.every(([topic]) => topic === `kv@engine-${e}@m`)).toBe(true);
+      const idx = new KVEventIndex({ countCopies: true });
+      for (const [, b] of streams[e]!) idx.applyBatch('x', readBatch(b));
+      expect(idx.blocks('x').length).toBe((lib.engines[e]!.run as { cachedKeysAtEnd: number }).cachedKeysAtEnd);
+    }
+  }, 30_000);
+
   it('--threads, --zmq-ranks topic, --events-format positional --event-hashes bytes: every engine connects to one endpoint, the streams still rebuild each cache', async () => {
     const replayPort = await freePorts();
     const sub = new zmq!.Subscriber({ receiveTimeout: 200 });

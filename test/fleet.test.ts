@@ -121,7 +121,8 @@ describe('options and misuse', () => {
     expect(() => fleetSync({ trace, loadWeight: 0.5 })).toThrow(/options.loadWeight must be an integer/);
     expect(() => fleetSync({ trace, numBlock: 5 } as never)).toThrow(/numBlock/);
     // An unknown key is named with every key a fleet takes, its own included.
-    expect(() => fleetSync({ trace, engine: 4 } as never)).toThrow(/unknown option "engine" \(known: trace, .*numBlocks.*, engines, router, stepMs/);
+    expect(() => fleetSync({ trace, engins: 4 } as never)).toThrow(/unknown option "engins" \(known: trace, .*numBlocks.*, engine, maxNumSeqs, .*, engines, router, stepMs/);
+    expect(() => fleetSync({ trace, engine: 4 } as never)).toThrow(new TypeError("options.engine must be 'xllm' or 'vllm', got 4"));
   });
 
   it('refuses a bad request before any engine runs, naming it by its index', () => {

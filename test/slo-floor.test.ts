@@ -26,19 +26,26 @@ describe('the TTFT floor', () => {
     expect([...cacheableTokens(t, 5, 16)]).toEqual([0, 1024, 592, 496, 0]);
   });
 
-  it('is below every request\'s TTFT in real runs of both schedulers (random traces, pools, fleets)', () => {
+  it('is below every request\'s TTFT in real runs of both schedulers and of engine vllm (random traces, pools, fleets)', () => {
     const model = timingModel();
     const request = fc.record({ gap: fc.integer({ min: 0, max: 300 }), L: fc.integer({ min: 1, max: 3000 }), O: fc.integer({ min: 0, max: 20 }), a: fc.integer({ min: 1, max: 3 }), b: fc.integer({ min: 1, max: 3 }) });
     fc.assert(
       fc.property(
         fc.array(request, { minLength: 1, maxLength: 20 }),
-        fc.record({ engines: fc.integer({ min: 1, max: 3 }), maxRunning: fc.integer({ min: 1, max: 4 }), scheduler: fc.constantFrom('xllm' as const, 'continuous' as const), budget: fc.integer({ min: 64, max: 4096 }) }),
+        fc.record({
+          engines: fc.integer({ min: 1, max: 3 }), maxRunning: fc.integer({ min: 1, max: 4 }), scheduler: fc.constantFrom('xllm' as const, 'continuous' as const, 'vllm' as const),
+          budget: fc.integer({ min: 64, max: 4096 }), threshold: fc.constantFrom(0, 0, 100, 700),
+        }),
         (reqs, o) => {
           let ts = 0;
           const trace = reqs.map((q) => req((ts += q.gap), q.L, q.O, [q.a, q.b, 10, 11, 12, 13]));
-          const run = fleetSync({ trace, engines: o.engines, maxRunning: o.maxRunning, numBlocks: 4096, timing: true, scheduler: o.scheduler, ...(o.scheduler === 'continuous' && { maxNumBatchedTokens: o.budget }) });
+          const vllm = o.scheduler === 'vllm';
+          const run = fleetSync({
+            trace, engines: o.engines, maxRunning: o.maxRunning, numBlocks: 4096, timing: true,
+            ...(vllm ? { engine: 'vllm' as const, maxNumBatchedTokens: o.budget, longPrefillTokenThreshold: o.threshold } : { scheduler: o.scheduler as 'xllm' | 'continuous', ...(o.scheduler === 'continuous' && { maxNumBatchedTokens: o.budget }) }),
+          });
           const l = run.latency!.requests;
-          const floors = ttftFloors(trace, trace.length, model, { blockSize: 16, dpSize: 1, scheduler: o.scheduler, maxNumBatchedTokens: o.budget });
+          const floors = ttftFloors(trace, trace.length, model, { blockSize: 16, dpSize: 1, scheduler: o.scheduler, maxNumBatchedTokens: o.budget, longPrefillTokenThreshold: vllm ? o.threshold : 0 });
           let checked = 0;
           trace.forEach((_, r) => {
             if (l.firstTokenMs[r] === null) return;
@@ -48,7 +55,7 @@ describe('the TTFT floor', () => {
           expect(checked).toBeGreaterThan(0);
         },
       ),
-      { numRuns: 40 },
+      { numRuns: 60 },
     );
   });
 });

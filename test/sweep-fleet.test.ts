@@ -125,7 +125,7 @@ describe('kvpool sweep --router --engines', () => {
     expect(r.code).toBe(0);
     for (const e of RESULT_GLOSSARY) expect(r.out).toContain(`${e.key} `);
     const fleetHelp = (await capture(() => main(['fleet', '--help']))).out;
-    const fleetPart = r.out.slice(r.out.indexOf('With --router or --engines'));
+    const fleetPart = r.out.slice(r.out.indexOf('With --router, --engines or --engine'));
     for (const e of [...FLEET_GLOSSARY, ...FLEET_ENGINE_GLOSSARY]) {
       const line = fleetHelp.split('\n').find((l) => l.trimStart().startsWith(`${e.key} `))!;
       expect(fleetPart, e.key).toContain(line);

@@ -25,7 +25,7 @@ describe('kvpool validate', () => {
     for (const k of ['ttftMs', 'tpotMs', 'itlMs', 'e2eMs']) expect(Object.keys(obj.predicted[k])).toEqual(['count', 'mean', 'p50', 'p90', 'p95', 'p99']);
     expect(obj.measured.itlMs.p99).toBeNull();
     expect(obj.settings.maxNumBatchedTokens).toEqual({ value: 2048, source: 'meta.json engine_kwargs.max_num_batched_tokens' });
-    expect(obj.settings.engine).toBe('continuous');
+    expect(obj.settings.engine).toBe('vllm');
     expect(obj.peer.simulator).toBe('LLMServingSim');
     expect(obj.perRequest).toBeUndefined();
   });

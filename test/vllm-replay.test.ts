@@ -131,7 +131,7 @@ describe('choosing an engine', () => {
       [['--engine', 'vllm', '--eviction', 'lfu'], /--eviction cannot be used with --engine vllm: vLLM has one eviction order/],
       [['--engine', 'vllm', '--sliding-window', '64'], /--sliding-window cannot be used with --engine vllm: .*sliding-window attention/],
       [['--engine', 'vllm', '--linear-state-slots', '8'], /--linear-state-slots cannot be used with --engine vllm/],
-      [['--engine', 'vllm', '--events', join(tmpdir(), 'x.msgpack')], /--events cannot be used with --engine vllm/],
+      [['--engine', 'vllm', '--host-blocks', '100'], /--host-blocks cannot be used with --engine vllm: the vllm engine does not model a host tier/],
       [['--max-num-batched-tokens', '8192'], /--max-num-batched-tokens needs --engine vllm/],
       [['--no-scheduler-reserve-full-isl'], /--no-scheduler-reserve-full-isl needs --engine vllm/],
       [['--steps-out', join(tmpdir(), 'x.steps')], /--steps-out needs --engine vllm/],

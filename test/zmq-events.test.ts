@@ -14,6 +14,7 @@ import { rankEndpoint, ZmqEventPublisher } from '../bindings/node/zmq-publisher.
 import { BlockManagerPool } from '../bindings/pool/block-manager-pool.js';
 import { Sequence } from '../bindings/pool/sequence.js';
 import { replaySync } from '../bindings/replay/replay.js';
+import { replayVllmSync } from '../bindings/vllm/replay.js';
 import { captureUntil } from './support/capture.js';
 import { external } from './support/externals.js';
 import { readBatch } from './support/vllm-wire.js';
@@ -333,6 +334,38 @@ describe.skipIf(zmq === null)('ZeroMQ publisher', () => {
     } finally {
       restore();
       dealer.close();
+    }
+  });
+});
+
+describe.skipIf(zmq === null)('kvpool replay --engine vllm --zmq', () => {
+  it('publishes every step, one publisher per dp rank; a router that replays each from 0 (counting copies) holds each rank\'s keys', async () => {
+    const [port, replayPort] = [await freePort(), await freePort()];
+    const args = ['replay', '--json', '--no-progress', '--requests', '60', '--engine', 'vllm', '--num-blocks', '400', '--max-num-seqs', '4', '--max-num-batched-tokens', '512', '--dp-size', '2'];
+    const { run, seen: over, restore } = captureUntil('replay done', () =>
+      main([...args, '--zmq', `tcp://127.0.0.1:${port}`, '--zmq-replay', `tcp://127.0.0.1:${replayPort}`, '--zmq-instance', 'kvpool', '--zmq-model', 'm', '--zmq-hold', '5']),
+    );
+    const dealers = [0, 1].map(() => new zmq!.Dealer({ receiveTimeout: 5000 }));
+    try {
+      dealers.forEach((d, k) => d.connect(`tcp://127.0.0.1:${replayPort + k}`));
+      await over;
+      const streams = await Promise.all(dealers.map((d) => replay(d, 0n, 'topic')));
+      const r = await run;
+      expect(r.code).toBe(0);
+      const result = JSON.parse(r.out);
+      const expected = replayVllmSync({ engine: 'vllm', requests: 60, numBlocks: 400, maxNumSeqs: 4, maxNumBatchedTokens: 512, dpSize: 2 });
+      for (const k of ['evictedBlocks', 'idChecksum', 'matchedBlocks', 'steps'] as const) expect(result[k]).toBe(expected[k]);
+      expect(expected.evictedBlocks).toBeGreaterThan(0);
+      for (const k of [0, 1]) {
+        const batches = streams[k]!;
+        expect(batches.map(([s]) => s)).toEqual(batches.map((_, i) => BigInt(i)));
+        const idx = new KVEventIndex({ countCopies: true });
+        for (const [, b] of batches) idx.applyBatch('kvpool', readBatch(b));
+        expect(idx.blocks('kvpool', k).length).toBe(expected.ranks[k]!.cachedKeysAtEnd);
+      }
+    } finally {
+      restore();
+      for (const d of dealers) d.close();
     }
   });
 });

@@ -41,7 +41,7 @@ function pct(x: number): string {
 export function formatCalibration(c: Calibration, out: string | undefined): string {
   const p = c.parameters;
   const lines = [
-    `kvpool calibrate: ${c.runs.length} run${c.runs.length > 1 ? 's' : ''} of ${c.hardware} (scheduler ${c.engine})`,
+    `kvpool calibrate: ${c.runs.length} run${c.runs.length > 1 ? 's' : ''} of ${c.hardware} (replayed with engine ${c.engine})`,
     `  cpu overhead ${p.cpuOverheadMs} ms, link latency ${p.linkLatencyUs} us, link bandwidth ${p.linkGBps} GB/s (fitted: ${c.fitted.join(', ')})`,
     '',
     '  error % (predicted - measured) / measured, before (no overhead, default link) -> after',

@@ -18,7 +18,7 @@ import { readTraceFile } from '../node/trace-file.js';
 import { fleetOnThreadsOf } from '../node/fleet-threads.js';
 import { fleetGlossaryHelp } from './fleet-glossary.js';
 import { fleetJson, formatFleet, formatFleetComparison, formatFleetCsv } from './fleet-format.js';
-import { addFleetZmqOptions, fleetPublishing, type FleetZmqFlags } from './fleet-publish.js';
+import { addFleetZmqOptions, fleetPublishing, fleetToFiles, type FleetZmqFlags } from './fleet-publish.js';
 import { FORMATS, count, type OutputFormat } from './format.js';
 import { addReplayOptions, parseIntArg, positiveNumber } from './options.js';
 import { replayOptionsOf, traceSpec, warn, type ReplayFlags } from './replay-command.js';
@@ -27,6 +27,8 @@ import { didYouMean } from './did-you-mean.js';
 import { progressBar } from './progress-bar.js';
 import { sloAnswerLine, sloJson, type SloAnswer } from '../fleet/slo-answer.js';
 import { addTimingOptions, checkSloTimed, sloOf, timedOptionsOf, type TimingFlags } from './timing-flags.js';
+import { ENGINES, type Engine } from '../engines/replay.js';
+import { addVllmNameOptions, ENGINE_FLAG_HELP, engineReplayOptions } from './vllm-replay-command.js';
 
 /** The command's flags: replay's, the fleet's own options, the timed ones, and lists for the two it compares. */
 export interface FleetFlags extends ReplayFlags, TimingFlags, Pick<ParsedFleetOptions, 'prefixWeight' | 'loadWeight' | 'affinityBlocks' | 'threads'> {
@@ -37,6 +39,11 @@ export interface FleetFlags extends ReplayFlags, TimingFlags, Pick<ParsedFleetOp
   arrival?: ParsedFleetOptions['arrival'];
   /** Whether --num-blocks was typed (its default gives way to --kv-cache-gib and --gpu-memory-utilization). */
   numBlocksGiven?: boolean;
+  engine: Engine;
+  maxNumSeqs?: number;
+  numGpuBlocksOverride?: number;
+  longPrefillTokenThreshold?: number;
+  schedulerReserveFullIsl: boolean;
 }
 
 export function routers(v: string): RouterPolicy[] {
@@ -49,6 +56,8 @@ export function routers(v: string): RouterPolicy[] {
 
 /** The fleet flags of `kvpool fleet` (the replay options apart). */
 export function addFleetOptions(cmd: Command): Command {
+  cmd.addOption(new Option('--engine <engine>', `each engine's cache and scheduler: ${ENGINE_FLAG_HELP}`).choices(ENGINES).default('xllm'));
+  addVllmNameOptions(cmd);
   cmd
     .option('--engines <list>', 'engines, each a pool of the replay options; a comma-separated list compares each (with an SLO target: the counts to try; one count N tries 1 to N)', (v: string) => v.split(',').map((x) => parseIntArg('--engines', 1, x.trim())), [4])
     .addOption(new Option('--router <list>', `routing policy: ${ROUTER_POLICIES.join(', ')} (docs/fleet.md); a comma-separated list compares each`).argParser(routers).default(['round-robin'], 'round-robin'))
@@ -61,9 +70,9 @@ export function addFleetOptions(cmd: Command): Command {
   return addTimingOptions(cmd);
 }
 
-/** The options every fleet of the command shares (all but engines and router). */
-function sharedOptionsOf(f: FleetFlags): FleetOptions {
-  const replay = replayOptionsOf(f);
+/** The options every fleet of the command shares (all but engines and router); `cmd` tells the flags typed from defaults. */
+function sharedOptionsOf(f: FleetFlags, cmd: Command): FleetOptions {
+  const replay: FleetOptions = engineReplayOptions(cmd, f as unknown as Record<string, unknown>, replayOptionsOf(f), f.engine);
   if ((f.kvCacheGib !== undefined || f.gpuMemoryUtilization !== undefined) && f.numBlocksGiven !== true) delete replay.numBlocks;
   return {
     ...replay,
@@ -78,7 +87,7 @@ function sharedOptionsOf(f: FleetFlags): FleetOptions {
 }
 
 /** The flags as `fleet()` options (the same names), one per combination of engines (slowest) and router; `shared` made once (it reads the timing file). */
-export function fleetOptionsOf(f: FleetFlags, shared: FleetOptions = sharedOptionsOf(f)): FleetOptions[] {
+export function fleetOptionsOf(f: FleetFlags, shared: FleetOptions): FleetOptions[] {
   return f.engines.flatMap((engines) => f.router.map((router) => ({ ...shared, engines, router })));
 }
 
@@ -141,13 +150,17 @@ export function fleetCommand(): Command {
     .action(async (positional: string | undefined, o: FleetFlags & FleetZmqFlags & { format: OutputFormat; json: boolean; perRequest: boolean; progress: boolean }, command: Command) => {
       o.numBlocksGiven = command.getOptionValueSource('numBlocks') === 'cli';
       const spec = traceSpec(positional, o.trace);
-      const shared = sharedOptionsOf(o); // once: it reads the timing file
+      const shared = sharedOptionsOf(o, command); // once: it reads the timing file
       const all = fleetOptionsOf(o, shared);
       if (o.zmq !== undefined && all.length > 1) throw new Error('--zmq publishes one fleet: give one --router and one --engines');
+      if (o.events !== undefined && all.length > 1) throw new Error('--events writes one fleet\'s streams: give one --router and one --engines');
+      if (o.events !== undefined && o.zmq !== undefined) throw new Error('--events and --zmq: give one (--zmq publishes the streams --events would write)');
+      if (o.events !== undefined && o.threads > 0) throw new Error('--events writes the streams of a fleet run in this thread; leave --threads out');
       const parsed = all.map((x) => parseFleetOptions(x)); // before reading a trace: bad options fail at once
       for (const p of parsed) checkFleetFits(p); // and so does a fleet too large for the core
       const slo = sloOf(o);
       checkTimedFlags(o, parsed[0]!.timed !== undefined, slo);
+      if (o.events !== undefined && slo !== undefined) throw new Error('--events writes one fleet\'s streams; an SLO search runs many: leave one out');
       const requests = spec === undefined ? undefined : await readTraceFile(spec, parsed[0]!.replay.limit ?? Infinity);
       const trace = requests && { trace: requests };
       const bar = fleetProgress(o.progress);
@@ -170,7 +183,11 @@ export function fleetCommand(): Command {
             const onProgress = bar.onProgress(`${i + 1}/${all.length} ${options.router as string} x ${options.engines}`);
             const run = { ...options, ...trace, ...(onProgress && { onProgress }) };
             results.push(
-              o.zmq !== undefined ? await fleetPublishing(run, o, spec, options.engines!) : o.threads > 0 ? await fleetOnThreadsOf(run, parseFleetOptions(run), spec) : fleetSync(run, spec),
+              o.zmq !== undefined
+                ? await fleetPublishing(run, o, spec, options.engines!)
+                : o.events !== undefined
+                  ? fleetToFiles(run, o, spec, options.engines!)
+                  : o.threads > 0 ? await fleetOnThreadsOf(run, parseFleetOptions(run), spec) : fleetSync(run, spec),
             );
           }
         }

@@ -6,7 +6,8 @@
 import type { FleetRun } from '../fleet/fleet-result.js';
 import { columnWidths, csvOf, formatConfig, get, percent } from './format.js';
 import { CONFIG_GLOSSARY } from './glossary.js';
-import { FLEET_CONFIG_GLOSSARY, FLEET_ENGINE_GLOSSARY, FLEET_GLOSSARY } from './fleet-glossary.js';
+import { FLEET_CONFIG_GLOSSARY, FLEET_ENGINE_GLOSSARY, FLEET_GLOSSARY, FLEET_VLLM_CONFIG_GLOSSARY } from './fleet-glossary.js';
+import type { FleetConfig } from '../fleet/fleet-options.js';
 import { COMPARISON_LATENCY_HEAD, comparisonLatencyCells, latencyCsvColumns, latencyEngineColumns, latencyJson, latencyLines, timedConfigParts } from './latency-format.js';
 
 function num(key: string, v: number): string {
@@ -19,11 +20,21 @@ export function fleetJson(r: FleetRun, perRequest = false): unknown {
   return { ...r, engines: r.engines.map(({ run: _run, ...e }) => e), ...latencyJson(r.latency, perRequest) };
 }
 
-/** The fleet's configuration line: on the millisecond clock, the timed options in place of the step. */
+/** "engine vllm · max num batched tokens 8192 · ...": a fleet of vLLM engines' own options ('' for xllm). */
+export function engineConfigParts(c: FleetConfig): string {
+  if (c.engine === undefined) return '';
+  return FLEET_VLLM_CONFIG_GLOSSARY.map((e) => {
+    const v = get(c, e.key.slice('config.'.length));
+    return `${e.label} ${typeof v === 'boolean' ? (v ? 'yes' : 'no') : String(v)}`;
+  }).join(' · ');
+}
+
+/** The fleet's configuration line: on the millisecond clock, the timed options in place of the step; a vLLM fleet's engine options. */
 function fleetParts(r: FleetRun): string {
   const timed = timedConfigParts(r.config);
+  const engine = engineConfigParts(r.config);
   const parts = FLEET_CONFIG_GLOSSARY.filter((e) => timed === '' || e.key !== 'config.stepMs').map((e) => `${e.label} ${String(get(r, e.key))}`);
-  return [...parts, ...(timed === '' ? [] : [timed])].join(' · ');
+  return [...(engine === '' ? [] : [engine]), ...parts, ...(timed === '' ? [] : [timed])].join(' · ');
 }
 
 export function formatFleet(r: FleetRun, title: string): string {
@@ -41,7 +52,10 @@ export function formatFleet(r: FleetRun, title: string): string {
 
 /** The flat columns: config.* (replay's, then the fleet's), the fleet's figures, a timed run's latency scalars, warnings. Engine rows are JSON-only. */
 export function fleetCsvColumns(runs: readonly FleetRun[]): string[] {
-  return [...CONFIG_GLOSSARY, ...FLEET_CONFIG_GLOSSARY, ...FLEET_GLOSSARY].map((e) => e.key).concat(latencyCsvColumns(runs), 'warnings');
+  const cols = [...CONFIG_GLOSSARY, ...FLEET_CONFIG_GLOSSARY, ...FLEET_GLOSSARY].map((e) => e.key).concat(latencyCsvColumns(runs));
+  // A fleet of vLLM engines adds its engine's options (an xllm fleet's columns are what they always were).
+  const vllm = runs.some((r) => r.config.engine !== undefined) ? FLEET_VLLM_CONFIG_GLOSSARY.map((e) => e.key).filter((k) => !cols.includes(k)) : [];
+  return [...cols, ...vllm, 'warnings'];
 }
 
 export function formatFleetCsv(runs: readonly FleetRun[]): string {
@@ -58,7 +72,8 @@ export function formatFleetComparison(runs: readonly FleetRun[], title: string):
   const line = (cells: readonly string[]) => '  ' + cells.map((x, c) => (c === 0 ? x.padEnd(cw[c]!) : x.padStart(cw[c]!))).join('  ');
   const c = runs[0]!.config;
   const timedParts = timedConfigParts(c);
-  const clock = timedParts === '' ? `step ms ${c.stepMs} · ` : '';
+  const engine = engineConfigParts(c);
+  const clock = (engine === '' ? '' : `${engine} · `) + (timedParts === '' ? `step ms ${c.stepMs} · ` : '');
   const shared = `${clock}arrival ${c.arrival} · prefix weight ${c.prefixWeight} · load weight ${c.loadWeight} · affinity blocks ${c.affinityBlocks}${timedParts === '' ? '' : ` · ${timedParts}`}`;
   return [title, `  ${shared}`, `  ${formatConfig(c)}`, '', line(head), ...body.map(line)].join('\n');
 }

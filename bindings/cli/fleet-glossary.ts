@@ -29,7 +29,7 @@ export const FLEET_ENGINE_GLOSSARY: readonly GlossaryEntry[] = [
   { key: 'engines[].matchedBlocks', label: 'matched', meaning: 'prompt blocks found in its prefix cache' },
   { key: 'engines[].evictedBlocks', label: 'evicted', meaning: 'its prefix-cache evictions' },
   { key: 'engines[].idChecksum', label: 'id checksum', meaning: "the replay kernel's checksum of the ids it handed out" },
-  { key: 'engines[].finishedEarly', label: 'finished early', meaning: 'sequences the kernel finished while they still decoded, to make room after a failed allocation' },
+  { key: 'engines[].finishedEarly', label: 'finished early', meaning: 'sequences the kernel finished while they still decoded, to make room after a failed allocation (vllm: requests dropped after giving tokens)' },
 ];
 
 /** The fleet's own configuration (`config` also has every replay option, as replay's). */
@@ -41,6 +41,14 @@ export const FLEET_CONFIG_GLOSSARY: readonly GlossaryEntry[] = [
   { key: 'config.prefixWeight', label: 'prefix weight', meaning: 'prefix routers: weight of the matched share of the prompt' },
   { key: 'config.loadWeight', label: 'load weight', meaning: 'prefix routers: weight of the load share of the slots' },
   { key: 'config.affinityBlocks', label: 'affinity blocks', meaning: 'session affinity: the block (1-based) whose key is hashed' },
+];
+
+/** What `config` adds for a fleet of vLLM engines (--engine vllm; on either clock). */
+export const FLEET_VLLM_CONFIG_GLOSSARY: readonly GlossaryEntry[] = [
+  { key: 'config.engine', label: 'engine', meaning: "vllm: every engine is vLLM v1's scheduler and block pool (absent for xllm, the default)" },
+  { key: 'config.maxNumBatchedTokens', label: 'max num batched tokens', meaning: 'vllm, and timed with scheduler continuous: the token budget of a step (vllm: per dp rank)' },
+  { key: 'config.longPrefillTokenThreshold', label: 'long prefill token threshold', meaning: "vllm: a prefill's tokens per step at most (0: no cap)" },
+  { key: 'config.schedulerReserveFullIsl', label: 'reserve full ISL', meaning: 'vllm: a request is admitted only if blocks for all its tokens fit' },
 ];
 
 /** The latency figures of a timed run, each {count, mean, p50, p90, p95, p99, max} in ms (docs/fleet-time.md). */
@@ -63,7 +71,7 @@ export const FLEET_LATENCY_GLOSSARY: readonly GlossaryEntry[] = [
   { key: 'latency.prefillTokens', label: 'prefill tokens', meaning: 'timed: prompt tokens computed (recomputed ones included)' },
   { key: 'latency.cachedTokens', label: 'cached tokens', meaning: 'timed: prompt tokens a cache held, so not computed' },
   { key: 'latency.hostLoadedBlocks', label: 'host loaded blocks', meaning: 'timed: blocks the host tiers loaded back to the devices' },
-  { key: 'latency.preemptions', label: 'preemptions', meaning: 'timed: sequences preempted (scheduler continuous; recomputed later)' },
+  { key: 'latency.preemptions', label: 'preemptions', meaning: 'timed: sequences preempted (scheduler continuous and engine vllm; recomputed later)' },
 ];
 
 /** Extra columns of the per-engine table of a timed run (`latency.engines` in JSON). */
@@ -79,7 +87,7 @@ export const FLEET_TIMED_CONFIG_GLOSSARY: readonly GlossaryEntry[] = [
   { key: 'config.timing', label: 'timing', meaning: "timed: the timing model's name: polynomial, table or profile with what made it (file or preset, a SHA-256 of its content, TP and parameters), or your model's" },
   { key: 'config.profile', label: 'profile', meaning: "timed, with a GPU profile: its preset's name or the folder given" },
   { key: 'config.tp', label: 'tp', meaning: 'timed, with a GPU profile: tensor-parallel GPUs per dp rank' },
-  { key: 'config.scheduler', label: 'scheduler', meaning: 'timed: xllm or continuous' },
+  { key: 'config.scheduler', label: 'scheduler', meaning: 'timed: xllm or continuous (vllm with --engine vllm)' },
   { key: 'config.maxNumBatchedTokens', label: 'max num batched tokens', meaning: 'timed, continuous: the token budget of a step' },
   { key: 'config.speedup', label: 'speedup', meaning: 'timed, open loop: timestamps are divided by it' },
   { key: 'config.concurrency', label: 'concurrency', meaning: 'timed: requests kept in flight (0: open loop, arrivals from the trace)' },
@@ -103,5 +111,9 @@ export function fleetFieldLines(): string[] {
 /** `--help` text of `kvpool fleet`. */
 export function fleetGlossaryHelp(): string {
   return ['', 'Result fields (JSON keys; the table uses the same words):', ...fleetFieldLines(),
-    '', 'Every output echoes the configuration (`config`: the replay options and the fleet\'s). Timed runs (--timing, --scheduler continuous) add `latency`. Details: docs/fleet.md, docs/fleet-time.md.'].join('\n');
+    '', 'Every output echoes the configuration (`config`: the replay options and the fleet\'s). Timed runs (--timing, --scheduler continuous) add `latency`. Details: docs/fleet.md, docs/fleet-time.md.',
+    '', 'Engines (--engine; docs/engines.md): xllm (default) is xLLM\'s pool under the replay kernel, with every replay mode (eviction',
+    'policies, host tier, sliding window, linear state) and --scheduler continuous; vllm is vLLM v1\'s scheduler and block pool,',
+    'exactly, one vLLM step per fleet step (timed: the step its batch costs), with --max-num-batched-tokens (default 8192),',
+    '--max-num-seqs, --long-prefill-token-threshold and --no-scheduler-reserve-full-isl. Choose vllm to plan a vLLM fleet.'].join('\n');
 }

@@ -38,13 +38,14 @@ function cell(key: string, v: unknown): string {
 }
 
 /** The configuration on one line: "block size 16 · blocks per rank 65536 · ...". Unset modes are left out. */
-export function formatConfig(c: ReplayConfig): string {
+export function formatConfig(c: Partial<ReplayConfig>): string {
   const parts: string[] = [];
   for (const e of CONFIG_GLOSSARY) {
     const k = e.key.slice('config.'.length) as keyof ReplayConfig;
     if (k === 'trace') continue;
     const v = c[k];
-    if (v === null || (k === 'hostBlocks' && v === 0)) continue;
+    // Unset modes, and the xllm engine's modes in a vLLM fleet's configuration (absent there).
+    if (v === null || v === undefined || (k === 'hostBlocks' && v === 0)) continue;
     parts.push(`${e.label} ${Array.isArray(v) ? v.join(',') : typeof v === 'boolean' ? (v ? 'yes' : 'no') : String(v)}`);
   }
   return parts.join(' · ');

@@ -15,7 +15,8 @@ const isFigure = (key: string) => (LATENCY_FIGURES as readonly string[]).include
 
 /** "timing polynomial · scheduler xllm · speedup 1 · concurrency 0": a timed run's own configuration ('' on the step clock). */
 export function timedConfigParts(c: FleetConfig): string {
-  return FLEET_TIMED_CONFIG_GLOSSARY.filter((e) => get(c, e.key.slice('config.'.length)) !== undefined)
+  // A vLLM fleet's budget is among its engine's options (engineConfigParts), on either clock.
+  return FLEET_TIMED_CONFIG_GLOSSARY.filter((e) => get(c, e.key.slice('config.'.length)) !== undefined && !(c.engine !== undefined && e.key === 'config.maxNumBatchedTokens'))
     .map((e) => `${e.label} ${String(get(c, e.key.slice('config.'.length)))}`)
     .join(' · ');
 }

@@ -26,7 +26,8 @@ export async function main(argv: string[]): Promise<number> {
       '\nEngines: `kvpool replay --engine xllm` (the default) replays xLLM\'s BlockManagerPool under the replay kernel;\n' +
         '`--engine vllm` runs vLLM v1\'s scheduler and block pool step by step, as vLLM does (token budget, chunked prefill,\n' +
         'preemption). Choose vllm to predict a vLLM deployment, xllm for xLLM and the modes only it has\n' +
-        '(kvpool replay --help, docs/engines.md). fleet and sweep run the xllm engine.',
+        '(kvpool replay --help, docs/engines.md). kvpool fleet --engine vllm runs a fleet of vLLM engines, and\n' +
+        'kvpool sweep --engine xllm,vllm compares the two as an axis.',
     )
     .version(packageVersion(), '-V, --version', 'print the version')
     .exitOverride()

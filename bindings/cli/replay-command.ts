@@ -1,16 +1,15 @@
 // `kvpool replay [trace]`: one replay, printed as a table, JSON, JSON Lines or CSV.
 
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { progressBar } from './progress-bar.js';
-import { eventOutputs } from '../node/event-file.js';
 import { readTraceFile } from '../node/trace-file.js';
-import { ZmqEventPublisher } from '../node/zmq-publisher.js';
 import { parseReplayOptions, replaySync, type ReplayOptions, type ReplayRun } from '../replay/replay.js';
-import { EventReplay, replayWithEventHook, type ReplayStepHook } from '../replay/replay-events.js';
+import { EventReplay, replayWithEventHook } from '../replay/replay-events.js';
+import { addEventOptions, publishing, wireOptions, type EventFlags } from './replay-events.js';
+import { eventOutputs } from '../node/event-file.js';
 import { FORMATS, count, formatCsv, formatJsonLines, formatRun, type OutputFormat } from './format.js';
 import { glossaryHelp } from './glossary.js';
 import { addReplayOptions, parseIntArg, seconds } from './options.js';
-import { kvEventsTopic } from '../events/vllm.js';
 import { addEngineOptions, engineHelp, runVllmCommand, writeVllm, xllmEngineFlags, type EngineFlags } from './vllm-replay-command.js';
 
 /** Commander's parsed flags (shared by replay and, as lists, by sweep). */
@@ -107,7 +106,7 @@ export function replayCommand(): Command {
       if (o.engine === 'vllm') {
         let run;
         try {
-          run = await runVllmCommand(cmd, spec, o as unknown as Record<string, unknown>, onProgress);
+          run = await runVllmCommand(cmd, spec, o as unknown as Record<string, unknown> & EventFlags, onProgress);
         } finally {
           bar?.stop();
         }
@@ -131,45 +130,6 @@ export function replayCommand(): Command {
   return cmd;
 }
 
-// ---- KV-cache events: --events FILE and --zmq ENDPOINT ----
-
-interface EventFlags {
-  events?: string;
-  eventsFormat: 'map' | 'positional';
-  eventHashes: 'uint64' | 'bytes';
-  zmq?: string;
-  zmqReplay?: string;
-  zmqTopic?: string;
-  zmqInstance?: string;
-  zmqModel?: string;
-  zmqRanks: 'port' | 'topic';
-  zmqReplayFrames: 'topic' | 'seq';
-  zmqBuffer: number;
-  zmqDelay: number;
-  zmqHold: number;
-}
-
-function addEventOptions(cmd: Command): void {
-  cmd
-    .option('--events <file>', 'write the KV-cache events to a file: vLLM KVEventBatch msgpack messages, one per dp rank per step (docs/events.md)')
-    .addOption(new Option('--events-format <form>', 'event form for --events and --zmq: map (vLLM 0.26 on) or positional (earlier vLLM)').choices(['map', 'positional']).default('map'))
-    .addOption(new Option('--event-hashes <form>', 'block hashes as uint64 (vLLM\'s integer form; Dynamo reads only this) or bytes (16)').choices(['uint64', 'bytes']).default('uint64'))
-    .option('--zmq <endpoint>', 'publish each step\'s batches on ZeroMQ while replaying, as vLLM does (e.g. tcp://*:5557; rank r on port + r)')
-    .option('--zmq-replay <endpoint>', 'with --zmq: serve replays of recent batches on this ROUTER endpoint (rank r on port + r)')
-    .option('--zmq-topic <topic>', 'with --zmq: the topic of every message (default "")')
-    .option('--zmq-instance <name>', 'with --zmq and --zmq-model: topic kv@<name>@<model> (llm-d reads the instance as the pod)')
-    .option('--zmq-model <name>', 'with --zmq-instance: the model part of the topic')
-    .addOption(new Option('--zmq-ranks <how>', 'port: rank r on the endpoint\'s port + r (vLLM); topic: all ranks connect to one endpoint, rank r on topic kv@<instance>-dp<r>@<model>').choices(['port', 'topic']).default('port'))
-    .addOption(new Option('--zmq-replay-frames <form>', 'replay replies as [topic, seq, payload] (vLLM 0.26 on) or [seq, payload] (earlier vLLM, Dynamo)').choices(['topic', 'seq']).default('topic'))
-    .option('--zmq-buffer <n>', 'with --zmq-replay: batches kept for replays per rank', (v: string) => parseIntArg('--zmq-buffer', 1, v), 10000)
-    .option('--zmq-delay <seconds>', 'with --zmq: wait this long before the first request (subscribers connecting)', seconds('--zmq-delay'), 0)
-    .option('--zmq-hold <seconds>', 'with --zmq: keep publishing sockets open this long after the replay (replays still served)', seconds('--zmq-hold'), 0);
-}
-
-function wireOptions(o: EventFlags) {
-  return { format: o.eventsFormat, blockHashes: o.eventHashes };
-}
-
 function replayToFile(run: ReplayOptions, o: EventFlags, spec: string | undefined): ReplayRun {
   const out = eventOutputs(o.events!, null, wireOptions(o));
   try {
@@ -179,55 +139,10 @@ function replayToFile(run: ReplayOptions, o: EventFlags, spec: string | undefine
   }
 }
 
-const sleep = (s: number) => new Promise<void>((resolve) => setTimeout(resolve, s * 1000));
-
 /** The replay stepped one request at a time, yielding so that sends and replay requests are served. */
-async function replayPublishing(run: ReplayOptions, o: EventFlags, spec: string | undefined, onProgress: ReplayOptions['onProgress']): Promise<ReplayRun> {
-  if (o.zmqTopic !== undefined && (o.zmqInstance !== undefined || o.zmqModel !== undefined)) {
-    throw new InvalidArgumentError('--zmq-topic and --zmq-instance/--zmq-model both give the topic: use one');
-  }
-  if ((o.zmqInstance === undefined) !== (o.zmqModel === undefined)) throw new InvalidArgumentError('--zmq-instance and --zmq-model go together');
-  const dpSize = run.dpSize ?? 1;
-  const byTopic = o.zmqRanks === 'topic';
-  if (byTopic && o.zmqInstance === undefined) throw new InvalidArgumentError('--zmq-ranks topic needs --zmq-instance and --zmq-model');
-  const publishers = await ZmqEventPublisher.forRanks(dpSize, {
-    endpoint: o.zmq!,
-    ranks: o.zmqRanks,
-    ...(byTopic ? { instance: o.zmqInstance!, model: o.zmqModel! } : { topic: o.zmqTopic ?? (o.zmqInstance !== undefined ? kvEventsTopic(o.zmqInstance, o.zmqModel!) : '') }),
-    ...(o.zmqReplay !== undefined && { replayEndpoint: o.zmqReplay }),
-    bufferSteps: o.zmqBuffer,
-    replayFrames: o.zmqReplayFrames,
+function replayPublishing(run: ReplayOptions, o: EventFlags, spec: string | undefined, onProgress: ReplayOptions['onProgress']): Promise<ReplayRun> {
+  return publishing(o, run.dpSize ?? 1, onProgress, (out) => {
+    const r = new EventReplay({ ...run, onProgress: undefined }, out.hook, spec);
+    return { step: () => r.step(), done: () => r.done, total: r.total, finish: () => r.finish(), dispose: () => r.dispose() };
   });
-  let out: ReturnType<typeof eventOutputs> | null = null;
-  try {
-    for (const [r, p] of publishers.entries()) {
-      process.stderr.write(`kvpool: rank ${r} publishes on ${p.endpoint}${p.topic ? ` topic ${p.topic}` : ''}${p.replayEndpoint ? `, replays on ${p.replayEndpoint}` : ''}\n`);
-    }
-    out = eventOutputs(o.events ?? null, publishers, wireOptions(o));
-    const hook: ReplayStepHook = out.hook;
-    if (o.zmqDelay > 0) await sleep(o.zmqDelay);
-    const r = new EventReplay({ ...run, onProgress: undefined }, hook, spec);
-    let result: ReplayRun;
-    try {
-      const total = r.total;
-      const every = Math.max(1, Math.floor(total / 200));
-      while (r.step()) {
-        await Promise.all(publishers.map((p) => p.flushed()));
-        if (onProgress && r.done % every === 0 && r.done < total) onProgress(r.done, total);
-      }
-      result = r.finish();
-      onProgress?.(total, total);
-    } finally {
-      r.dispose();
-    }
-    await Promise.all(publishers.map((p) => p.flushed()));
-    if (o.zmqHold > 0) {
-      process.stderr.write(`kvpool: replay done; the publishers stay open ${o.zmqHold} s\n`);
-      await sleep(o.zmqHold);
-    }
-    return result;
-  } finally {
-    out?.close();
-    for (const p of publishers) p.close();
-  }
 }

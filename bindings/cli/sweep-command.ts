@@ -15,6 +15,7 @@ import { addSweepFleetOptions, fleetSweepCommand, isFleetSweep, sweepFleetGlossa
 import { sweepProgressBar } from './sweep-progress.js';
 import { interruptible } from './interrupt.js';
 import { traceSpec, warn, write, type ReplayFlags } from './replay-command.js';
+import { aliased, refuseVllmSwitches } from './vllm-replay-command.js';
 
 type GridFlags = { [K in keyof ReplayFlags]: K extends SweepGridKeyFlag ? Array<NonNullable<ReplayFlags[K]>> | undefined : ReplayFlags[K] };
 type SweepGridKeyFlag = (typeof SWEEP_GRID_KEYS)[number];
@@ -75,18 +76,23 @@ export function sweepCommand(): Command {
       const trace = traceSpec(positional, o.trace);
       if (trace !== undefined) o.trace = trace;
       if (o.report !== undefined) checkReportPath(o.report);
+      // vLLM's names of two grid options (either engine; given with kvpool's name, the two must agree).
+      const rec = o as unknown as Record<string, unknown>;
+      if (o.maxNumSeqs !== undefined) rec['maxRunning'] = aliased(command, rec, 'maxRunning', 'maxNumSeqs');
+      if (o.numGpuBlocksOverride !== undefined) rec['numBlocks'] = aliased(command, rec, 'numBlocks', 'numGpuBlocksOverride');
       // Every list flag becomes a grid entry (one value is a grid of one); the rest hold for every run.
       const grid: SweepGrid = {};
       for (const k of SWEEP_GRID_KEYS) if (o[k] !== undefined) (grid as Record<string, unknown>)[k] = o[k];
       // The KV cache in GiB replaces --num-blocks' default (typed, the two are refused together).
-      if ((o.kvCacheGib !== undefined || o.gpuMemoryUtilization !== undefined) && command.getOptionValueSource('numBlocks') !== 'cli') delete grid.numBlocks;
+      if ((o.kvCacheGib !== undefined || o.gpuMemoryUtilization !== undefined) && command.getOptionValueSource('numBlocks') !== 'cli' && o.numGpuBlocksOverride === undefined) delete grid.numBlocks;
       const base: ReplayOptions = {
         requests: o.requests,
         publishAfterPrefill: o.publishAfterPrefill,
         ...(o.limit !== undefined && { limit: o.limit }),
         ...(o.compressRatios !== undefined && { compressRatios: o.compressRatios }),
       };
-      if (isFleetSweep(o)) return fleetSweepCommand(o, grid, base);
+      if (isFleetSweep(o)) return fleetSweepCommand(o, grid, base, command);
+      refuseVllmSwitches(command);
       const total = Object.values(grid).reduce((a, v) => a * (v as unknown[]).length, 1);
       const bar = sweepProgressBar(o.progress, total);
       let runs: ReplayRun[];

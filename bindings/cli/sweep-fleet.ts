@@ -8,7 +8,7 @@ import type { FleetRun } from '../fleet/fleet-result.js';
 import { ROUTER_POLICIES, type RouterPolicy } from '../fleet/routers.js';
 import { latencyFigures, latencyP99, writeFleetReport, type FleetVaried } from '../node/fleet-report.js';
 import { groupWarnings } from '../node/report.js';
-import { fleetSweep, TIMED_GRID_KEYS, type FleetSweepGrid } from '../node/fleet-sweep.js';
+import { configValue, fleetSweep, TIMED_GRID_KEYS, type FleetSweepGrid } from '../node/fleet-sweep.js';
 import { sloGroupLabel } from '../node/fleet-report.js';
 import { FLEET_SCHEDULERS, type FleetScheduler } from '../fleet/timed-options.js';
 import type { SloTargets } from '../fleet/slo-search.js';
@@ -30,8 +30,15 @@ import { didYouMean } from './did-you-mean.js';
 import { warn } from './replay-command.js';
 import { sweepProgressBar } from './sweep-progress.js';
 import { interruptible } from './interrupt.js';
+import { ENGINES, type Engine } from '../engines/replay.js';
+import { refuseVllmSwitches, refuseXllmFlags } from './vllm-replay-command.js';
 
 export interface SweepFleetFlags {
+  engine?: Engine[];
+  maxNumSeqs?: number[];
+  numGpuBlocksOverride?: number[];
+  longPrefillTokenThreshold?: number;
+  schedulerReserveFullIsl: boolean;
   router?: RouterPolicy[];
   engines?: number[];
   timing?: string;
@@ -67,6 +74,14 @@ const list = <T>(parse: (x: string) => T) => (v: string) => v.split(',').map((x)
 /** The fleet axes and the fleet's fixed options; none has a default, so a plain sweep is told apart by their absence. */
 export function addSweepFleetOptions(cmd: Command): Command {
   return cmd
+    .option('--engine <list>', `fleets: engines to compare, ${ENGINES.join(' and/or ')} (docs/engines.md): each fleet's engines are of one kind; every grid point becomes a fleet (default xllm)`, list((x) => {
+      if (!(ENGINES as readonly string[]).includes(x)) throw new InvalidArgumentError(`--engine must be among ${ENGINES.join(', ')}, got ${JSON.stringify(x)}${didYouMean(x, ENGINES)}`);
+      return x as Engine;
+    }))
+    .option('--max-num-seqs <list>', "vLLM's name of --max-running (either engine)", list((x) => parseIntArg('--max-num-seqs', 1, x)))
+    .option('--num-gpu-blocks-override <list>', "vLLM's name of --num-blocks (either engine)", list((x) => parseIntArg('--num-gpu-blocks-override', 2, x)))
+    .option('--long-prefill-token-threshold <n>', "fleets of --engine vllm: a prefill's tokens per step at most (default 0: no cap)", (v: string) => parseIntArg('--long-prefill-token-threshold', 0, v))
+    .option('--no-scheduler-reserve-full-isl', "fleets of --engine vllm: admit a request when its first chunk fits, not only when all its tokens do (vLLM's scheduler_reserve_full_isl, on by default)")
     .addOption(new Option('--router <list>', `fleets: routing policies to compare (${ROUTER_POLICIES.join(', ')}); every grid point becomes a fleet (default router round-robin)`).argParser(routers))
     .option('--engines <list>', 'fleets: fleet sizes to compare (default 4)', (v: string) => v.split(',').map((x) => parseIntArg('--engines', 1, x.trim())))
     .option('--step-ms <ms>', 'fleets: milliseconds of trace time per step (default 20)', positiveNumber('--step-ms'))
@@ -92,7 +107,7 @@ export function addSweepFleetOptions(cmd: Command): Command {
       if (!(FLEET_SCHEDULERS as readonly string[]).includes(x)) throw new InvalidArgumentError(`--scheduler must be among ${FLEET_SCHEDULERS.join(', ')}, got ${JSON.stringify(x)}${didYouMean(x, FLEET_SCHEDULERS)}`);
       return x as FleetScheduler;
     }))
-    .option('--max-num-batched-tokens <list>', 'timed fleets, scheduler continuous: token budgets per step to compare (default 8192)', list((x) => parseIntArg('--max-num-batched-tokens', 1, x)))
+    .option('--max-num-batched-tokens <list>', 'timed fleets with scheduler continuous, and fleets of --engine vllm: token budgets per step to compare (default 8192)', list((x) => parseIntArg('--max-num-batched-tokens', 1, x)))
     .option('--speedup <list>', 'timed fleets: arrival speed-ups to compare (request r arrives at its timestamp / x; default 1)', list((x) => positiveNumber('--speedup')(x)))
     .option('--concurrency <list>', 'timed fleets: closed-loop concurrencies to compare (n requests in flight, timestamps ignored)', list((x) => parseIntArg('--concurrency', 1, x)))
     .option('--slo-ttft-ms <ms>', `timed fleets: per router, the smallest fleet (fewest engines, then fewest blocks) whose p99 ${SLO_FLAGS[0].what} is at most ms; a line in the report's charts`, positiveNumber('--slo-ttft-ms'))
@@ -102,13 +117,18 @@ export function addSweepFleetOptions(cmd: Command): Command {
 
 /** `--help` text of `kvpool sweep` for fleet sweeps: each row is a fleet, with the fleet's fields (those of `kvpool fleet --help`). */
 export function sweepFleetGlossaryHelp(): string {
-  return ['', 'With --router or --engines every grid point is a fleet, and the result fields are the fleet\'s:', ...fleetFieldLines(),
-    'The configuration (`config`) then has the fleet\'s options too. Details: docs/fleet.md, docs/sweep.md.'].join('\n');
+  return ['', 'With --router, --engines or --engine every grid point is a fleet, and the result fields are the fleet\'s:', ...fleetFieldLines(),
+    'The configuration (`config`) then has the fleet\'s options too. Details: docs/fleet.md, docs/sweep.md.',
+    '', 'Engines (--engine, an axis; docs/engines.md): xllm (default) is xLLM\'s pool under the replay kernel, with every replay',
+    'mode and --scheduler continuous; vllm is vLLM v1\'s scheduler and block pool, exactly, with --max-num-batched-tokens',
+    '(an axis, default 8192), --max-num-seqs, --long-prefill-token-threshold and --no-scheduler-reserve-full-isl.',
+    '--engine xllm,vllm compares them: an engine column, a report panel and an SLO answer per engine. Choose vllm to plan',
+    'a vLLM fleet; a flag one of the engines listed does not take is refused.'].join('\n');
 }
 
 /** Whether the flags ask for fleets; the fleet-only flags alone are a mistake, not a plain sweep. */
 export function isFleetSweep(o: SweepFleetFlags): boolean {
-  if (o.router !== undefined || o.engines !== undefined || TIMED_FLAGS.some((k) => o[k] !== undefined)) return true;
+  if (o.router !== undefined || o.engines !== undefined || o.engine !== undefined || TIMED_FLAGS.some((k) => o[k] !== undefined)) return true;
   const stray = FLEET_ONLY.filter((k) => o[k] !== undefined);
   if (stray.length > 0) throw new Error(`--${stray[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies to fleets: give --router or --engines too`);
   return false;
@@ -132,7 +152,7 @@ export function formatFleetSweepTable(runs: readonly FleetRun[], varied: FleetVa
   const queue = ['queue mean (steps)', 'queue p99 (steps)'];
   const head = [...varied.map(flag), 'hit rate', ...queue, 'imbalance', 'rejected', ...(timed ? [...figures.map((c) => `${c.short} p99 ms`), 'output tok/s'] : [])];
   const rows = runs.map((r) => [
-    ...varied.map((k) => String(r.config[k])),
+    ...varied.map((k) => String(configValue(r.config, k))),
     percent(r.hitRate),
     r.queueing.meanSteps.toFixed(2),
     r.queueing.p99Steps.toLocaleString('en-US'),
@@ -163,8 +183,26 @@ async function withReasons(answers: SweepSloAnswer[], o: Flags, timing: true | T
 
 type Flags = SweepFleetFlags & { trace?: string; requests: number; format: OutputFormat; workers?: number; report?: string; progress: boolean };
 
+/**
+ * The engine axis's options (`base` and `grid` changed in place): with the
+ * vllm engine among the engines the xllm engine's flags are refused and the
+ * defaults this command filled in for them dropped; with the xllm engine
+ * among them the vllm engine's switches are refused (docs/sweep.md, engines).
+ */
+function engineAxis(o: Flags, grid: SweepGrid, base: Record<string, unknown>, cmd: Command): void {
+  const engines = o.engine ?? ['xllm'];
+  if (engines.includes('xllm')) refuseVllmSwitches(cmd);
+  if (!engines.includes('vllm')) return;
+  refuseXllmFlags(cmd);
+  delete grid.eviction;
+  delete base['publishAfterPrefill'];
+  if (o.longPrefillTokenThreshold !== undefined) base['longPrefillTokenThreshold'] = o.longPrefillTokenThreshold;
+  if (!o.schedulerReserveFullIsl) base['schedulerReserveFullIsl'] = false;
+}
+
 /** The fleet sweep: runs it, prints it, writes the report. */
-export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<ReplayOptions, 'onProgress' | 'trace'>): Promise<void> {
+export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<ReplayOptions, 'onProgress' | 'trace'>, cmd: Command): Promise<void> {
+  engineAxis(o, grid, base as Record<string, unknown>, cmd);
   const slo = sweepSlo(o);
   // One profile spec for the sweep (checked now, the flags named); --profile and --tp are its axes.
   const { kvCacheGib: _gib, gpuMemoryUtilization: _util, ...flags } = o;
@@ -179,7 +217,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
     ...(o.speedup !== undefined && { speedup: o.speedup }),
     ...(o.concurrency !== undefined && { concurrency: o.concurrency }),
   };
-  const fleetGrid: FleetSweepGrid = { ...grid, ...timedAxes, engines: o.engines ?? [4], router: o.router ?? ['round-robin'] };
+  const fleetGrid: FleetSweepGrid = { ...grid, ...(o.engine !== undefined && { engine: o.engine }), ...timedAxes, engines: o.engines ?? [4], router: o.router ?? ['round-robin'] };
   const timing = o.timing !== undefined ? timingOf(o.timing) : undefined; // read once
   const total = Object.values(fleetGrid).reduce((a, v) => a * (v as unknown[]).length, 1);
   const bar = sweepProgressBar(o.progress, total, 'fleets');
@@ -205,6 +243,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
   // Router and engines are always columns: they name the fleet.
   const varied: FleetVaried = [
     ...SWEEP_GRID_KEYS.filter((k) => (grid[k]?.length ?? 0) > 1),
+    ...((o.engine?.length ?? 0) > 1 ? ['engine' as const] : []),
     ...TIMED_GRID_KEYS.filter((k) => (timedAxes[k]?.length ?? 0) > 1),
     'router',
     'engines',

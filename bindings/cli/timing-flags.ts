@@ -71,8 +71,8 @@ export const SLO_FLAGS = [
 export function addTimingOptions(cmd: Command, prefix = ''): Command {
   return addProfileOptions(cmd, prefix)
     .option('--timing <file|default>', `${prefix}keep time in milliseconds: "default" (the built-in polynomial, docs/timing.md) or a profiled table (.json or .csv) or a timing spec (.json with "kind")`)
-    .addOption(new Option('--scheduler <name>', `${prefix}each engine's scheduler: xllm (the replay kernel, timed) or continuous (chunked prefill, a token budget, preemption; timed with the default model unless --timing)`).choices(FLEET_SCHEDULERS))
-    .option('--max-num-batched-tokens <n>', `${prefix}--scheduler continuous: prompt plus decode tokens per step (default 8192)`, (v: string) => parseIntArg('--max-num-batched-tokens', 1, v))
+    .addOption(new Option('--scheduler <name>', `${prefix}--engine xllm: each engine's scheduler: xllm (the replay kernel, timed) or continuous (chunked prefill, a token budget, preemption; timed with the default model unless --timing)`).choices(FLEET_SCHEDULERS))
+    .option('--max-num-batched-tokens <n>', `${prefix}--scheduler continuous or --engine vllm: prompt plus decode tokens per step (vllm: per dp rank, on either clock) (default 8192)`, (v: string) => parseIntArg('--max-num-batched-tokens', 1, v))
     .option('--speedup <x>', `${prefix}timed: request r arrives at its timestamp / x (default 1)`, positiveNumber('--speedup'))
     .option('--concurrency <n>', `${prefix}timed: a closed loop of n requests in flight, in trace order, ignoring timestamps`, (v: string) => parseIntArg('--concurrency', 1, v))
     .option('--slo-ttft-ms <ms>', `${prefix}timed: the fewest engines whose p99 ${SLO_FLAGS[0].what} is at most ms`, positiveNumber('--slo-ttft-ms'))

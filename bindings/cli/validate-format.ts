@@ -47,7 +47,7 @@ export function formatValidation(v: Validation): string {
     `  timing: ${s.timing}`,
     `    cpu overhead ${s.cpuOverheadMs.value} ms (${s.cpuOverheadMs.source})`,
     `    link latency ${s.linkLatencyUs.value} us, bandwidth ${s.linkGBps.value} GB/s (${s.linkLatencyUs.source === s.linkGBps.source ? s.linkLatencyUs.source : `${s.linkLatencyUs.source}; ${s.linkGBps.source}`})`,
-    `  engine: scheduler ${s.engine}; TP ${src(s.tp)}; DP ${src(s.dp)}; expert parallel ${s.expertParallel.value ? 'on' : 'off'}`,
+    `  engine: ${s.engine}; TP ${src(s.tp)}; DP ${src(s.dp)}; expert parallel ${s.expertParallel.value ? 'on' : 'off'}`,
     `    max_num_seqs ${src(s.maxNumSeqs)}; max_num_batched_tokens ${src(s.maxNumBatchedTokens)}; block size ${src(s.blockSize)}`,
     `    KV blocks per rank ${s.numBlocks.value.toLocaleString('en-US')} = ${s.kvGibPerGpu} GiB per GPU (${s.numBlocks.source})`,
     `  replay: ${v.replay.steps.toLocaleString('en-US')} engine steps, ${v.replay.preemptions} preemptions, ${v.replay.rejected} rejected, ${v.replay.truncated} truncated; last token at ${(v.replay.makespanMs / 1000).toFixed(2)} s (measured ${(v.replay.measuredMakespanMs / 1000).toFixed(2)} s)`,

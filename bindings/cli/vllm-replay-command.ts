@@ -8,7 +8,9 @@ import { Command, Option } from 'commander';
 import { ENGINES } from '../engines/replay.js';
 import { readTraceFile } from '../node/trace-file.js';
 import { stepLine } from '../vllm/engine.js';
-import { XLLM_ONLY_OPTIONS, parseVllmReplayOptions, replayVllmSync, type VllmReplayOptions, type VllmReplayRun } from '../vllm/replay.js';
+import { XLLM_ONLY_OPTIONS, openVllmReplay, parseVllmReplayOptions, replayVllmSync, type VllmReplayOptions, type VllmReplayRun } from '../vllm/replay.js';
+import { eventOutputs } from '../node/event-file.js';
+import { publishing, wireOptions, type EventFlags } from './replay-events.js';
 import { csvOf, count, get, percent, type OutputFormat } from './format.js';
 import { parseIntArg } from './options.js';
 import { VLLM_CONFIG_GLOSSARY, VLLM_RANK_GLOSSARY, VLLM_RESULT_GLOSSARY, vllmGlossaryHelp } from './vllm-glossary.js';
@@ -32,18 +34,59 @@ const VLLM_ONLY_FLAGS: ReadonlyArray<[keyof EngineFlags, string, string]> = [
   ['stepsOut', '--steps-out', 'the xllm replay kernel runs request by request, not in engine steps'],
 ];
 
-/** The event flags, refused with --engine vllm. */
-const EVENT_FLAGS: ReadonlyArray<[string, string]> = [['events', '--events'], ['zmq', '--zmq'], ['zmqReplay', '--zmq-replay']];
-
-export function addEngineOptions(cmd: Command): void {
-  cmd
-    .addOption(new Option('--engine <engine>', 'xllm: xLLM\'s BlockManagerPool under the replay kernel (docs/replay-kernel.md); vllm: vLLM v1\'s scheduler and block pool, step by step (docs/engines.md)').choices(ENGINES).default('xllm'))
+/** The engine's flags `kvpool replay`, `kvpool fleet` and `kvpool sweep` share: vLLM's names, and the vllm engine's own switches. */
+export function addVllmNameOptions(cmd: Command): Command {
+  return cmd
     .option('--max-num-seqs <n>', 'vLLM\'s name of --max-running (either engine)', (v: string) => parseIntArg('--max-num-seqs', 1, v))
     .option('--num-gpu-blocks-override <n>', 'vLLM\'s name of --num-blocks (either engine)', (v: string) => parseIntArg('--num-gpu-blocks-override', 2, v))
-    .option('--max-num-batched-tokens <n>', 'vllm: tokens scheduled per step and rank (default: no limit; vLLM serves with 8192 or 2048)', (v: string) => parseIntArg('--max-num-batched-tokens', 1, v))
     .option('--long-prefill-token-threshold <n>', 'vllm: a prefill\'s tokens per step at most (default 0: no cap)', (v: string) => parseIntArg('--long-prefill-token-threshold', 0, v))
-    .option('--no-scheduler-reserve-full-isl', 'vllm: admit a request when its first chunk fits, not only when all its tokens do (vLLM\'s scheduler_reserve_full_isl, on by default)')
+    .option('--no-scheduler-reserve-full-isl', 'vllm: admit a request when its first chunk fits, not only when all its tokens do (vLLM\'s scheduler_reserve_full_isl, on by default)');
+}
+
+/** What --engine says in every command's help. */
+export const ENGINE_FLAG_HELP = 'xllm: xLLM\'s BlockManagerPool under the replay kernel (docs/replay-kernel.md); vllm: vLLM v1\'s scheduler and block pool, step by step (docs/engines.md)';
+
+export function addEngineOptions(cmd: Command): void {
+  cmd.addOption(new Option('--engine <engine>', ENGINE_FLAG_HELP).choices(ENGINES).default('xllm'));
+  addVllmNameOptions(cmd)
+    .option('--max-num-batched-tokens <n>', 'vllm: tokens scheduled per step and rank (default: no limit; vLLM serves with 8192 or 2048)', (v: string) => parseIntArg('--max-num-batched-tokens', 1, v))
     .option('--steps-out <file>', 'vllm: write one line per engine step: step scheduled_tokens scheduled_reqs admitted preempted finished free_queue_len');
+}
+
+/**
+ * The engine flags of a fleet (`kvpool fleet`, and a sweep's fleets) added
+ * to its replay options, as `fleet()` takes them: vLLM's names given
+ * replace the defaults of kvpool's; --engine xllm refuses the vllm
+ * engine's switches and --engine vllm the xllm engine's modes, each by flag
+ * with the reason (the replay's rules); `engine` is left out for xllm.
+ */
+export function engineReplayOptions<T extends object>(cmd: Command, o: Record<string, unknown>, replay: T, engine: 'xllm' | 'vllm'): T {
+  const out = { ...replay } as Record<string, unknown>;
+  // One value per option, however it was given (both: they must agree).
+  if (o['maxNumSeqs'] !== undefined) out['maxRunning'] = aliased(cmd, o, 'maxRunning', 'maxNumSeqs');
+  if (o['numGpuBlocksOverride'] !== undefined) out['numBlocks'] = aliased(cmd, o, 'numBlocks', 'numGpuBlocksOverride');
+  if (engine === 'xllm') {
+    refuseVllmSwitches(cmd);
+    return out as T;
+  }
+  refuseXllmFlags(cmd);
+  for (const key of Object.keys(XLLM_ONLY_OPTIONS)) delete out[key]; // their defaults: the vllm engine has none of these modes
+  out['engine'] = 'vllm';
+  if (o['longPrefillTokenThreshold'] !== undefined) out['longPrefillTokenThreshold'] = o['longPrefillTokenThreshold'];
+  if (given(cmd, 'schedulerReserveFullIsl')) out['schedulerReserveFullIsl'] = false;
+  return out as T;
+}
+
+/** --engine xllm in a fleet or sweep: refuses the vllm engine's own switches (--max-num-batched-tokens is scheduler continuous's too), by flag with the reason. */
+export function refuseVllmSwitches(cmd: Command): void {
+  for (const [key, flag, why] of VLLM_ONLY_FLAGS) if (key !== 'maxNumBatchedTokens' && key !== 'stepsOut' && given(cmd, key)) throw new RangeError(`${flag} needs --engine vllm: ${why}`);
+}
+
+/** --engine vllm: refuses the xllm engine's own flags, naming each with the reason. */
+export function refuseXllmFlags(cmd: Command): void {
+  for (const key of Object.keys(XLLM_ONLY_OPTIONS)) {
+    if (given(cmd, key)) throw new RangeError(`${flagOf(key)} cannot be used with --engine vllm: ${XLLM_ONLY_OPTIONS[key]}`);
+  }
 }
 
 /** Whether the user gave flag `key` (not its default). */
@@ -52,11 +95,11 @@ const given = (cmd: Command, key: string) => cmd.getOptionValueSource(key) === '
 /** The flag name of a camelCase option key. */
 const flagOf = (key: string) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
-/** One value of an option given under kvpool's name and vLLM's (both given: they must agree). */
-function aliased(cmd: Command, o: Record<string, unknown>, ours: string, theirs: string): number | undefined {
+/** One value of an option given under kvpool's name and vLLM's (both given: they must agree; lists too). */
+export function aliased(cmd: Command, o: Record<string, unknown>, ours: string, theirs: string): number | undefined {
   const a = given(cmd, ours) ? (o[ours] as number) : undefined;
   const b = o[theirs] as number | undefined;
-  if (a !== undefined && b !== undefined && a !== b) throw new RangeError(`${flagOf(ours)} ${a} and ${flagOf(theirs)} ${b} are one option (kvpool's name and vLLM's) and disagree`);
+  if (a !== undefined && b !== undefined && String(a) !== String(b)) throw new RangeError(`${flagOf(ours)} ${String(a)} and ${flagOf(theirs)} ${String(b)} are one option (kvpool's name and vLLM's) and disagree`);
   return a ?? b;
 }
 
@@ -72,12 +115,7 @@ export function xllmEngineFlags(cmd: Command, o: EngineFlags & { maxRunning: num
 
 /** --engine vllm: the flags as replay options, the xllm engine's own flags refused with the reason. */
 export function vllmOptionsOf(cmd: Command, o: Record<string, unknown>): VllmReplayOptions {
-  for (const key of Object.keys(XLLM_ONLY_OPTIONS)) {
-    if (given(cmd, key)) throw new RangeError(`${flagOf(key)} cannot be used with --engine vllm: ${XLLM_ONLY_OPTIONS[key]}`);
-  }
-  for (const [key, flag] of EVENT_FLAGS) {
-    if (given(cmd, key)) throw new RangeError(`${flag} cannot be used with --engine vllm: its KV events are recorded by the library (VllmKvCacheManager.recordEvents) but not written by the command yet`);
-  }
+  refuseXllmFlags(cmd);
   const maxRunning = aliased(cmd, o, 'maxRunning', 'maxNumSeqs');
   const numBlocks = aliased(cmd, o, 'numBlocks', 'numGpuBlocksOverride');
   return {
@@ -121,16 +159,53 @@ class StepFile {
   }
 }
 
-/** Runs `kvpool replay --engine vllm` (options checked before the trace is read); returns the run. */
+/**
+ * Runs `kvpool replay --engine vllm` (options checked before the trace is
+ * read); returns the run. With --events or --zmq the caches record their
+ * KV events in vLLM's order, and each step's go out as one batch per dp
+ * rank with events (docs/events.md, from the replay command).
+ */
 export async function runVllmCommand(
-  cmd: Command, spec: string | undefined, o: Record<string, unknown>, onProgress: ((done: number, total: number) => void) | undefined,
+  cmd: Command, spec: string | undefined, o: Record<string, unknown> & EventFlags, onProgress: ((done: number, total: number) => void) | undefined,
 ): Promise<VllmReplayRun> {
   const options = vllmOptionsOf(cmd, o);
   const parsed = parseVllmReplayOptions(options);
   const requests = spec === undefined ? undefined : await readTraceFile(spec, parsed.limit ?? Infinity);
   const steps = o['stepsOut'] !== undefined ? new StepFile(o['stepsOut'] as string) : null;
+  const run: VllmReplayOptions = { ...options, ...(requests && { trace: requests }), ...(steps && { onStep: (s) => steps.add(stepLine(s)) }) };
   try {
-    return replayVllmSync({ ...options, ...(requests && { trace: requests }), ...(onProgress && { onProgress }), ...(steps && { onStep: (s) => steps.add(stepLine(s)) }) }, parsed, spec);
+    if (o.zmq !== undefined) {
+      return await publishing(o, parsed.dpSize, onProgress, (out) => {
+        const r = openVllmReplay(run, parsed, spec, true);
+        let step = 0;
+        return {
+          step: () => {
+            if (!r.loop.step()) return false;
+            out.vllmHook(r.kvs, ++step);
+            return true;
+          },
+          done: () => r.loop.created,
+          total: r.loop.total,
+          finish: () => r.finish(),
+          dispose: () => r.dispose(),
+        };
+      });
+    }
+    if (o.events !== undefined) {
+      const out = eventOutputs(o.events, null, wireOptions(o));
+      try {
+        const r = openVllmReplay({ ...run, ...(onProgress && { onProgress }) }, parsed, spec, true);
+        try {
+          for (let step = 1; r.loop.step(); step++) out.vllmHook(r.kvs, step);
+          return r.finish();
+        } finally {
+          r.dispose();
+        }
+      } finally {
+        out.close();
+      }
+    }
+    return replayVllmSync({ ...run, ...(onProgress && { onProgress }) }, parsed, spec);
   } finally {
     steps?.close();
   }

@@ -99,6 +99,8 @@ export class BlockSlots {
   pHi = new Uint32Array(0);
   pForm = new Uint8Array(0);
   keyed = new Uint8Array(0);
+  /** Copies of the block its source announced and has not removed (KVEventIndex's countCopies; else 1). */
+  copies = new Uint32Array(0);
   /** The index's chain key of a keyed block: 4 u32 words per slot. */
   key = new Uint32Array(0);
   /** B tokens per slot. */
@@ -149,6 +151,7 @@ export class BlockSlots {
     this.pLo[x] = pLo;
     this.pHi[x] = pHi;
     this.keyed[x] = 0;
+    this.copies[x] = 1;
     const B = this.B;
     const t = this.tokens;
     if (tokens instanceof Int32Array) t.set(tokens.subarray(at, at + B), x * B);
@@ -256,6 +259,7 @@ export class BlockSlots {
     this.pHi = more(this.pHi);
     this.pForm = more(this.pForm);
     this.keyed = more(this.keyed);
+    this.copies = more(this.copies);
     this.key = more(this.key, 4);
     this.tokens = more(this.tokens, this.B);
     this.prev = more(this.prev);

@@ -22,7 +22,7 @@
 import { EV_CLEARED, EV_HASH, EV_HEADER, EV_KIND, EV_NUM_TOKENS, EV_PARENT, EV_PARENT_CHAIN, EV_PARENT_HASH, EV_PARENT_SALT, EV_STORED } from '../core/abi.js';
 import type { CoreInstance } from '../core/core-instance.js';
 import type { KVEvent, KVEventSource, SaltNames } from '../managers/kv-events.js';
-import { checkInt, checkKeys, checkObject, describe } from '../validate.js';
+import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import { chainKeys, rootKey } from './index-chain.js';
 import { KeyHolders } from './index-keys.js';
 import { parseLimits, type KVEventIndexLimits } from './index-limits.js';
@@ -52,6 +52,18 @@ export interface IndexedBlock {
 export interface KVEventIndexOptions {
   /** Tokens per block; default: the block size of the first stored event (give it when the streams come from the network). */
   blockSize?: number;
+  /**
+   * Count the copies of a block (default false). vLLM caches a key on a
+   * second block when two requests compute the same block, announces each
+   * copy with its own BlockStored and each copy's eviction with its own
+   * BlockRemoved: the key stays cached until its last copy leaves. With
+   * `countCopies` a source's block stays until removed as many times as it
+   * was stored (what follows a vLLM engine exactly); without, a stored
+   * block replaces the one of the same hash and a removal forgets it, so
+   * applying an event twice changes nothing (kvpool's pools announce each
+   * cached block once; a snapshot may overlap the events after it).
+   */
+  countCopies?: boolean;
   /** Bounds on what a stream may send (docs/events.md, limits); each one left out keeps its default. */
   limits?: Partial<KVEventIndexLimits>;
 }
@@ -157,10 +169,13 @@ export class KVEventIndex {
 
   /** Events of KV-cache groups other than full attention (not indexed, as Dynamo drops them). */
   ignoredEvents = 0;
+  /** Whether blocks count their copies (options.countCopies). */
+  readonly countCopies: boolean;
 
   constructor(options: KVEventIndexOptions = {}) {
     checkObject('options', options);
-    checkKeys('options', options, ['blockSize', 'limits']);
+    checkKeys('options', options, ['blockSize', 'limits', 'countCopies']);
+    this.countCopies = options.countCopies === undefined ? false : checkBool('options.countCopies', options.countCopies);
     this.limits = Object.freeze(parseLimits(options.limits));
     this.size = options.blockSize === undefined ? null : checkInt('options.blockSize', options.blockSize, 1, this.limits.maxBlockSize);
   }
@@ -490,8 +505,12 @@ export class KVEventIndex {
       const form = this.rForm[i]!;
       const lo = this.rLo[i]!;
       const hi = this.rHi[i]!;
-      this.drop(s, form, lo, hi);
+      // A block of this hash held already is replaced (counting copies: it carries its count over).
+      const old = slots.find(s.id, form, lo, hi);
+      const copies = old === NONE || !this.countCopies ? 1 : slots.copies[old]! + 1;
+      if (old !== NONE) this.forget(s, old);
       const x = slots.add(s, form, lo, hi, pForm, pLo, pHi, tokens, at + i * B, i === 0 && pForm === NO_PARENT ? extra0 : null);
+      slots.copies[x] = copies;
       if (form === HASH_NAME) names.ref(lo);
       if (pForm === HASH_NAME) names.ref(pLo);
       let chained = false;
@@ -540,13 +559,17 @@ export class KVEventIndex {
     }
   }
 
-  /** Forgets block (form, lo, hi) of `s` (keyed or waiting); blocks keyed on it keep their keys. */
+  /**
+   * A removal of block (form, lo, hi) of `s`: forgets it (keyed or waiting;
+   * blocks keyed on it keep their keys), or, counting copies, one copy.
+   */
   private drop(s: Source, form: number, lo: number, hi: number): void {
     const slots = this.slots;
     if (slots === null) return;
     const x = slots.find(s.id, form, lo, hi);
     if (x === NONE) return;
-    this.forget(s, x);
+    if (this.countCopies && slots.copies[x]! > 1) slots.copies[x]!--;
+    else this.forget(s, x);
   }
 
   private forget(s: Source, x: number): void {

@@ -18,7 +18,9 @@ import { namedRequestError } from '../replay/stepper.js';
 import { openReplay, type OpenReplay, type ParsedReplayOptions, type ReplayConfig, type ReplayRun } from '../replay/replay.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { addChunk, addDecode, clearStepBatch, type StepBatch } from '../timing/timing-model.js';
+import type { EngineEvents } from './engine-events.js';
 import type { RequestClock, TimedEngineFigures } from './fleet-latency.js';
+import type { FleetConfig } from './fleet-options.js';
 import { hostLoaded, type TimedEngine } from './timed-engine.js';
 
 /** The dp rank a replay sequence runs on (0 where the target's sequences have none). */
@@ -337,7 +339,11 @@ export class ContinuousEngine implements TimedEngine {
     this.runningJobs = [];
   }
 
-  result(config: ReplayConfig): ReplayRun {
+  flushEvents(events: EngineEvents, i: number, ts: number, step: number): void {
+    events.flush(i, this.open.pool, ts, step);
+  }
+
+  result(config: ReplayConfig | FleetConfig): ReplayRun {
     const t = this.target;
     return this.open.finish({
       requests: this.requests,
@@ -353,7 +359,7 @@ export class ContinuousEngine implements TimedEngine {
       cachedBlocksAtEnd: t.numBlocksInPrefixCache(),
       seconds: 0,
       allocateCallsPerSecond: 0,
-    }, config);
+    }, config as ReplayConfig);
   }
 
   figures(engine: number): Omit<TimedEngineFigures, 'utilisation'> {

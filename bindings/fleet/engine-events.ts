@@ -7,6 +7,7 @@ import type { CoreInstance } from '../core/core-instance.js';
 import { drainInto, parseWireOptions, VllmWireEncoder, type VllmEncodeOptions } from '../events/vllm.js';
 import type { KVEventSource } from '../managers/kv-events.js';
 import type { BlockManagerPool } from '../pool/block-manager-pool.js';
+import type { VllmKvCacheManager, VllmKvEvent } from '../vllm/kv-cache-manager.js';
 import { PrecisePrefixRouter } from './precise-prefix.js';
 import type { Router } from './router.js';
 
@@ -25,6 +26,39 @@ export class EngineEvents {
     this.wire = parseWireOptions({ ...wire, ts: 0 });
     this.wanted = sink !== undefined || typeof router.onEvents === 'function';
     this.direct = router instanceof PrecisePrefixRouter && router.onEvents === PrecisePrefixRouter.prototype.onEvents ? router : null;
+  }
+
+  /**
+   * A vLLM engine `i`'s events since its last flush (`kvs`: its ranks'
+   * managers, rank r's at index r), in vLLM's order: one batch per rank with
+   * events, as each of vLLM's engine cores publishes its own.
+   */
+  flushVllm(i: number, kvs: readonly VllmKvCacheManager[], ts: number, step: number): void {
+    if (!this.wanted) return;
+    const { router, sink, direct } = this;
+    let all: VllmKvEvent[] | null = null;
+    const enc = direct !== null && sink === undefined ? null : (this.encoder ??= new VllmWireEncoder(this.wire));
+    const batches: Uint8Array[] = [];
+    enc?.reset();
+    for (const kv of kvs) {
+      const events = kv.drainEvents();
+      if (events.length === 0) continue;
+      if (direct !== null) {
+        if (all === null) all = events;
+        else for (const e of events) all.push(e);
+      }
+      if (enc !== null) {
+        const start = enc.bytes().length;
+        enc.beginBatch(ts);
+        enc.events(events);
+        enc.endBatch(kv.dpRank);
+        batches.push(enc.bytes().slice(start));
+      }
+    }
+    if (all !== null) direct!.onEventObjects(i, all);
+    if (batches.length === 0) return;
+    if (direct === null) router.onEvents?.(i, batches);
+    sink?.(i, batches, step);
   }
 
   /** Engine `i`'s events since its last flush, stamped `ts` seconds, of step `step`. */

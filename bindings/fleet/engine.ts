@@ -8,6 +8,9 @@ import type { ReplaySequence } from '../replay/kernel.js';
 import { openReplay, type OpenReplay, type ParsedReplayOptions, type ReplayConfig, type ReplayRun } from '../replay/replay.js';
 import { ReplayStepper, type ReplayStep } from '../replay/stepper.js';
 import type { TraceRequest } from '../replay/trace.js';
+import type { EngineEvents } from './engine-events.js';
+import type { FleetConfig } from './fleet-options.js';
+import type { StepEngine } from './step-engine.js';
 
 /** A request the kernel holds (its blocks are the pool's until the kernel finishes it). */
 interface Resident {
@@ -25,7 +28,7 @@ export interface StopObserver {
   stopped(r: number, early: boolean): void;
 }
 
-export class FleetEngine {
+export class FleetEngine implements StepEngine {
   readonly open: OpenReplay;
   private readonly stepper: ReplayStepper<ReplaySequence>;
   private readonly maxRunning: number;
@@ -178,9 +181,13 @@ export class FleetEngine {
     if (step !== null) this.retire(step);
   }
 
-  /** The engine's replay result (as replay() reports one), under `config`. */
-  result(config: ReplayConfig): ReplayRun {
-    return this.open.finish(this.stepper.result(), config);
+  /** The engine's replay result (as replay() reports one), under `config` (an xllm fleet's: every replay field is there). */
+  result(config: ReplayConfig | FleetConfig): ReplayRun {
+    return this.open.finish(this.stepper.result(), config as ReplayConfig);
+  }
+
+  flushEvents(events: EngineEvents, i: number, ts: number, step: number): void {
+    events.flush(i, this.open.pool, ts, step);
   }
 
   dispose(): void {

@@ -6,7 +6,7 @@
 // utilisation. Times count from the run's first arrival.
 
 import { latencyFigures, type LatencyFigures } from './latency-figures.js';
-import type { FleetScheduler } from './timed-options.js';
+import type { TimedScheduler } from './timed-options.js';
 
 export type { LatencyFigures } from './latency-figures.js';
 
@@ -57,7 +57,8 @@ export interface RequestTimes {
 export interface FleetLatency {
   /** The timing model's name. */
   timing: string;
-  scheduler: FleetScheduler;
+  /** The engines' scheduler: xllm, continuous, or vllm (engine 'vllm'). */
+  scheduler: TimedScheduler;
   /**
    * Where the run's clock starts, in the trace's milliseconds: the first
    * request's arrival (its timestamp / speedup; 0 in a closed loop or

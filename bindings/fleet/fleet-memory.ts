@@ -7,6 +7,8 @@
 import { MAX_PAGES } from '../core/abi.js';
 import { plainCore } from '../core/plain-core.js';
 import { openReplay, type ParsedReplayOptions } from '../replay/replay.js';
+import { openVllmEngine } from '../vllm/open-engine.js';
+import type { ParsedVllmReplayOptions } from '../vllm/replay.js';
 import type { ParsedFleetOptions } from './fleet-options.js';
 
 /** A core's whole memory: 4 GiB. */
@@ -27,19 +29,23 @@ const measured = new Map<string, number>();
  * by building one (in this thread's core) and giving it back; what the core
  * kept after (staging areas grown once) is not the engine's.
  */
-export function engineCoreBytes(p: ParsedReplayOptions): number {
-  const key = JSON.stringify(p, (k, v) => (k === 'onProgress' || k === 'trace' ? undefined : v));
+export function engineCoreBytes(p: ParsedReplayOptions, vllm?: ParsedVllmReplayOptions): number {
+  const key = JSON.stringify(vllm ?? p, (k, v) => (k === 'onProgress' || k === 'trace' ? undefined : v)) + (vllm === undefined ? '' : ' vllm');
   const known = measured.get(key);
   if (known !== undefined) return known;
   const before = inUse();
-  let open: ReturnType<typeof openReplay>;
+  let dispose: () => void;
   try {
-    open = openReplay(p);
+    if (vllm !== undefined) dispose = openVllmEngine(vllm).dispose;
+    else {
+      const open = openReplay(p);
+      dispose = () => open.pool.dispose();
+    }
   } catch {
     return 0; // not measurable here (one engine alone does not fit, say): building the fleet says why
   }
   const built = inUse();
-  open.pool.dispose();
+  dispose();
   const bytes = Math.max(0, built - before - (inUse() - before));
   measured.set(key, bytes);
   return bytes;
@@ -61,7 +67,7 @@ function ceiling(room: number, perEngine: number): number {
  * whole on one worker thread, as a sweep runs it; a fresh core each).
  */
 export function checkFleetFits(p: ParsedFleetOptions, onWorker = false): void {
-  const per = engineCoreBytes(p.replay);
+  const per = engineCoreBytes(p.replay, p.vllm);
   const threads = p.threads > 0 ? Math.min(p.threads, p.engines) : 1;
   const inThisThread = p.threads === 0 && !onWorker;
   const room = inThisThread ? CORE_BYTES - inUse() : CORE_BYTES - WORKER_CORE_RESERVE;

@@ -1,7 +1,7 @@
 // What a fleet run reports (docs/fleet.md, metrics), and the figures made
 // from the raw counts: hit rates, queueing percentiles, load imbalance.
 
-import type { ReplayRun } from '../replay/replay.js';
+import type { EngineRun } from './step-engine.js';
 import type { FleetConfig } from './fleet-options.js';
 import type { FleetLatency } from './fleet-latency.js';
 
@@ -24,10 +24,10 @@ export interface FleetEngineFigures {
   hitRate: number;
   evictedBlocks: number;
   idChecksum: number;
-  /** Sequences the kernel finished while they still decoded, to make room after a failed allocation. */
+  /** Sequences the kernel finished while they still decoded, to make room after a failed allocation (vllm: requests dropped after giving tokens). */
   finishedEarly: number;
-  /** The engine's whole replay result, as replay() reports one. */
-  run: ReplayRun;
+  /** The engine's whole replay result, as replay() reports one for its engine (a VllmReplayRun for engine 'vllm'). */
+  run: EngineRun;
 }
 
 export interface FleetRun {
@@ -70,7 +70,7 @@ export function queueingFigures(delays: readonly number[]): QueueingFigures {
   return { meanSteps: ratio6(sum, n), p50Steps: rank(50), p99Steps: rank(99), maxSteps: sorted[n - 1]! };
 }
 
-export function engineFigures(engine: number, run: ReplayRun, finishedEarly: number): FleetEngineFigures {
+export function engineFigures(engine: number, run: EngineRun, finishedEarly: number): FleetEngineFigures {
   return {
     engine,
     requests: run.requests,

@@ -1,8 +1,8 @@
 // `fleet()`: K engines behind a router, replaying a trace on a step clock
 // (docs/fleet.md). Each step: requests that arrived are routed in trace
 // order and queued; each engine, in index order, admits from its queue by
-// the replay kernel's rules; the engines' KV events of the step go to the
-// router; the load is sampled.
+// the replay kernel's rules (engine 'vllm': runs one vLLM step); the
+// engines' KV events of the step go to the router; the load is sampled.
 
 import { loadCore } from '../core/plain-core.js';
 import type { VllmEncodeOptions } from '../events/vllm.js';
@@ -12,7 +12,11 @@ import type { TraceRequest } from '../replay/trace.js';
 import { generateWorkload } from '../replay/workload.js';
 import { checkRequests } from '../replay/stepper.js';
 import { checkInt } from '../validate.js';
+import { checkPrompts } from '../vllm/replay.js';
+import type { VllmKvCacheManager } from '../vllm/kv-cache-manager.js';
 import { FleetEngine } from './engine.js';
+import type { StepEngine } from './step-engine.js';
+import { VllmFleetEngine, VllmScratch } from './vllm-fleet-engine.js';
 import { fleetConfig, parseFleetOptions, type FleetConfig, type FleetOptions, type ParsedFleetOptions } from './fleet-options.js';
 import { assembleRun, engineFigures, type FleetRun } from './fleet-result.js';
 import type { FleetView, Router } from './router.js';
@@ -22,6 +26,7 @@ import { createRouter } from './routers.js';
 import { checkFleetFits } from './fleet-memory.js';
 import { arrivalWarnings } from './arrival-warnings.js';
 import { TimedFleet } from './timed-fleet.js';
+import { engineSlots } from './fleet-slots.js';
 
 export type { FleetEventSink } from './engine-events.js';
 
@@ -64,7 +69,10 @@ export function withArrivalWarnings(run: FleetRun, p: ParsedFleetOptions, trace:
 export function routerOf(p: ParsedFleetOptions): Router {
   const r = p.replay;
   return typeof p.router === 'string'
-    ? createRouter(p.router, { blockSize: r.blockSize, capacity: (r.numBlocks - 1) * r.dpSize, prefixWeight: p.prefixWeight, loadWeight: p.loadWeight, affinityBlocks: p.affinityBlocks })
+    ? createRouter(p.router, {
+      blockSize: r.blockSize, capacity: (r.numBlocks - 1) * r.dpSize, prefixWeight: p.prefixWeight, loadWeight: p.loadWeight, affinityBlocks: p.affinityBlocks,
+      ...(p.vllm !== undefined && { countCopies: true }),
+    })
     : p.router;
 }
 
@@ -72,7 +80,7 @@ export function routerOf(p: ParsedFleetOptions): Router {
 export class Fleet {
   readonly router: Router;
   readonly config: FleetConfig;
-  private readonly engines: FleetEngine[] = [];
+  private readonly engines: StepEngine[] = [];
   private readonly p: ParsedFleetOptions;
   private readonly trace: readonly TraceRequest[];
   private st: RunState | undefined;
@@ -92,6 +100,7 @@ export class Fleet {
     this.trace = given ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
     // Routers read the requests before an engine's loop checks them: every one is checked here first.
     checkRequests(this.trace, p.replay.limit);
+    if (p.vllm !== undefined) checkPrompts(this.trace, p.replay.limit);
     // Before the first engine is built: a fleet too large for the core is refused with its ceiling.
     checkFleetFits(p);
     const r = p.replay;
@@ -104,19 +113,45 @@ export class Fleet {
     }
     this.events = new EngineEvents(this.router, sink, wire);
     try {
-      for (let e = 0; e < p.engines; e++) this.engines.push(new FleetEngine(r, this.events.wanted));
+      const n = Math.min(this.trace.length, r.limit ?? Infinity);
+      const scratch = p.vllm === undefined ? undefined : new VllmScratch(n);
+      for (let e = 0; e < p.engines; e++) {
+        this.engines.push(p.vllm === undefined ? new FleetEngine(r, this.events.wanted) : new VllmFleetEngine(p.vllm, this.events.wanted, this.trace, scratch!));
+      }
     } catch (err) {
       this.dispose();
       throw err;
     }
   }
 
-  /** Engine `e`'s pool (until `dispose`). */
+  /** Engine `e`'s pool (until `dispose`); an xllm fleet's (a vLLM engine's caches: `vllmCaches`). */
   pool(e: number): FleetEngine['pool'] {
     checkInt('e', e, 0, this.p.engines - 1);
-    const pool = this.timed !== undefined ? this.timed.pool(e) : this.engines[e]?.pool;
+    if (this.p.vllm !== undefined) throw new TypeError("Fleet.pool: a fleet of engine 'vllm' has no BlockManagerPool; its engines' KV caches are Fleet.vllmCaches(e)");
+    const pool = this.timed !== undefined ? this.timed.pool(e) : (this.engines[e] as FleetEngine | undefined)?.pool;
     if (pool === undefined || pool.isDisposed) throw new Error('Fleet.pool: this fleet was disposed; its pools are gone');
     return pool;
+  }
+
+  /**
+   * Engine `e`'s metrics in the Prometheus text format (docs/metrics.md):
+   * its pool's (`pool(e).metricsText`), or a vLLM engine's under vLLM's
+   * names (`VllmEngine.metricsText`); `labels` are constant labels.
+   */
+  metricsText(e: number, labels: Record<string, string> = {}): string {
+    if (this.p.vllm === undefined) return this.pool(e).metricsText(labels);
+    this.vllmCaches(e); // checks e and that the fleet is not disposed
+    const eng = this.timed !== undefined ? this.timed.vllmEngine(e) : (this.engines[e] as VllmFleetEngine).engine;
+    return eng.metricsText(labels);
+  }
+
+  /** Engine `e`'s KV-cache managers, rank r's at index r (engine 'vllm'; until `dispose`). */
+  vllmCaches(e: number): readonly VllmKvCacheManager[] {
+    checkInt('e', e, 0, this.p.engines - 1);
+    if (this.p.vllm === undefined) throw new TypeError("Fleet.vllmCaches: a fleet of engine 'xllm' has BlockManagerPools; they are Fleet.pool(e)");
+    const kvs = this.timed !== undefined ? this.timed.vllmCaches(e) : (this.engines[e] as VllmFleetEngine | undefined)?.kvs;
+    if (kvs === undefined || kvs.some((kv) => kv.pool.isDisposed)) throw new Error('Fleet.vllmCaches: this fleet was disposed; its caches are gone');
+    return kvs;
   }
 
   /** Runs the whole trace and returns the result; once. */
@@ -173,7 +208,7 @@ export class Fleet {
     const arrival = arrivalSteps(trace, n, p.stepMs, p.arrival === 'instant');
     const view: FleetView = {
       engines: engines.length,
-      maxRunning: p.replay.maxRunning,
+      maxRunning: engineSlots(p),
       load: (e) => engines[e]!.load,
       running: (e) => engines[e]!.running,
       queued: (e) => engines[e]!.queued,
@@ -186,7 +221,7 @@ export class Fleet {
 
   private flushEvents(t: number): void {
     const ts = (t * this.p.stepMs) / 1000;
-    if (this.events.wanted) this.engines.forEach((e, i) => this.events.flush(i, e.pool, ts, t));
+    if (this.events.wanted) this.engines.forEach((e, i) => e.flushEvents(this.events, i, ts, t));
   }
 
   /** The run's result, once `step()` has returned false. */

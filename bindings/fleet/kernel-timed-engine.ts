@@ -11,7 +11,9 @@ import type { ReplayStep } from '../replay/stepper.js';
 import type { TraceRequest } from '../replay/trace.js';
 import { addChunk, addDecode, clearStepBatch, type StepBatch } from '../timing/timing-model.js';
 import { FleetEngine } from './engine.js';
+import type { EngineEvents } from './engine-events.js';
 import type { RequestClock, TimedEngineFigures } from './fleet-latency.js';
+import type { FleetConfig } from './fleet-options.js';
 import { hostLoaded, type TimedEngine } from './timed-engine.js';
 
 /** Per-request state of the kernel's timed engines, one set for the fleet (a request runs on one engine). */
@@ -183,7 +185,11 @@ export class KernelTimedEngine implements TimedEngine {
     this.e.drain();
   }
 
-  result(config: ReplayConfig): ReplayRun {
+  flushEvents(events: EngineEvents, i: number, ts: number, step: number): void {
+    events.flush(i, this.e.pool, ts, step);
+  }
+
+  result(config: ReplayConfig | FleetConfig): ReplayRun {
     return this.e.result(config);
   }
 

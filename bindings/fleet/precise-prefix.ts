@@ -6,7 +6,7 @@
 
 import type { CoreInstance } from '../core/core-instance.js';
 import { KVEventIndex } from '../events/kv-event-index.js';
-import type { KVEventSource, SaltNames } from '../managers/kv-events.js';
+import type { KVEvent, KVEventSource, SaltNames } from '../managers/kv-events.js';
 import { checkInt } from '../validate.js';
 import { bestByPrefixAndLoad, parseWeights, type ParsedWeights, type PrefixScoreWeights } from './prefix-score.js';
 import type { FleetView, RouteRequest, Router } from './router.js';
@@ -14,6 +14,8 @@ import type { FleetView, RouteRequest, Router } from './router.js';
 export interface PrecisePrefixOptions extends PrefixScoreWeights {
   /** The engines' tokens per block. */
   blockSize: number;
+  /** The index counts a block's copies (vLLM engines announce each copy of a key: KVEventIndexOptions.countCopies). */
+  countCopies?: boolean;
 }
 
 /** The instance name engine `e` publishes its events as. */
@@ -28,7 +30,7 @@ export class PrecisePrefixRouter implements Router {
   private readonly weights: ParsedWeights;
 
   constructor(options: PrecisePrefixOptions) {
-    this.index = new KVEventIndex({ blockSize: checkInt('options.blockSize', options.blockSize, 1) });
+    this.index = new KVEventIndex({ blockSize: checkInt('options.blockSize', options.blockSize, 1), ...(options.countCopies !== undefined && { countCopies: options.countCopies }) });
     this.weights = parseWeights(options);
   }
 
@@ -43,6 +45,14 @@ export class PrecisePrefixRouter implements Router {
    */
   onEventRecords(e: number, dpRank: number, source: KVEventSource, rt: CoreInstance, ptr: number, len: number, salts: SaltNames | null): void {
     this.index.applyRecords(engineInstance(e), dpRank, source, rt, ptr, len, salts);
+  }
+
+  /**
+   * @internal A vLLM engine `e`'s event objects, as an in-thread fleet drains
+   * them from its managers: the same events as `onEvents`' batches.
+   */
+  onEventObjects(e: number, events: readonly KVEvent[]): void {
+    this.index.apply(engineInstance(e), events);
   }
 
   route(req: RouteRequest, fleet: FleetView): number {

@@ -19,6 +19,8 @@ export interface RouterContext {
   prefixWeight: number;
   loadWeight: number;
   affinityBlocks: number;
+  /** The engines announce each copy of a cached key (vLLM engines): the precise router's index counts them. */
+  countCopies?: boolean;
 }
 
 export function createRouter(policy: RouterPolicy, c: RouterContext): Router {
@@ -33,6 +35,6 @@ export function createRouter(policy: RouterPolicy, c: RouterContext): Router {
     case 'approximate-prefix':
       return new ApproximatePrefixRouter({ capacity: c.capacity, ...weights });
     case 'precise-prefix':
-      return new PrecisePrefixRouter({ blockSize: c.blockSize, ...weights });
+      return new PrecisePrefixRouter({ blockSize: c.blockSize, ...weights, ...(c.countCopies === true && { countCopies: true }) });
   }
 }

@@ -9,7 +9,7 @@
 import type { TraceRequest } from '../replay/trace.js';
 import { addChunk, clearStepBatch, emptyStepBatch, type TimingModel } from '../timing/timing-model.js';
 import type { FleetRun } from './fleet-result.js';
-import type { FleetScheduler } from './timed-options.js';
+import type { TimedScheduler } from './timed-options.js';
 
 /** Tokens of a hash id's chunk (the kernel's prompt: hash_ids[p / 512] * 512 + p % 512). */
 const CHUNK = 512;
@@ -17,9 +17,11 @@ const CHUNK = 512;
 export interface FloorEngine {
   blockSize: number;
   dpSize: number;
-  scheduler: FleetScheduler;
-  /** 'continuous': the most prompt tokens a step computes. */
+  scheduler: TimedScheduler;
+  /** 'continuous' and 'vllm': the most prompt tokens a step computes. */
   maxNumBatchedTokens?: number;
+  /** 'vllm': the most tokens of one prefill a step computes (0: no cap). */
+  longPrefillTokenThreshold?: number;
 }
 
 export interface TtftFloor {
@@ -75,11 +77,16 @@ export function cacheableTokens(trace: readonly TraceRequest[], n: number, block
   return out;
 }
 
-/** The ms of a request's prefill alone on an idle engine: one chunk ('xllm'), or budget-sized chunks one step each ('continuous'). */
+/**
+ * The ms of a request's prefill alone on an idle engine: one chunk
+ * ('xllm'), or chunks of the budget one step each ('continuous'; 'vllm'
+ * cut to its long-prefill threshold too).
+ */
 function prefillAloneMs(model: TimingModel, e: FloorEngine, tokens: number, cached: number): number {
   const b = emptyStepBatch();
   b.dpRanks = e.dpSize;
-  const budget = e.scheduler === 'continuous' ? Math.max(1, e.maxNumBatchedTokens ?? Infinity) : Infinity;
+  const cap = e.scheduler === 'vllm' && (e.longPrefillTokenThreshold ?? 0) > 0 ? e.longPrefillTokenThreshold! : Infinity;
+  const budget = e.scheduler === 'xllm' ? Infinity : Math.max(1, Math.min(e.maxNumBatchedTokens ?? Infinity, cap));
   let ms = 0;
   for (let done = cached; done < tokens; ) {
     const chunk = Math.min(tokens - done, budget);
@@ -140,6 +147,10 @@ export function ttftFloorReason(f: TtftFloor, targetMs: number, modelName: strin
 export function noFleetReason(run: FleetRun, trace: readonly TraceRequest[], model: TimingModel, slo: { ttftMs?: number }): string | undefined {
   const c = run.config;
   if (slo.ttftMs === undefined || c.scheduler === undefined) return undefined;
-  const floor = ttftFloor(trace, Math.min(run.requests, trace.length), model, { blockSize: c.blockSize, dpSize: c.dpSize, scheduler: c.scheduler, ...(c.maxNumBatchedTokens !== undefined && { maxNumBatchedTokens: c.maxNumBatchedTokens }) }, slo.ttftMs);
+  const floor = ttftFloor(trace, Math.min(run.requests, trace.length), model, {
+    blockSize: c.blockSize, dpSize: c.dpSize, scheduler: c.scheduler,
+    ...(c.maxNumBatchedTokens !== undefined && { maxNumBatchedTokens: c.maxNumBatchedTokens }),
+    ...(c.longPrefillTokenThreshold !== undefined && { longPrefillTokenThreshold: c.longPrefillTokenThreshold }),
+  }, slo.ttftMs);
   return ttftFloorReason(floor, slo.ttftMs, model.name);
 }

@@ -6,19 +6,20 @@
 
 import type { BlockManagerPool } from '../pool/block-manager-pool.js';
 import type { HierarchyBlockManagerPool } from '../pool/hierarchy-block-manager-pool.js';
-import type { ReplayConfig, ReplayRun } from '../replay/replay.js';
 import type { StepBatch } from '../timing/timing-model.js';
+import type { EngineEvents } from './engine-events.js';
 import type { TimedEngineFigures } from './fleet-latency.js';
+import type { FleetConfig } from './fleet-options.js';
+import type { EngineRun } from './step-engine.js';
 
 export interface TimedEngine {
-  readonly pool: BlockManagerPool;
-  /** Sequences it runs (decoding or, with 'continuous', prefilling). */
+  /** Sequences it runs (decoding or, with 'continuous' and 'vllm', prefilling). */
   readonly running: number;
   readonly queued: number;
   readonly load: number;
   /** Steps begun. */
   readonly steps: number;
-  /** Sequences finished before their output ended (xllm: by the kernel, to make room; continuous: truncated). */
+  /** Sequences finished before their output ended (xllm: by the kernel, to make room; continuous: truncated; vllm: dropped after giving tokens). */
   readonly finishedEarly: number;
   enqueue(r: number): void;
   /** Begins a step at `ms` (only while load > 0): schedules it, makes its pool operations and fills `batch`. */
@@ -27,7 +28,9 @@ export interface TimedEngine {
   end(ms: number): void;
   /** After the run: releases what it still holds. */
   drain(): void;
-  result(config: ReplayConfig): ReplayRun;
+  /** Hands the KV events since the last flush to `events` (engine `i`, `ts` seconds, its step `step`). */
+  flushEvents(events: EngineEvents, i: number, ts: number, step: number): void;
+  result(config: FleetConfig): EngineRun;
   figures(engine: number): Omit<TimedEngineFigures, 'utilisation'>;
   dispose(): void;
 }

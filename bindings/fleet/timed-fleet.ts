@@ -22,6 +22,10 @@ import { StepHeap } from './step-heap.js';
 import type { TimedEngine } from './timed-engine.js';
 import type { ParsedTimedOptions } from './timed-options.js';
 import type { VllmEncodeOptions } from '../events/vllm.js';
+import type { BlockManagerPool } from '../pool/block-manager-pool.js';
+import type { VllmKvCacheManager } from '../vllm/kv-cache-manager.js';
+import { VllmFleetEngine, VllmScratch } from './vllm-fleet-engine.js';
+import { engineSlots } from './fleet-slots.js';
 
 /**
  * The clock's range: times count from the first arrival and stay at most
@@ -92,11 +96,14 @@ export class TimedFleet {
     this.events = new EngineEvents(router, sink, wire);
     const delay = (q: number, steps: number) => (this.delays[q] = steps);
     const scratch = this.t.scheduler === 'xllm' ? new KernelScratch(this.n) : undefined;
+    const vllmScratch = p.vllm !== undefined ? new VllmScratch(this.n) : undefined;
     try {
       for (let e = 0; e < p.engines; e++) {
-        this.engines.push(this.t.scheduler === 'continuous'
-          ? new ContinuousEngine(r, this.events.wanted, trace, this.clock, this.t.maxNumBatchedTokens, delay)
-          : new KernelTimedEngine(r, this.events.wanted, trace, this.clock, delay, scratch!));
+        this.engines.push(p.vllm !== undefined
+          ? new VllmFleetEngine(p.vllm, this.events.wanted, trace, vllmScratch!, this.clock, delay)
+          : this.t.scheduler === 'continuous'
+            ? new ContinuousEngine(r, this.events.wanted, trace, this.clock, this.t.maxNumBatchedTokens, delay)
+            : new KernelTimedEngine(r, this.events.wanted, trace, this.clock, delay, scratch!));
       }
     } catch (err) {
       this.dispose();
@@ -104,8 +111,19 @@ export class TimedFleet {
     }
   }
 
-  pool(e: number): TimedEngine['pool'] {
-    return this.engines[e]!.pool;
+  /** Engine `e`'s pool (an xllm fleet's engines). */
+  pool(e: number): BlockManagerPool {
+    return (this.engines[e] as TimedEngine & { pool: BlockManagerPool }).pool;
+  }
+
+  /** Engine `e`'s vLLM engine (engine 'vllm'). */
+  vllmEngine(e: number): VllmFleetEngine['engine'] {
+    return (this.engines[e] as VllmFleetEngine).engine;
+  }
+
+  /** Engine `e`'s KV-cache managers (engine 'vllm'). */
+  vllmCaches(e: number): readonly VllmKvCacheManager[] {
+    return (this.engines[e] as VllmFleetEngine).kvs;
   }
 
   run(): FleetRun {
@@ -132,7 +150,7 @@ export class TimedFleet {
     batch.dpRanks = p.replay.dpSize;
     const view: FleetView = {
       engines: K,
-      maxRunning: p.replay.maxRunning,
+      maxRunning: engineSlots(p),
       load: (e) => engines[e]!.load,
       running: (e) => engines[e]!.running,
       queued: (e) => engines[e]!.queued,
@@ -173,7 +191,7 @@ export class TimedFleet {
         inStep[e] = 0;
         eng.end(tE);
         clock.stepEnded(e, tE);
-        this.events.flush(e, eng.pool, (originMs + tE) / 1000, eng.steps - 1);
+        eng.flushEvents(this.events, e, (originMs + tE) / 1000, eng.steps - 1);
       }
       if (eng.load > 0) {
         eng.begin(tE, batch);
@@ -195,7 +213,7 @@ export class TimedFleet {
     }
     for (const [i, eng] of engines.entries()) {
       eng.drain();
-      this.events.flush(i, eng.pool, 0, eng.steps);
+      eng.flushEvents(this.events, i, 0, eng.steps);
     }
     // Every request is served, rejected or cut short by now; one that is not would be missing from every figure.
     for (let r = 0; r < n; r++) if (!clock.isFinished(r)) throw new Error(`timed fleet: request ${r} neither finished nor was refused (a bug in the ${t.scheduler} scheduler)`);

@@ -16,6 +16,9 @@ export type FleetScheduler = 'xllm' | 'continuous';
 
 export const FLEET_SCHEDULERS: readonly FleetScheduler[] = ['xllm', 'continuous'];
 
+/** The scheduler a timed run echoes: the xllm engine's (options.scheduler), or 'vllm' for a fleet of vLLM engines (vLLM's own). */
+export type TimedScheduler = FleetScheduler | 'vllm';
+
 /** The default token budget of a continuous-batching step (vLLM's max_num_batched_tokens). */
 export const DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192;
 
@@ -53,8 +56,8 @@ export const TIMED_KEYS = ['timing', 'scheduler', 'maxNumBatchedTokens', 'speedu
 export interface TimedConfig {
   /** The timing model's name. */
   timing: string;
-  scheduler: FleetScheduler;
-  /** 'continuous' only. */
+  scheduler: TimedScheduler;
+  /** 'continuous' and engine 'vllm' (on either clock). */
   maxNumBatchedTokens?: number;
   speedup: number;
   /** 0: open loop (arrivals from the trace). */
@@ -75,26 +78,32 @@ export interface TimedConfig {
 
 export interface ParsedTimedOptions {
   model: TimingModel;
-  scheduler: FleetScheduler;
+  scheduler: TimedScheduler;
   maxNumBatchedTokens: number;
   speedup: number;
   concurrency: number;
   config: TimedConfig;
 }
 
-/** The timed options, checked; undefined when the run is on the step clock (then none of them may be given). */
-export function parseTimedOptions(o: TimedFleetOptions & { arrival?: unknown }): ParsedTimedOptions | undefined {
-  const scheduler = o.scheduler ?? 'xllm';
-  if (!FLEET_SCHEDULERS.includes(scheduler)) throw new RangeError(`options.scheduler must be one of ${FLEET_SCHEDULERS.join(', ')}, got ${describe(scheduler)}`);
+/**
+ * The timed options, checked; undefined when the run is on the step clock
+ * (then none of them may be given). With engine 'vllm' the scheduler is
+ * vLLM's own (options.scheduler is refused before) and its token budget
+ * (`vllmBudget`, parsed with the engine's options) holds on either clock.
+ */
+export function parseTimedOptions(o: TimedFleetOptions & { arrival?: unknown }, engine: 'xllm' | 'vllm' = 'xllm', vllmBudget?: number): ParsedTimedOptions | undefined {
+  const vllm = engine === 'vllm';
+  const scheduler: TimedScheduler = vllm ? 'vllm' : (o.scheduler ?? 'xllm');
+  if (!vllm && !FLEET_SCHEDULERS.includes(scheduler as FleetScheduler)) throw new RangeError(`options.scheduler must be one of ${FLEET_SCHEDULERS.join(', ')}, got ${describe(scheduler)}`);
   const timed = (o.timing !== undefined && o.timing !== (false as unknown)) || scheduler === 'continuous';
   if (!timed) {
-    const stray = TIMED_KEYS.find((k) => k !== 'timing' && k !== 'scheduler' && o[k] !== undefined);
-    if (stray !== undefined) throw new RangeError(`options.${stray} applies to a timed fleet: give options.timing (true for the default model) or scheduler 'continuous'`);
+    const stray = TIMED_KEYS.find((k) => k !== 'timing' && k !== 'scheduler' && !(vllm && k === 'maxNumBatchedTokens') && o[k] !== undefined);
+    if (stray !== undefined) throw new RangeError(`options.${stray} applies to a timed fleet: give options.timing (true for the default model)${vllm ? '' : " or scheduler 'continuous'"}`);
     return undefined;
   }
   const model = timingModel(o.timing === true || o.timing === undefined ? undefined : o.timing);
-  if (scheduler !== 'continuous' && o.maxNumBatchedTokens !== undefined) throw new RangeError("options.maxNumBatchedTokens applies to scheduler 'continuous'");
-  const maxNumBatchedTokens = checkInt('options.maxNumBatchedTokens', o.maxNumBatchedTokens ?? DEFAULT_MAX_NUM_BATCHED_TOKENS, 1);
+  if (scheduler === 'xllm' && o.maxNumBatchedTokens !== undefined) throw new RangeError("options.maxNumBatchedTokens applies to scheduler 'continuous' or engine 'vllm'");
+  const maxNumBatchedTokens = vllm ? vllmBudget! : checkInt('options.maxNumBatchedTokens', o.maxNumBatchedTokens ?? DEFAULT_MAX_NUM_BATCHED_TOKENS, 1);
   const speedup = o.speedup ?? 1;
   if (typeof speedup !== 'number' || !Number.isFinite(speedup) || speedup <= 0) throw new RangeError(`options.speedup must be a finite number > 0, got ${describe(speedup)}`);
   const concurrency = checkInt('options.concurrency', o.concurrency ?? 0, 0);

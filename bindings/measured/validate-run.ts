@@ -1,9 +1,9 @@
 // `validate`: a measured run replayed on kvpool's clock and compared
 // (docs/validation.md). The run's engine settings come from its meta.json;
 // its requests arrive as they did (arrival_time - the first arrival), with
-// prompts that share no prefix, at one engine of a timed fleet whose steps
-// last what a GPU profile says; the measured and the predicted TTFT, TPOT,
-// ITL and end-to-end latency are set side by side.
+// prompts that share no prefix, at one vLLM engine of a timed fleet whose
+// steps last what a GPU profile says; the measured and the predicted TTFT,
+// TPOT, ITL and end-to-end latency are set side by side.
 
 import { fleetSync } from '../fleet/fleet.js';
 import type { FleetOptions } from '../fleet/fleet-options.js';
@@ -21,13 +21,15 @@ import { engineSettings, runTp, type EngineSettings, type Setting } from './run-
 import { predictedSeries, type SeriesPoint } from './series.js';
 
 /**
- * The engine a run is replayed on: one place, so that moving to another
- * scheduler is this line (docs/validation.md says which and why).
+ * The engine a run is replayed on: kvpool's vLLM engine (vLLM v1's own
+ * scheduler and block pool, scheduler_reserve_full_isl on as vLLM 0.19
+ * runs it). One place, so that another engine is this line
+ * (docs/validation.md, the replay).
  */
-export const VALIDATION_ENGINE = { scheduler: 'continuous' } as const satisfies Partial<FleetOptions>;
+export const VALIDATION_ENGINE = { engine: 'vllm' } as const satisfies Partial<FleetOptions>;
 
 /** Its name in results and calibrations. */
-export const VALIDATION_ENGINE_NAME = 'continuous';
+export const VALIDATION_ENGINE_NAME = 'vllm';
 
 export interface ValidateOptions {
   /** The GPU profile: a preset, a bundle folder (Node) or a parsed bundle. */
@@ -59,7 +61,7 @@ export interface TimingSettings {
   linkLatencyUs: Setting<number>;
   linkGBps: Setting<number>;
   skew: boolean;
-  /** The scheduler that replays the run. */
+  /** The engine that replays the run (vllm: vLLM's own scheduler and block pool). */
   engine: string;
 }
 

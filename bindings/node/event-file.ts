@@ -6,11 +6,14 @@
 import { closeSync, openSync, writeSync } from 'node:fs';
 import { drainInto, parseWireOptions, VllmWireEncoder, type VllmEncodeOptions } from '../events/vllm.js';
 import type { ReplayStepHook } from '../replay/replay-events.js';
+import type { VllmKvCacheManager } from '../vllm/kv-cache-manager.js';
 import type { ZmqEventPublisher } from './zmq-publisher.js';
 
 export interface EventOutputs {
   /** Drains the pool's events of step `step` into the outputs. */
   hook: ReplayStepHook;
+  /** Drains a vLLM engine's events of step `step` (`kvs`: its ranks' managers, rank r's at index r) into the outputs. */
+  vllmHook: (kvs: readonly VllmKvCacheManager[], step: number) => void;
   /** Writes what is buffered and closes the file (the publishers are the caller's). */
   close: () => void;
 }
@@ -51,6 +54,17 @@ export function eventOutputs(file: string | null, publishers: readonly ZmqEventP
     hook: (pool, step) => {
       // A file's batches are stamped with the step; live ones with the time, as vLLM does.
       drainInto(pool, enc, fd >= 0 ? step : Date.now() / 1000, publish);
+      if (fd < 0 || enc.bytes().length >= CHUNK) write();
+    },
+    vllmHook: (kvs, step) => {
+      const ts = fd >= 0 ? step : Date.now() / 1000;
+      for (const kv of kvs) {
+        const events = kv.drainEvents();
+        if (events.length === 0) continue;
+        enc.beginBatch(ts);
+        enc.events(events);
+        publish(kv.dpRank, enc.endBatch(kv.dpRank));
+      }
       if (fd < 0 || enc.bytes().length >= CHUNK) write();
     },
     close: () => {

@@ -8,7 +8,7 @@ import type { FleetRun } from '../fleet/fleet-result.js';
 import { fixedOptions, groupWarnings, renderSvg, stackedSvg, type ReportChart, type VegaLiteSpec } from './report.js';
 import { esc, reportPage } from './report-page.js';
 import { barChart, barLayout, type BarAxis } from './bar-chart.js';
-import { FLEET_GRID_KEYS, FLEET_NAME_KEYS, type FleetGridKey } from './fleet-sweep.js';
+import { configValue, FLEET_GRID_KEYS, FLEET_NAME_KEYS, type FleetGridKey } from './fleet-sweep.js';
 import { checkSloTargets, type SloTargets } from '../fleet/slo-search.js';
 import { ms, sloText, sweepSloAnswers, sweepSloLine } from '../fleet/slo-answer.js';
 import { SWEEP_GRID_KEYS, type SweepGridKey } from './sweep.js';
@@ -24,7 +24,7 @@ const isFleetKey = (k: string) => (FLEET_NAME_KEYS as readonly string[]).include
 
 /** "num-blocks 4096, eviction lfu": a run's values of the varied replay options (the panel it is drawn in). */
 function panelLabel(r: FleetRun, varied: FleetVaried): string {
-  const parts = varied.filter((k) => !isFleetKey(k)).map((k) => `${flag(k)} ${String(r.config[k])}`);
+  const parts = varied.filter((k) => !isFleetKey(k)).map((k) => `${flag(k)} ${String(configValue(r.config, k))}`);
   return parts.length > 0 ? parts.join(', ') : 'all';
 }
 
@@ -39,7 +39,7 @@ function fleetLabel(r: FleetRun, varied: FleetVaried): string {
  * the answer chooses between (engines, blocks per rank).
  */
 export function sloGroupLabel(r: FleetRun, varied: FleetVaried): string {
-  const others = varied.filter((k) => !isFleetKey(k) && k !== 'numBlocks').map((k) => `${flag(k)} ${String(r.config[k])}`);
+  const others = varied.filter((k) => !isFleetKey(k) && k !== 'numBlocks').map((k) => `${flag(k)} ${String(configValue(r.config, k))}`);
   return [r.config.router, ...others].join(', ');
 }
 
@@ -142,7 +142,7 @@ export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVa
     ...(slo !== undefined && { answers: { title: `Smallest fleet meeting ${sloText(slo)}`, lines: sweepSloAnswers(runs, slo, (r) => sloGroupLabel(r, varied)).map((a) => sweepSloLine(a, slo)) } }),
     head: [...varied.map(flag), 'fleet hit rate', 'matched blocks', 'prompt blocks', `queueing mean (${stepUnit})`, `queueing p99 (${stepUnit})`, 'load imbalance', 'rejected', 'truncated', 'steps', ...figures.map((c) => c.axis), ...(timed ? ['output tokens/s'] : [])],
     rows: runs.map((r) => [
-      ...varied.map((k) => cell(k, String(r.config[k]), String(r.config[k]))),
+      ...varied.map((k) => cell(k, String(configValue(r.config, k)), String(configValue(r.config, k)))),
       cell('hitRate', `${(r.hitRate * 100).toFixed(4)} %`, r.hitRate),
       cell('matchedBlocks', n(r.matchedBlocks), r.matchedBlocks),
       cell('promptBlocks', n(r.promptBlocks), r.promptBlocks),

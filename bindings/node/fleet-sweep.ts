@@ -10,6 +10,7 @@ import { loadCore } from '../core/plain-core.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
 import type { RouterPolicy } from '../fleet/routers.js';
 import type { FleetScheduler } from '../fleet/timed-options.js';
+import type { Engine } from '../engines/replay.js';
 import type { ProfileTiming } from '../timing/profile-spec.js';
 import { checkInt, checkObject, checkOptionalFunction, describe } from '../validate.js';
 import { describeConfig, dispatchOrder, sweepConfigurations, sweepTrace, type SweepGrid, type SweepOptions } from './sweep.js';
@@ -17,12 +18,12 @@ import { configurationError, runOnWorkers } from './sweep-pool.js';
 import type { SweepJob } from './sweep-worker.js';
 
 /**
- * The fleet axes, varied after (faster than) the replay options: the timed
- * fleet's GPU profile and its TP degree, its KV cache in GiB or share of GPU
- * memory, scheduler, token budget, arrival speed-up and closed-loop
- * concurrency, then fleet size, then router.
+ * The fleet axes, varied after (faster than) the replay options: the
+ * engine (xllm or vllm), the timed fleet's GPU profile and its TP degree,
+ * its KV cache in GiB or share of GPU memory, scheduler, token budget,
+ * arrival speed-up and closed-loop concurrency, then fleet size, then router.
  */
-export const FLEET_GRID_KEYS = ['profile', 'tp', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'engines', 'router'] as const;
+export const FLEET_GRID_KEYS = ['engine', 'profile', 'tp', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'engines', 'router'] as const;
 export type FleetGridKey = (typeof FLEET_GRID_KEYS)[number];
 /** The axes that name a fleet within a panel of the report: always columns of the table. */
 export const FLEET_NAME_KEYS = ['engines', 'router'] as const;
@@ -33,6 +34,8 @@ export const TIMED_GRID_KEYS = ['profile', 'tp', 'kvCacheGib', 'gpuMemoryUtiliza
 const PROFILE_AXES = ['profile', 'tp'] as const;
 
 export interface FleetSweepGrid extends SweepGrid {
+  /** Engines to compare, each fleet's engines of one kind (docs/engines.md; default: options.engine). */
+  engine?: readonly Engine[];
   /** GPU profiles (presets or bundle folders; docs/timing.md): each sets options.timing's profile. */
   profile?: readonly string[];
   /** Tensor-parallel degrees of a profile timing: each sets options.timing's tp. */
@@ -43,7 +46,7 @@ export interface FleetSweepGrid extends SweepGrid {
   gpuMemoryUtilization?: readonly number[];
   /** Schedulers (timed fleets; default: options.scheduler). */
   scheduler?: readonly FleetScheduler[];
-  /** Token budgets per step (scheduler 'continuous'). */
+  /** Token budgets per step (scheduler 'continuous', engine 'vllm'). */
   maxNumBatchedTokens?: readonly number[];
   /** Arrival speed-ups (timed, open loop): the offered load. */
   speedup?: readonly number[];
@@ -101,11 +104,18 @@ function profileSpecOf(timing: FleetOptions['timing'], key: string): Omit<Profil
   throw new TypeError(`grid.${key} varies a GPU profile: give options.timing of kind "profile"${key === 'tp' ? ' (or grid.profile)' : ''}, not ${describe(timing)}`);
 }
 
-/** "numBlocks=4096 speedup=2 engines=8 router=least-loaded": the grid values of one fleet. */
+/** "numBlocks=4096 engine=vllm speedup=2 engines=8 router=least-loaded": the grid values of one fleet. */
 export function describeFleetConfig(c: FleetOptions, grid: FleetSweepGrid): string {
   const value = (k: (typeof TIMED_GRID_KEYS)[number]) => ((PROFILE_AXES as readonly string[]).includes(k) ? (c.timing as Record<string, unknown>)[k] : c[k as keyof FleetOptions]);
   const timed = TIMED_GRID_KEYS.filter((k) => grid[k] !== undefined).map((k) => `${k}=${String(value(k))}`);
-  return [describeConfig(c, replayGridOf(grid)), ...timed, `engines=${c.engines} router=${String(c.router)}`].filter((s) => s !== '').join(' ');
+  const engine = grid.engine !== undefined ? [`engine=${c.engine ?? 'xllm'}`] : [];
+  return [describeConfig(c, replayGridOf(grid)), ...engine, ...timed, `engines=${c.engines} router=${String(c.router)}`].filter((s) => s !== '').join(' ');
+}
+
+/** A fleet's value of a grid key as its result's `config` says it: an xllm fleet's config has no `engine` (it is 'xllm'). */
+export function configValue(config: object, key: string): unknown {
+  const v = (config as Record<string, unknown>)[key];
+  return key === 'engine' && v === undefined ? 'xllm' : v;
 }
 
 /** Runs a fleet at every grid point on worker threads; the results in `fleetSweepConfigurations` order, each exactly `fleet()`'s. */

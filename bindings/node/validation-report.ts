@@ -90,7 +90,7 @@ export async function validationReportHtml(v: Validation): Promise<string> {
   return reportPage({
     title: `kvpool validate: ${v.run}`,
     heading: `kvpool validate: ${v.run}, ${v.requests} requests of ${v.model}`,
-    fixed: esc(`${s.timing}; scheduler ${s.engine}; max_num_seqs ${s.maxNumSeqs.value}, max_num_batched_tokens ${s.maxNumBatchedTokens.value}, TP ${s.tp.value}, DP ${s.dp.value}, ${s.numBlocks.value} KV blocks per rank (${s.numBlocks.source})`),
+    fixed: esc(`${s.timing}; engine ${s.engine}; max_num_seqs ${s.maxNumSeqs.value}, max_num_batched_tokens ${s.maxNumBatchedTokens.value}, TP ${s.tp.value}, DP ${s.dp.value}, ${s.numBlocks.value} KV blocks per rank (${s.numBlocks.source})`),
     warnings: v.notes,
     charts,
     svgs,

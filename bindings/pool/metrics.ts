@@ -69,12 +69,12 @@ export const METRICS: ReadonlyArray<readonly [string, Kind, string, (s: PoolRank
 
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
-/** Validated constant labels (e.g. `{ instance, model }`); `dp_rank` is reserved. */
-export function checkLabels(labels: unknown): Array<[string, string]> {
+/** Validated constant labels (e.g. `{ instance, model }`); `reserved` (the rank's label: `dp_rank`, a vLLM engine's `engine`) is set by the exporter. */
+export function checkLabels(labels: unknown, reserved = 'dp_rank', by = 'the pool'): Array<[string, string]> {
   checkObject('labels', labels);
   return Object.entries(labels as object).map(([k, v]) => {
     if (!LABEL_NAME.test(k) || k.startsWith('__')) throw new RangeError(`labels: ${JSON.stringify(k)} is not a valid Prometheus label name`);
-    if (k === 'dp_rank') throw new RangeError('labels: "dp_rank" is set by the pool');
+    if (k === reserved) throw new RangeError(`labels: "${reserved}" is set by ${by}`);
     if (typeof v !== 'string') throw new TypeError(`labels.${k} must be a string, got ${describe(v)}`);
     return [k, v];
   });
@@ -84,13 +84,21 @@ function escapeValue(v: string): string {
   return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
 }
 
-/** The Prometheus text exposition (format 0.0.4) of every rank's figures. */
-export function renderMetrics(ranks: readonly PoolRankStats[], labels: Array<[string, string]>): string {
+/** One metric family: its full name, type, help, and the figure of a rank. */
+export type MetricFamily<S> = readonly [string, Kind, string, (s: S) => number];
+
+/** The Prometheus text exposition (format 0.0.4) of `families`, one series per rank, labelled `rankLabel` after the constant `labels`. */
+export function renderFamilies<S>(families: ReadonlyArray<MetricFamily<S>>, ranks: readonly S[], labels: Array<[string, string]>, rankLabel: string): string {
   const fixed = labels.map(([k, v]) => `${k}="${escapeValue(v)}",`).join('');
   const lines: string[] = [];
-  for (const [name, kind, help, get] of METRICS) {
-    lines.push(`# HELP kvpool_${name} ${help}`, `# TYPE kvpool_${name} ${kind}`);
-    ranks.forEach((s, r) => lines.push(`kvpool_${name}{${fixed}dp_rank="${r}"} ${get(s)}`));
+  for (const [name, kind, help, get] of families) {
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${kind}`);
+    ranks.forEach((s, r) => lines.push(`${name}{${fixed}${rankLabel}="${r}"} ${get(s)}`));
   }
   return lines.join('\n') + '\n';
+}
+
+/** The Prometheus text exposition (format 0.0.4) of every rank's figures. */
+export function renderMetrics(ranks: readonly PoolRankStats[], labels: Array<[string, string]>): string {
+  return renderFamilies(METRICS.map(([name, kind, help, get]) => [`kvpool_${name}`, kind, help, get] as const), ranks, labels, 'dp_rank');
 }

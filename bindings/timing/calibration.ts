@@ -45,7 +45,7 @@ export interface Calibration {
   /** How the fit went: what was fitted, what could not be, and why. */
   notes: string[];
   runs: CalibrationRun[];
-  /** The scheduler the runs were replayed with. */
+  /** The engine the runs were replayed with (vllm: vLLM's own scheduler and block pool). */
   engine: string;
   /** The kvpool version that fitted it. */
   kvpool: string;

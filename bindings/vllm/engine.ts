@@ -5,6 +5,7 @@
 
 import { clearStepBatch, type StepBatch } from '../timing/timing-model.js';
 import type { VllmKvCache } from './kv-cache.js';
+import { vllmMetricsText } from './metrics.js';
 import type { VllmRequest } from './request.js';
 import { VllmScheduler, type VllmSchedulerConfig } from './scheduler.js';
 
@@ -86,6 +87,15 @@ export class VllmEngine {
     let n = 0;
     for (const s of this.schedulers) n += s.running.length;
     return n;
+  }
+
+  /**
+   * Every rank's metrics in the Prometheus text format, under vLLM's names
+   * where they mean the same (docs/metrics.md, the vLLM engine), one series
+   * per rank labelled `engine`, after your constant `labels` (e.g. `{ model_name }`).
+   */
+  metricsText(labels: Record<string, string> = {}): string {
+    return vllmMetricsText(this, labels);
   }
 
   /** Schedules a step on every rank; `batch`, when given, is cleared and filled (ranks in order). */

@@ -15,7 +15,7 @@ import { GPU_SOURCE, type BlockRemovedEvent, type BlockStoredEvent } from '../ma
 import { outputToken } from '../replay/kernel.js';
 import { checkInt, checkKeys, checkObject } from '../validate.js';
 import { VllmBlockPool } from './block-pool.js';
-import type { VllmKvCache, VllmKvFigures } from './kv-cache.js';
+import type { VllmKvCache, VllmKvFigures, VllmPrefixCacheStats } from './kv-cache.js';
 import type { VllmRequest } from './request.js';
 
 export interface VllmKvCacheOptions {
@@ -58,6 +58,13 @@ export class VllmKvCacheManager implements VllmKvCache {
   private readonly spare: number[][] = [];
   private calls = 0;
   private events: VllmKvEvent[] | null = null;
+  // The lookups' counters (prefixCacheStats), as vLLM's get_computed_blocks records them.
+  private lookups = 0;
+  private queries = 0;
+  private hitTokens = 0;
+  private preemptedLookups = 0;
+  private preemptedQueries = 0;
+  private preemptedHits = 0;
 
   constructor(options: VllmKvCacheOptions) {
     checkObject('options', options);
@@ -142,7 +149,25 @@ export class VllmKvCacheManager implements VllmKvCache {
     const max = Math.min(Math.floor((req.numTokens - 1) / this.blockSize), this.cap[s]! - held);
     const hits = max > 0 ? this.pool.lookup(this.keysAt[s]!, max, this.region[s]! + held * 4) : 0;
     this.lookedUp[s] = hits;
+    if (req.numPreemptions === 0) {
+      this.lookups++;
+      this.queries += req.numTokens;
+      this.hitTokens += hits * this.blockSize;
+    } else {
+      this.preemptedLookups++;
+      this.preemptedQueries += req.numTokens;
+      this.preemptedHits += hits * this.blockSize;
+    }
     return hits;
+  }
+
+  /** Every lookup's tokens and hits so far, as vLLM's KVCacheManager records them (its PrefixCacheStats, never reset). */
+  prefixCacheStats(): VllmPrefixCacheStats {
+    this.pool.live();
+    return {
+      requests: this.lookups, queries: this.queries, hits: this.hitTokens,
+      preemptedRequests: this.preemptedLookups, preemptedQueries: this.preemptedQueries, preemptedHits: this.preemptedHits,
+    };
   }
 
   allocateSlots(req: VllmRequest, numNewTokens: number, hitBlocks: number, fullSequenceMustFit: boolean): boolean {

@@ -23,6 +23,24 @@ export interface VllmKvFigures {
   allocateCalls: number;
 }
 
+/**
+ * What vLLM's KVCacheManager records of its prefix-cache lookups
+ * (get_computed_blocks): per lookup of a request never preempted, its
+ * tokens as queries and the tokens found as hits; a preempted request's
+ * lookups apart (vLLM's preempted_queries and preempted_hits).
+ */
+export interface VllmPrefixCacheStats {
+  /** Lookups of requests never preempted. */
+  requests: number;
+  /** Their tokens (vLLM's prefix_cache_queries). */
+  queries: number;
+  /** Their tokens found cached (vLLM's prefix_cache_hits). */
+  hits: number;
+  preemptedRequests: number;
+  preemptedQueries: number;
+  preemptedHits: number;
+}
+
 export interface VllmKvCache {
   readonly blockSize: number;
   /** The free queue's length: never-used blocks and cached blocks nothing holds. */
@@ -48,4 +66,6 @@ export interface VllmKvCache {
   /** The request is done (finished, or dropped): frees its blocks and forgets it. */
   release(req: VllmRequest): void;
   figures(): VllmKvFigures;
+  /** The lookups' counters, as vLLM records them (the Wasm manager has them; a cache without returns nothing). */
+  prefixCacheStats?(): VllmPrefixCacheStats;
 }

@@ -33,6 +33,74 @@ export interface VllmLoopHooks {
   idChecksum?: () => number;
 }
 
+/** The replay stepped one engine step at a time (a caller that publishes events yields between steps). */
+export class VllmReplayLoop {
+  readonly engine: VllmEngine;
+  private readonly n: number;
+  private readonly next: number[];
+  private readonly every: number;
+  /** Requests made so far (they are made lazily, ahead of the engine). */
+  created = 0;
+  private reported = -1;
+  private readonly t0 = performance.now();
+  private done = false;
+
+  constructor(
+    private readonly trace: readonly TraceRequest[],
+    limit: number | undefined,
+    kvs: readonly VllmKvCache[],
+    private readonly config: Readonly<VllmSchedulerConfig>,
+    private readonly hooks: VllmLoopHooks = {},
+  ) {
+    this.n = Math.min(limit ?? trace.length, trace.length);
+    this.engine = new VllmEngine(kvs, config);
+    this.next = Array.from({ length: kvs.length }, (_, k) => k);
+    this.every = Math.max(1, Math.floor(this.n / 200));
+  }
+
+  /** Requests the replay reads. */
+  get total(): number {
+    return this.n;
+  }
+
+  /** Runs one engine step (requests created first, lazily); false once no request is left. */
+  step(): boolean {
+    if (this.done) return false;
+    const { engine, next, trace, n } = this;
+    const dp = next.length;
+    const W = this.config.maxNumSeqs;
+    for (let k = 0; k < dp; k++) {
+      const s = engine.schedulers[k]!;
+      while (s.waiting.length <= W && next[k]! < n) {
+        const r = next[k]!;
+        s.add(new VllmRequest(r, trace[r]!));
+        next[k] = r + dp;
+        this.created++;
+      }
+    }
+    if (!engine.hasWork) {
+      this.done = true;
+      return false;
+    }
+    engine.schedule(null);
+    engine.complete();
+    const { onStep, onProgress } = this.hooks;
+    onStep?.(engine.last);
+    if (onProgress && this.created !== this.reported && this.created % this.every === 0) {
+      this.reported = this.created;
+      onProgress(this.created, n);
+    }
+    return true;
+  }
+
+  /** The figures, once `step()` has returned false (the seconds: from the loop's start). */
+  finish(): VllmReplayFigures {
+    const seconds = (performance.now() - this.t0) / 1000;
+    this.hooks.onProgress?.(this.n, this.n);
+    return engineFigures(this.engine, this.n, seconds, this.hooks.idChecksum);
+  }
+}
+
 export function runVllmReplay(
   trace: readonly TraceRequest[],
   limit: number | undefined,
@@ -40,41 +108,21 @@ export function runVllmReplay(
   config: Readonly<VllmSchedulerConfig>,
   hooks: VllmLoopHooks = {},
 ): VllmReplayFigures {
-  const n = Math.min(limit ?? trace.length, trace.length);
-  const engine = new VllmEngine(kvs, config);
-  const dp = kvs.length;
-  const next = Array.from({ length: dp }, (_, k) => k);
-  const W = config.maxNumSeqs;
-  const { onStep, onProgress } = hooks;
-  const every = Math.max(1, Math.floor(n / 200));
-  let created = 0;
-  let reported = -1;
-  const t0 = performance.now();
-  for (;;) {
-    for (let k = 0; k < dp; k++) {
-      const s = engine.schedulers[k]!;
-      while (s.waiting.length <= W && next[k]! < n) {
-        const r = next[k]!;
-        s.add(new VllmRequest(r, trace[r]!));
-        next[k] = r + dp;
-        created++;
-      }
-    }
-    if (!engine.hasWork) break;
-    engine.schedule(null);
-    engine.complete();
-    onStep?.(engine.last);
-    if (onProgress && created !== reported && created % every === 0) {
-      reported = created;
-      onProgress(created, n);
-    }
-  }
-  const seconds = (performance.now() - t0) / 1000;
-  onProgress?.(n, n);
+  const loop = new VllmReplayLoop(trace, limit, kvs, config, hooks);
+  while (loop.step());
+  return loop.finish();
+}
+
+/**
+ * An engine's figures, every rank summed (the checksum over every rank's
+ * ids in the order they were popped: `idChecksum`, when its ranks share
+ * one; else rank 0's). `requests`: the requests it was given.
+ */
+export function engineFigures(engine: VllmEngine, requests: number, seconds: number, idChecksum?: () => number): VllmReplayFigures {
   const ranks = engine.schedulers.map((s, dpRank): VllmRankFigures => ({ dpRank, ...s.counts, ...s.kv.figures() }));
   const sum = (k: keyof VllmRankCounts | Exclude<keyof VllmKvFigures, 'idChecksum'>) => ranks.reduce((a, f) => a + f[k], 0);
   return {
-    requests: n,
+    requests,
     admitted: sum('admitted'),
     resumedPrefills: sum('resumedPrefills'),
     preemptions: sum('preemptions'),
@@ -87,7 +135,7 @@ export function runVllmReplay(
     busySteps: sum('busySteps'),
     evictedBlocks: sum('evictedBlocks'),
     allocatedBlocks: sum('allocatedBlocks'),
-    idChecksum: hooks.idChecksum ? hooks.idChecksum() : ranks[0]!.idChecksum,
+    idChecksum: idChecksum ? idChecksum() : ranks[0]!.idChecksum,
     freeBlocksAtEnd: sum('freeBlocksAtEnd'),
     cachedBlocksAtEnd: sum('cachedBlocksAtEnd'),
     cachedKeysAtEnd: sum('cachedKeysAtEnd'),

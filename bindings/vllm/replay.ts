@@ -12,8 +12,9 @@ import { generateWorkload } from '../replay/workload.js';
 import { checkBool, checkInt, checkKeys, checkObject, checkOptionalFunction } from '../validate.js';
 import { checkVllmTraceRequest } from './request.js';
 import type { VllmStepRecord } from './engine.js';
-import { VllmKvCacheManager } from './kv-cache-manager.js';
-import { runVllmReplay, type VllmRankFigures } from './replay-loop.js';
+import { openVllmCaches } from './open-engine.js';
+import { VllmReplayLoop, type VllmRankFigures, type VllmReplayFigures } from './replay-loop.js';
+import type { VllmKvCacheManager, VllmKvEvent } from './kv-cache-manager.js';
 
 /** A budget no step reaches: every prompt in one step (what the vLLM harness replays by default). */
 export const UNLIMITED_TOKENS = 0x7fffffff;
@@ -52,6 +53,12 @@ export interface VllmReplayOptions {
   onProgress?: ReplayProgress;
   /** Called after every step with its record (the object is reused: copy what you keep). */
   onStep?: (step: Readonly<VllmStepRecord>) => void;
+  /**
+   * Records the KV-cache events in vLLM's order and hands each step's to
+   * this function after the step (every rank's, rank 0's first), with the
+   * step's number (from 1); a step without events is not reported.
+   */
+  onEvents?: (events: readonly VllmKvEvent[], step: number) => void;
 }
 
 /** The configuration a vLLM result was produced with, defaults filled in. */
@@ -115,7 +122,7 @@ export interface ParsedVllmReplayOptions {
 
 export const VLLM_REPLAY_OPTION_KEYS: readonly string[] = [
   'engine', 'trace', 'requests', 'limit', 'blockSize', 'numBlocks', 'numGpuBlocksOverride', 'dpSize', 'maxRunning', 'maxNumSeqs',
-  'maxNumBatchedTokens', 'longPrefillTokenThreshold', 'schedulerReserveFullIsl', 'seed', 'onProgress', 'onStep',
+  'maxNumBatchedTokens', 'longPrefillTokenThreshold', 'schedulerReserveFullIsl', 'seed', 'onProgress', 'onStep', 'onEvents',
 ];
 
 /** The xllm engine's options, each with why the vllm engine refuses it. */
@@ -150,6 +157,7 @@ export function parseVllmReplayOptions(options: VllmReplayOptions): ParsedVllmRe
   checkKeys('options', o, VLLM_REPLAY_OPTION_KEYS);
   checkOptionalFunction('options.onProgress', o['onProgress']);
   checkOptionalFunction('options.onStep', o['onStep']);
+  checkOptionalFunction('options.onEvents', o['onEvents']);
   const maxNumBatchedTokens = o['maxNumBatchedTokens'];
   return {
     blockSize: checkInt('options.blockSize', o['blockSize'] ?? 16, 1),
@@ -190,60 +198,102 @@ export async function replayVllm(options: VllmReplayOptions): Promise<VllmReplay
   return replayVllmSync(options, p);
 }
 
-/** `replayVllm` with the core loaded (always the case in Node); `traceName` is what `config.trace` says. */
-export function replayVllmSync(options: VllmReplayOptions, parsed?: ParsedVllmReplayOptions, traceName?: string): VllmReplayRun {
+/** A vLLM replay set up to be stepped: its loop and caches (rank r's at index r); `finish()` once the loop is done, then `dispose()`. */
+export interface OpenVllmReplay {
+  readonly loop: VllmReplayLoop;
+  readonly kvs: readonly VllmKvCacheManager[];
+  finish(): VllmReplayRun;
+  dispose(): void;
+}
+
+/**
+ * The replay of `options` ready to step, its caches recording KV events when
+ * `recordEvents` (the command's --events and --zmq drain them after each
+ * step). `traceName` is what `config.trace` says.
+ */
+export function openVllmReplay(options: VllmReplayOptions, parsed?: ParsedVllmReplayOptions, traceName?: string, recordEvents = false): OpenVllmReplay {
   const p = parsed ?? parseVllmReplayOptions(options);
   const given = traceArg(options);
   const trace = given ?? generateWorkload({ requests: p.requests, seed: p.seed });
   checkPrompts(trace, p.limit);
   const config = vllmReplayConfig(p, given === undefined ? undefined : (traceName ?? 'requests'));
   const shared = { h: 0 };
-  const kvs: VllmKvCacheManager[] = [];
+  const kvs = openVllmCaches(p, shared);
+  if (recordEvents) for (const kv of kvs) kv.recordEvents(true);
+  const loop = new VllmReplayLoop(
+    trace, p.limit, kvs,
+    { maxNumSeqs: p.maxNumSeqs, maxNumBatchedTokens: p.maxNumBatchedTokens, longPrefillTokenThreshold: p.longPrefillTokenThreshold, reserveFullIsl: p.reserveFullIsl },
+    { ...(options.onStep && { onStep: options.onStep }), ...(options.onProgress && { onProgress: options.onProgress }), ...(p.dpSize > 1 && { idChecksum: () => shared.h }) },
+  );
+  return {
+    loop,
+    kvs,
+    finish: () => vllmRunOf(config, loop.finish()),
+    dispose: () => {
+      for (const kv of kvs) kv.dispose();
+    },
+  };
+}
+
+/** `replayVllm` with the core loaded (always the case in Node); `traceName` is what `config.trace` says. */
+export function replayVllmSync(options: VllmReplayOptions, parsed?: ParsedVllmReplayOptions, traceName?: string): VllmReplayRun {
+  const onEvents = options.onEvents;
+  const r = openVllmReplay(options, parsed, traceName, onEvents !== undefined);
   try {
-    for (let k = 0; k < p.dpSize; k++) {
-      kvs.push(new VllmKvCacheManager({ numBlocks: p.numBlocks, blockSize: p.blockSize, seed: p.seed, dpRank: k, ...(p.dpSize > 1 && { sharedChecksum: shared }) }));
+    if (onEvents === undefined) while (r.loop.step());
+    else {
+      for (let step = 1; r.loop.step(); step++) {
+        let events: VllmKvEvent[] | null = null;
+        for (const kv of r.kvs) {
+          const e = kv.drainEvents();
+          if (e.length === 0) continue;
+          if (events === null) events = e;
+          else for (const x of e) events.push(x);
+        }
+        if (events !== null) onEvents(events, step);
+      }
     }
-    const r = runVllmReplay(
-      trace, p.limit, kvs,
-      { maxNumSeqs: p.maxNumSeqs, maxNumBatchedTokens: p.maxNumBatchedTokens, longPrefillTokenThreshold: p.longPrefillTokenThreshold, reserveFullIsl: p.reserveFullIsl },
-      { ...(options.onStep && { onStep: options.onStep }), ...(options.onProgress && { onProgress: options.onProgress }), ...(p.dpSize > 1 && { idChecksum: () => shared.h }) },
-    );
-    const run: VllmReplayRun = {
-      engine: 'vllm',
-      mode: 'vllm',
-      config,
-      requests: r.requests,
-      rejected: r.rejected,
-      truncated: r.truncated,
-      preemptions: r.preemptions,
-      promptBlocks: r.promptBlocks,
-      matchedBlocks: r.matchedBlocks,
-      hitRate: r.promptBlocks === 0 ? 0 : Math.round((r.matchedBlocks / r.promptBlocks) * 1e6) / 1e6,
-      evictedBlocks: r.evictedBlocks,
-      allocatedBlocks: r.allocatedBlocks,
-      idChecksum: r.idChecksum,
-      freeBlocksAtEnd: r.freeBlocksAtEnd,
-      cachedBlocksAtEnd: r.cachedBlocksAtEnd,
-      cachedKeysAtEnd: r.cachedKeysAtEnd,
-      finished: r.finished,
-      steps: r.steps,
-      scheduledTokens: r.scheduledTokens,
-      resumedPrefills: r.resumedPrefills,
-      allocateCalls: r.allocateCalls,
-      seconds: r.seconds,
-      allocateCallsPerSecond: r.seconds > 0 ? Math.round(r.allocateCalls / r.seconds) : 0,
-      ranks: r.ranks,
-      warnings: [],
-    };
-    run.warnings = replayWarnings({ ...run, config: { ...config } });
-    return run;
+    return r.finish();
   } finally {
-    for (const kv of kvs) kv.dispose();
+    r.dispose();
   }
 }
 
-/** Every request the replay will read, checked before anything runs (vLLM refuses an empty prompt: it computes one token at least). */
-function checkPrompts(trace: readonly TraceRequest[], limit: number | undefined): void {
+/** A result from the loop's figures, under `config`, its warnings made. */
+export function vllmRunOf(config: VllmReplayConfig, r: VllmReplayFigures): VllmReplayRun {
+  const run: VllmReplayRun = {
+    engine: 'vllm',
+    mode: 'vllm',
+    config,
+    requests: r.requests,
+    rejected: r.rejected,
+    truncated: r.truncated,
+    preemptions: r.preemptions,
+    promptBlocks: r.promptBlocks,
+    matchedBlocks: r.matchedBlocks,
+    hitRate: r.promptBlocks === 0 ? 0 : Math.round((r.matchedBlocks / r.promptBlocks) * 1e6) / 1e6,
+    evictedBlocks: r.evictedBlocks,
+    allocatedBlocks: r.allocatedBlocks,
+    idChecksum: r.idChecksum,
+    freeBlocksAtEnd: r.freeBlocksAtEnd,
+    cachedBlocksAtEnd: r.cachedBlocksAtEnd,
+    cachedKeysAtEnd: r.cachedKeysAtEnd,
+    finished: r.finished,
+    steps: r.steps,
+    scheduledTokens: r.scheduledTokens,
+    resumedPrefills: r.resumedPrefills,
+    allocateCalls: r.allocateCalls,
+    seconds: r.seconds,
+    allocateCallsPerSecond: r.seconds > 0 ? Math.round(r.allocateCalls / r.seconds) : 0,
+    ranks: r.ranks,
+    warnings: [],
+  };
+  run.warnings = replayWarnings({ ...run, config: { ...config } });
+  return run;
+}
+
+/** Every request a run will read, checked before anything runs (vLLM refuses an empty prompt: it computes one token at least). */
+export function checkPrompts(trace: readonly TraceRequest[], limit: number | undefined): void {
   const n = Math.min(limit ?? trace.length, trace.length);
   for (let r = 0; r < n; r++) checkVllmTraceRequest(r, trace[r]!);
 }

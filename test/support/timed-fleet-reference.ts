@@ -1,10 +1,13 @@
 // A second timed fleet, written from docs/fleet-time.md alone (the clock,
-// scheduler 'xllm' and scheduler 'continuous'), for plain pools and the
-// round-robin and least-loaded routers. It shares no code with
-// bindings/fleet/: only the pool (docs/pool.md), the replay kernel's
-// stepper (docs/replay-kernel.md) and its prompt and output tokens. Plain
-// arrays and linear scans, written to be read against the page; the test
-// compares every request's times with the fleet's.
+// scheduler 'xllm', scheduler 'continuous' and engine 'vllm'), for plain
+// pools and the round-robin and least-loaded routers. It shares no code
+// with bindings/fleet/: only the pool (docs/pool.md), the replay kernel's
+// stepper (docs/replay-kernel.md) and its prompt and output tokens, and
+// for engine 'vllm' vLLM's scheduler (bindings/vllm/, checked against
+// vLLM's own code) on the reference model's vLLM pool (model/vllm/, not
+// the Wasm core); the batch, the admissions and every time stamp are made
+// here from the page. Plain arrays and linear scans, written to be read
+// against the page; the test compares every request's times with the fleet's.
 
 import { BlockManagerPool } from '../../bindings/pool/block-manager-pool.js';
 import type { Sequence } from '../../bindings/pool/sequence.js';
@@ -13,17 +16,25 @@ import { PoolReplayTarget } from '../../bindings/replay/replay.js';
 import { ReplayStepper } from '../../bindings/replay/stepper.js';
 import type { TraceRequest } from '../../bindings/replay/trace.js';
 import { emptyStepBatch, type StepBatch } from '../../bindings/timing/timing-model.js';
+import { VllmEngine } from '../../bindings/vllm/engine.js';
+import { RUNNING, VllmRequest, WAITING, type VllmRequestStatus } from '../../bindings/vllm/request.js';
+import { ModelVllmKv } from './vllm-model-kv.js';
 
 export interface ReferenceOptions {
   trace: readonly TraceRequest[];
   engines: number;
   router: 'round-robin' | 'least-loaded';
-  scheduler: 'xllm' | 'continuous';
+  /** 'vllm': engine 'vllm' (vLLM's scheduler and block pool). */
+  scheduler: 'xllm' | 'continuous' | 'vllm';
   numBlocks: number;
   blockSize: number;
   dpSize: number;
   maxRunning: number;
   maxNumBatchedTokens: number;
+  /** 'vllm' only. */
+  longPrefillTokenThreshold?: number;
+  /** 'vllm' only (default true). */
+  schedulerReserveFullIsl?: boolean;
   speedup: number;
   /** 0: open loop. */
   concurrency: number;
@@ -328,6 +339,84 @@ class ContinuousEngine implements RefEngine {
   }
 }
 
+/**
+ * Engine 'vllm': vLLM's scheduler on the model's pools, one per dp rank.
+ * What the page says of a step: it begins by scheduling every rank; the
+ * batch is each rank's scheduled requests in order, a running request that
+ * has given a token and lacks only its last one a decode (context: its
+ * tokens), every other one a chunk of its scheduled tokens after those it
+ * had computed, with the hits of the requests admitted (first time or
+ * again) as cached tokens; a request first admitted is admitted at the
+ * step's beginning, a dropped one leaves then; at the step's end every
+ * scheduled request whose tokens are all computed gives a token, and those
+ * that gave their last finish.
+ */
+class VllmRefEngine implements RefEngine {
+  private readonly engine: VllmEngine;
+  readonly kvs: ModelVllmKv[];
+  private readonly admittedOnce = new Set<number>();
+  constructor(private readonly o: ReferenceOptions, private readonly rec: Record) {
+    const shared = { h: 0 };
+    this.kvs = Array.from({ length: o.dpSize }, () => new ModelVllmKv(o.numBlocks, o.blockSize, shared));
+    this.engine = new VllmEngine(this.kvs, {
+      maxNumSeqs: o.maxRunning, maxNumBatchedTokens: o.maxNumBatchedTokens, longPrefillTokenThreshold: o.longPrefillTokenThreshold ?? 0, reserveFullIsl: o.schedulerReserveFullIsl ?? true,
+    });
+  }
+  enqueue(r: number): void {
+    this.engine.add(new VllmRequest(r, this.o.trace[r]!));
+  }
+  load(): number {
+    let n = 0;
+    for (const s of this.engine.schedulers) n += s.running.length + s.waiting.length;
+    return n;
+  }
+  begin(t: number, k: number): StepBatch {
+    const before = new Map<VllmRequest, { status: VllmRequestStatus; computed: number; outputs: number }>();
+    for (const s of this.engine.schedulers) {
+      for (const q of s.running) before.set(q, { status: q.status, computed: q.numComputed, outputs: q.numOutputs });
+      for (let i = 0; i < s.waiting.length; i++) {
+        const q = s.waiting.at(i)!;
+        before.set(q, { status: q.status, computed: q.numComputed, outputs: q.numOutputs });
+      }
+    }
+    this.engine.schedule(null);
+    const b = newBatch(this.o.dpSize);
+    for (const [rank, s] of this.engine.schedulers.entries()) {
+      for (const q of s.scheduled) {
+        const was = before.get(q)!;
+        // What the step schedules for it, after the tokens it had computed (an admission: its prefix hits).
+        const n = q.scheduled;
+        const ctx = q.numComputed - n;
+        const fromRunning = was.status === RUNNING;
+        if (fromRunning && was.outputs > 0 && ctx === q.numTokens - 1) addDecode(b, q.numTokens, rank);
+        else {
+          addChunk(b, n, ctx, rank);
+          if (!fromRunning) b.cachedTokens += ctx;
+        }
+        if (was.status === WAITING && !this.admittedOnce.has(q.index)) {
+          this.admittedOnce.add(q.index);
+          this.rec.admit(q.index, t, k);
+        }
+      }
+      this.rec.preemptions += s.stepPreempted;
+      const d = s.dropped;
+      if (d !== null) {
+        if (!this.admittedOnce.has(d.index)) {
+          this.admittedOnce.add(d.index);
+          this.rec.admit(d.index, t, k);
+        }
+        this.rec.finish(d.index, t);
+      }
+    }
+    return b;
+  }
+  end(t: number): void {
+    for (const s of this.engine.schedulers) for (const q of s.scheduled) if (q.numComputed >= q.numTokens) this.rec.token(q.index, t);
+    this.engine.complete();
+    for (const s of this.engine.schedulers) for (const q of s.finished) this.rec.finish(q.index, t);
+  }
+}
+
 /** The whole timed fleet: arrivals, events in order, routing, steps. */
 export function referenceTimedFleet(o: ReferenceOptions): ReferenceResult {
   const n = o.trace.length;
@@ -335,6 +424,10 @@ export function referenceTimedFleet(o: ReferenceOptions): ReferenceResult {
   const pools: BlockManagerPool[] = [];
   const engines: Array<RefEngine & { enqueue(r: number): void }> = [];
   for (let e = 0; e < o.engines; e++) {
+    if (o.scheduler === 'vllm') {
+      engines.push(new VllmRefEngine(o, rec));
+      continue;
+    }
     const pool = new BlockManagerPool({ numBlocks: o.numBlocks, blockSize: o.blockSize, dpSize: o.dpSize, seed: 1024 });
     pools.push(pool);
     engines.push(o.scheduler === 'xllm' ? new XllmEngine(o, rec, pool) : new ContinuousEngine(o, rec, pool));
