@@ -11,7 +11,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const tsx = join(here, '..', 'node_modules', '.bin', 'tsx');
 const args = process.argv.slice(2);
 const parts: Array<[string, string[]]> = [['index.ts', args]];
-if (!args.includes('--micro')) parts.push(['sweep.ts', []], ['concurrent.ts', []], ['events.ts', []], ['index-flood.ts', []], ['fleet.ts', []], ['fleet-time.ts', []], ['profile-time.ts', []], ['vllm.ts', []]);
+if (!args.includes('--micro')) parts.push(['sweep.ts', []], ['concurrent.ts', []], ['events.ts', []], ['index-flood.ts', []], ['fleet.ts', []], ['fleet-time.ts', []], ['profile-time.ts', []], ['vllm.ts', []], ['validate.ts', []]);
 
 for (const [file, partArgs] of parts) {
   const r = spawnSync(tsx, [join(here, file), ...partArgs], { stdio: 'inherit' });

@@ -1,7 +1,8 @@
 // The Node entry: everything in index.ts, with the core loaded synchronously
 // from the package's build/kvpool.wasm on first use, plus trace files, GPU
-// profiles by preset name or folder, a `replay` that also takes a trace by
-// name, and sweeps on worker threads.
+// profiles by preset name or folder, measured runs and calibrations from
+// files, a `replay` that also takes a trace by name, and sweeps on worker
+// threads.
 
 import './wasm-node.js';
 import './node/profile-files.js';
@@ -19,4 +20,7 @@ export { sweep, sweepConfigurations, SWEEP_GRID_KEYS, type SweepOptions, type Sw
 export { writeReport, reportHtml, reportSvg } from './node/report.js';
 export { fleetSweep, fleetSweepConfigurations, FLEET_GRID_KEYS, type FleetSweepOptions, type FleetSweepGrid, type FleetGridKey } from './node/fleet-sweep.js';
 export { writeFleetReport, fleetReportHtml } from './node/fleet-report.js';
+export { readMeasuredRun, MEASURED_RUNS, MAX_RUN_FILE_BYTES } from './node/measured-files.js';
+export { readCalibrationFile, writeCalibrationFile, MAX_CALIBRATION_FILE_BYTES } from './node/calibration-file.js';
+export { writeValidationReport, validationReportHtml } from './node/validation-report.js';
 export { ZmqEventPublisher, rankEndpoint, type ZmqPublisherOptions, type ZmqRankPublishersOptions, type ReplayFrames } from './node/zmq-publisher.js';

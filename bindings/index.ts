@@ -132,3 +132,13 @@ export { ProfileModel, type ProfileParameters } from './timing/profile-model.js'
 export { profileModel, profileParameters, PROFILE_DEFAULTS } from './timing/profile-spec.js';
 export { kvCacheBlocks, kvBytesPerToken, weightBytesPerGpu, parameterCount, GPU_MEMORY_GIB, DEFAULT_ACTIVATION_RESERVE_GIB, type KvCapacity, type KvCapacityInput } from './timing/kv-capacity.js';
 export { parseTimingTable } from './timing/timing-table.js';
+export { parseCalibration, CALIBRATED_KEYS, type Calibration, type CalibrationRun, type CalibratedKey, type ErrorPair } from './timing/calibration.js';
+export {
+  parseMeasuredRun, TIMESERIES_COLUMNS, type MeasuredRun, type MeasuredRunFiles, type MeasuredRequest, type MeasuredTick, type MeasuredMeta, type PeerCluster,
+} from './measured/run-format.js';
+export { parsePeerSummary, type PeerSummary, type RunFigures, type FigureSummary } from './measured/peer-summary.js';
+export { measuredFigures, FIGURE_KEYS, STAT_KEYS, type Figure, type Figures, type FigureKey, type StatKey } from './measured/measured-figures.js';
+export { VLLM_DEFAULTS, type EngineSettings, type Setting } from './measured/run-settings.js';
+export { validateRun, runTrace, VALIDATION_ENGINE, VALIDATION_ENGINE_NAME, type ValidateOptions, type Validation, type TimingSettings } from './measured/validate-run.js';
+export type { SeriesPoint } from './measured/series.js';
+export { calibrate, type CalibrateRun, type CalibrateOptions } from './measured/calibrate.js';

@@ -54,7 +54,9 @@ function toyBundle(dense: string) {
   });
 }
 
-const model = (profile: string, more: Record<string, unknown> = {}): TimingModel => timingModel({ kind: 'profile', profile, ...more });
+// Uncalibrated unless a test says otherwise: the RTX PRO 6000 presets ship a calibration
+// (docs/validation.md), and what these tests check is the tables' composition.
+const model = (profile: string, more: Record<string, unknown> = {}): TimingModel => timingModel({ kind: 'profile', profile, calibration: false, ...more });
 
 describe('the profile model against the prototype it was checked with', () => {
   const oracle = JSON.parse(readFileSync(join(ROOT, 'test/fixtures/profile-oracle.json'), 'utf8')) as { cases: OracleCase[] };
@@ -67,7 +69,8 @@ describe('the profile model against the prototype it was checked with', () => {
 
   for (const c of oracle.cases) {
     it(`gives the same microseconds: ${c.case}`, () => {
-      const m = timingModel({ kind: 'profile', profile: c.profile, tp: c.tp, ...c.params });
+      // The prototype's parameters are its own (no overhead, its default link, unless the case says): no calibration.
+      const m = timingModel({ kind: 'profile', profile: c.profile, tp: c.tp, calibration: false, ...c.params });
       const us = m.stepMs(batchOf(c.chunks, c.decodes, c.dpRanks)) * 1000;
       expect(Math.abs(us - c.us) / c.us).toBeLessThan(1e-9);
     });
@@ -158,9 +161,13 @@ describe('the bundle', () => {
     });
     expect(parsed.sha256).toBe(preset.sha256);
     const b = batchOf([[333, 4000]], [[1500], [2500]]);
-    const ms = timingModel({ kind: 'profile', profile: preset }).stepMs(b);
+    // The preset ships its GPU's calibration (profiles/RTXPRO6000/calibration.json); the copies hold the tables alone.
+    expect(preset.calibration?.hardware).toBe('RTXPRO6000');
+    expect(own.calibration).toBeUndefined();
+    const ms = timingModel({ kind: 'profile', profile: preset, calibration: false }).stepMs(b);
     expect(timingModel({ kind: 'profile', profile: dir }).stepMs(b)).toBe(ms);
     expect(timingModel({ kind: 'profile', profile: parsed }).stepMs(b)).toBe(ms);
+    expect(timingModel({ kind: 'profile', profile: preset }).stepMs(b)).toBeCloseTo(ms + preset.calibration!.parameters.cpuOverheadMs, 9);
     expect(model('rtxpro6000/qwen3-30b-a3b').name).toBe(`profile rtxpro6000/qwen3-30b-a3b sha256:${preset.sha256.slice(0, 12)} tp 1, cpu overhead 0 ms, link 20 us 16 GB/s`);
     // A bundle parsed elsewhere can be sent to a worker thread.
     expect(structuredClone(parsed).sha256).toBe(parsed.sha256);

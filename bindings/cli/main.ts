@@ -1,27 +1,26 @@
 #!/usr/bin/env node
-// `kvpool`: the command line (replay, sweep, fleet). Node only.
+// `kvpool`: the command line (replay, sweep, fleet, validate, calibrate). Node only.
 
-import { readFileSync, realpathSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import '../wasm-node.js';
 import { replayCommand } from './replay-command.js';
 import { sweepCommand } from './sweep-command.js';
 import { fleetCommand } from './fleet-command.js';
+import { validateCommand } from './validate-command.js';
+import { calibrateCommand } from './calibrate-command.js';
+import { packageVersion } from './version.js';
 import { flagNames } from './flag-names.js';
 import { guardOptionValues, typedOptionDescription } from './option-values.js';
 
-/** The package's version (package.json sits two folders up from dist/cli/ and bindings/cli/ alike). */
-export function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
-}
+export { packageVersion };
 
 export async function main(argv: string[]): Promise<number> {
   const program = new Command();
   program
     .name('kvpool')
-    .description('KV-cache block manager with a WebAssembly core: replay traces, sweep configurations, route a fleet')
+    .description('KV-cache block manager with a WebAssembly core: replay traces, sweep configurations, route a fleet, check its time against measured vLLM runs and calibrate it')
     .addHelpText(
       'after',
       '\nEngines: `kvpool replay --engine xllm` (the default) replays xLLM\'s BlockManagerPool under the replay kernel;\n' +
@@ -34,7 +33,7 @@ export async function main(argv: string[]): Promise<number> {
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) })
     .showHelpAfterError('(kvpool <command> --help lists the options)');
-  for (const cmd of [replayCommand(), sweepCommand(), fleetCommand()]) {
+  for (const cmd of [replayCommand(), sweepCommand(), fleetCommand(), validateCommand(), calibrateCommand()]) {
     guardOptionValues(cmd);
     cmd.configureHelp({ optionDescription: typedOptionDescription });
     cmd.exitOverride();

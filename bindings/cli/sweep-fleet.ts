@@ -48,6 +48,7 @@ export interface SweepFleetFlags {
   linkLatencyUs?: number;
   linkGbps?: number;
   skewFit?: boolean;
+  calibration?: string;
   kvCacheGib?: number[];
   gpuMemoryUtilization?: number[];
   scheduler?: FleetScheduler[];
@@ -95,6 +96,7 @@ export function addSweepFleetOptions(cmd: Command): Command {
     .option('--link-latency-us <us>', 'timed fleets, --profile: latency of one hop of a collective, us (default 20)', nonNegativeNumber('--link-latency-us'))
     .option('--link-gbps <GB/s>', 'timed fleets, --profile: link bandwidth between GPUs, GB/s (default 16)', positiveNumber('--link-gbps'))
     .option('--skew-fit', "timed fleets, --profile: blend decode attention toward the longest context by the profile's skew fit")
+    .option('--calibration <file|none>', 'timed fleets, --profile: the overhead and link fitted by kvpool calibrate (docs/validation.md); none: no calibration; default: the one the profile ships with, if any')
     .option('--kv-cache-gib <list>', 'timed fleets: KV caches of each GPU in GiB to compare, in place of --num-blocks', list((x) => positiveNumber('--kv-cache-gib')(x)))
     .option('--gpu-memory-utilization <list>', "timed fleets, --profile: shares of each GPU's memory to compare (vLLM's), in place of --num-blocks", list((x) => {
       const n = positiveNumber('--gpu-memory-utilization')(x);

@@ -10,6 +10,8 @@ import { FLEET_SCHEDULERS, type FleetScheduler, type TimedFleetOptions } from '.
 import type { SloTargets } from '../fleet/slo-search.js';
 import { PROFILE_PRESETS } from '../node/profile-files.js';
 import { readTimingSpecFile } from '../node/timing-file.js';
+import { readCalibrationFile } from '../node/calibration-file.js';
+import type { Calibration } from '../timing/calibration.js';
 import { timingModel, type ProfileTiming, type TimingSpecInput } from '../timing/timing-model.js';
 import { didYouMean } from './did-you-mean.js';
 import { nonNegativeNumber, parseIntArg, positiveNumber } from './options.js';
@@ -22,6 +24,7 @@ export interface ProfileFlags {
   linkLatencyUs?: number;
   linkGbps?: number;
   skewFit?: boolean;
+  calibration?: string;
   kvCacheGib?: number;
   gpuMemoryUtilization?: number;
 }
@@ -37,7 +40,7 @@ export interface TimingFlags extends ProfileFlags {
   sloItlMs?: number;
 }
 
-export const TIMING_FLAG_KEYS = ['timing', 'profile', 'tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloTpotMs', 'sloItlMs'] as const;
+export const TIMING_FLAG_KEYS = ['timing', 'profile', 'tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit', 'calibration', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloTpotMs', 'sloItlMs'] as const;
 
 /** The profile's parameters and the KV sizing flags, one value each. */
 export function addProfileOptions(cmd: Command, prefix = ''): Command {
@@ -48,6 +51,7 @@ export function addProfileOptions(cmd: Command, prefix = ''): Command {
     .option('--link-latency-us <us>', `${prefix}--profile: latency of one hop of a collective between GPUs, us (default 20)`, nonNegativeNumber('--link-latency-us'))
     .option('--link-gbps <GB/s>', `${prefix}--profile: bandwidth of the link between GPUs, GB/s (default 16)`, positiveNumber('--link-gbps'))
     .option('--skew-fit', `${prefix}--profile: blend decode attention toward the longest context by the profile's skew fit`)
+    .option('--calibration <file|none>', `${prefix}--profile: the overhead and link fitted by kvpool calibrate (docs/validation.md); none: no calibration (no overhead, the default link); default: the one the profile ships with (the RTX PRO 6000 presets), if any`)
     .option('--kv-cache-gib <GiB>', `${prefix}timed: the KV cache of each GPU in GiB, in place of --num-blocks (blocks of the model's KV bytes per token)`, positiveNumber('--kv-cache-gib'))
     .option('--gpu-memory-utilization <x>', `${prefix}--profile: the share of each GPU's memory the engine uses (vLLM's); what weights and a 1.5 GiB activation reserve leave is the KV cache, in place of --num-blocks`, (v: string) => {
       const n = positiveNumber('--gpu-memory-utilization')(v);
@@ -91,8 +95,14 @@ export function timingOf(arg: string): true | TimingSpecInput {
   return readTimingSpecFile(arg, `--timing ${arg}`);
 }
 
+/** `--calibration`: a calibration file, or none (false: no calibration at all). */
+export function calibrationOf(arg: string): Calibration | false {
+  if (arg === 'none') return false;
+  return readCalibrationFile(arg, `--calibration ${arg}`);
+}
+
 /** The profile's parameters as flags name them, for refusals. */
-const PROFILE_FLAGS: Record<string, string> = { profile: '--profile', tp: '--tp', cpuOverheadMs: '--cpu-overhead-ms', linkLatencyUs: '--link-latency-us', linkGBps: '--link-gbps', skew: '--skew-fit' };
+const PROFILE_FLAGS: Record<string, string> = { profile: '--profile', tp: '--tp', cpuOverheadMs: '--cpu-overhead-ms', linkLatencyUs: '--link-latency-us', linkGBps: '--link-gbps', skew: '--skew-fit', calibration: '--calibration' };
 
 /**
  * `--profile` and its parameters as a timing spec (undefined: no --profile),
@@ -100,7 +110,7 @@ const PROFILE_FLAGS: Record<string, string> = { profile: '--profile', tp: '--tp'
  * is read and names the flag.
  */
 export function profileOf(f: ProfileFlags & { timing?: string }): ProfileTiming | undefined {
-  const params = (['tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit'] as const).filter((k) => f[k] !== undefined);
+  const params = (['tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit', 'calibration'] as const).filter((k) => f[k] !== undefined);
   if (f.profile === undefined) {
     if (params.length > 0) throw new Error(`--${params[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies to --profile`);
     return undefined;
@@ -114,6 +124,7 @@ export function profileOf(f: ProfileFlags & { timing?: string }): ProfileTiming 
     ...(f.linkLatencyUs !== undefined && { linkLatencyUs: f.linkLatencyUs }),
     ...(f.linkGbps !== undefined && { linkGBps: f.linkGbps }),
     ...(f.skewFit === true && { skew: true }),
+    ...(f.calibration !== undefined && { calibration: calibrationOf(f.calibration) }),
   };
   try {
     timingModel(spec);

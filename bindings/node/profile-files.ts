@@ -71,7 +71,33 @@ function upward(dir: string, rel: string): string | undefined {
   return undefined;
 }
 
-/** Reads a bundle folder (meta.yaml, tp<N>/ folders; models/ and architectures/ in it or a folder above it). */
+/**
+ * The calibration.json that goes with a bundle folder: in it, or in a folder
+ * above it up to the root of its tree (the folder holding models/), as the
+ * presets keep one per GPU (profiles/RTXPRO6000/calibration.json).
+ */
+function calibrationOf(dir: string): string | undefined {
+  let d = dir;
+  for (let i = 0; i <= 5; i++) {
+    const p = join(d, 'calibration.json');
+    if (isFile(p)) return p;
+    if (isDir(join(d, 'models'))) return undefined;
+    const up = dirname(d);
+    if (up === d) break;
+    d = up;
+  }
+  return undefined;
+}
+
+function isDir(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Reads a bundle folder (meta.yaml, tp<N>/ folders; models/ and architectures/ in it or a folder above it; a calibration.json, if any, in it or a folder above it below models/). */
 export function readProfileDir(dir: string, name = dir): ProfileBundle {
   const where = `profile ${JSON.stringify(name)}`;
   let st;
@@ -108,8 +134,10 @@ export function readProfileDir(dir: string, name = dir): ProfileBundle {
     tp[Number(d[1])] = files;
   }
   if (Object.keys(tp).length === 0) throw new Error(`${where}: ${dir} has no tp<N>/ folder`);
+  const calibrationPath = calibrationOf(dir);
+  const calibration = calibrationPath === undefined ? undefined : readText(calibrationPath, where);
   try {
-    return parseProfileBundle({ name, meta, model: readText(modelPath, where)!, architecture: readText(archPath, where)!, tp });
+    return parseProfileBundle({ name, meta, model: readText(modelPath, where)!, architecture: readText(archPath, where)!, tp, ...(calibration !== undefined && { calibration }) });
   } catch (e) {
     const E = e instanceof RangeError ? RangeError : TypeError;
     throw new E(`${where}: ${(e as Error).message}`);
@@ -123,6 +151,8 @@ function stampOf(dir: string): string {
   const times: number[] = [];
   try {
     times.push(statSync(join(dir, 'meta.yaml')).mtimeMs);
+    const cal = calibrationOf(dir);
+    if (cal !== undefined) times.push(statSync(cal).mtimeMs);
     for (const e of readdirSync(dir, { withFileTypes: true })) {
       if (!e.isDirectory() || !/^tp\d+$/.test(e.name)) continue;
       for (const f of readdirSync(join(dir, e.name))) times.push(statSync(join(dir, e.name, f)).mtimeMs);

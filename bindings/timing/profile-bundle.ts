@@ -9,6 +9,7 @@ import { cellNumber, readCsv } from './bundle-csv.js';
 import { contentHash } from './content-hash.js';
 import { curveOf, type Curve } from './curve.js';
 import { parseAttention, type AttentionGrid } from './profile-attention.js';
+import { parseCalibration, type Calibration } from './calibration.js';
 
 /** The texts of a bundle's files. */
 export interface ProfileBundleFiles {
@@ -22,6 +23,8 @@ export interface ProfileBundleFiles {
   architecture: string;
   /** Per TP degree, its folder's files by name: dense.csv, per_sequence.csv, attention.csv; moe.csv (MoE models); skew_fit.csv (optional). */
   tp: Record<number, Record<string, string>>;
+  /** calibration.json (optional): the overhead and link fitted to measured runs of the GPU, the model's defaults (docs/validation.md). */
+  calibration?: string;
 }
 
 /** What the timing model needs of the model's config. */
@@ -95,6 +98,8 @@ export interface ProfileBundle {
   sequence: { prologue: string[]; layer: string[]; head: string[]; moe: boolean };
   skewAxes?: SkewAxes;
   tp: Record<number, TpTables>;
+  /** The calibration shipped with the bundle: the profile model's default overhead and link (not in sha256: the tables are what it names). */
+  calibration?: Calibration;
 }
 
 type Obj = Record<string, unknown>;
@@ -331,6 +336,12 @@ export function parseProfileBundle(files: ProfileBundleFiles): ProfileBundle {
   }
   if (sequence.moe && !degrees.some((d) => tp[d]!.moe !== undefined)) throw new RangeError(`${name}: a MoE model needs moe.csv in at least one TP folder`);
   const budget = engine['max_num_batched_tokens'];
+  let calibration: Calibration | undefined;
+  if (f['calibration'] !== undefined) {
+    if (typeof f['calibration'] !== 'string') throw new TypeError(`calibration.json must be the file's text, got ${describe(f['calibration'])}`);
+    calibration = parseCalibration(f['calibration'], 'calibration.json');
+    if (calibration.hardware !== hardware) throw new RangeError(`calibration.json: fitted on ${calibration.hardware}, but the bundle was measured on ${hardware}`);
+  }
   return {
     name,
     sha256: contentHash(hashed),
@@ -345,5 +356,6 @@ export function parseProfileBundle(files: ProfileBundleFiles): ProfileBundle {
     sequence,
     ...(axes !== undefined && { skewAxes: axes }),
     tp,
+    ...(calibration !== undefined && { calibration }),
   };
 }

@@ -3,6 +3,7 @@
 // overhead, the interconnect, host loads), each with a documented default.
 
 import { checkBool, checkKeys, describe } from '../validate.js';
+import { parseCalibration, type Calibration } from './calibration.js';
 import { GPU_MEMORY_GIB, kvBytesPerToken } from './kv-capacity.js';
 import type { ProfileBundle } from './profile-bundle.js';
 import { ProfileModel, type ProfileParameters } from './profile-model.js';
@@ -29,12 +30,19 @@ export interface ProfileTiming {
   blockBytes?: number;
   /** One GPU's memory, GiB (default: the nominal memory of the bundle's GPU, when known). */
   gpuMemoryGib?: number;
+  /**
+   * The overhead and link fitted to measured runs of the GPU (`kvpool
+   * calibrate`, docs/validation.md); a field given above wins over it.
+   * Default: the calibration the bundle ships with, if any; false: none
+   * (no overhead and the default link, whatever the bundle ships).
+   */
+  calibration?: Calibration | false;
 }
 
 /** The defaults of what no table knows: an idle CPU and the link the peer simulator assumed for these machines (PCIe). */
 export const PROFILE_DEFAULTS = Object.freeze({ cpuOverheadMs: 0, linkLatencyUs: 20, linkGBps: 16, skew: false, hostGBps: 25 });
 
-export const PROFILE_KEYS = ['kind', 'profile', 'tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGBps', 'skew', 'hostGBps', 'blockBytes', 'gpuMemoryGib'];
+export const PROFILE_KEYS = ['kind', 'profile', 'tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGBps', 'skew', 'hostGBps', 'blockBytes', 'gpuMemoryGib', 'calibration'];
 
 /** The spec checked (its bundle not yet read): a refusal names the field. */
 export function checkProfileSpec(o: Record<string, unknown>, name: string): void {
@@ -45,6 +53,7 @@ export function checkProfileSpec(o: Record<string, unknown>, name: string): void
   if (o['linkLatencyUs'] !== undefined) nonNegative(`${name}.linkLatencyUs`, o['linkLatencyUs']);
   for (const k of ['linkGBps', 'hostGBps', 'blockBytes', 'gpuMemoryGib']) if (o[k] !== undefined) positive(`${name}.${k}`, o[k]);
   if (o['skew'] !== undefined) checkBool(`${name}.skew`, o['skew']);
+  if (o['calibration'] !== undefined && o['calibration'] !== false) parseCalibration(o['calibration'], `${name}.calibration`);
 }
 
 /** The complete parameters for a bundle. */
@@ -52,11 +61,15 @@ export function profileParameters(b: ProfileBundle, o: Omit<ProfileTiming, 'kind
   const degrees = Object.keys(b.tp).map(Number).sort((x, y) => x - y);
   const tp = o.tp ?? degrees[0]!;
   if (b.tp[tp] === undefined) throw new RangeError(`timing.tp: profile ${b.name} has TP ${degrees.join(', ')}, got ${tp}`);
+  const cal = o.calibration === false ? undefined : (o.calibration ?? b.calibration);
+  // A calibration describes one GPU (its overhead, its links): another GPU's would be a silent error.
+  if (cal !== undefined && cal.hardware !== b.hardware) throw new RangeError(`timing.calibration: fitted on ${cal.hardware}, but profile ${b.name} was measured on ${b.hardware}`);
+  const fit = cal?.parameters;
   return {
     tp,
-    cpuOverheadMs: o.cpuOverheadMs ?? PROFILE_DEFAULTS.cpuOverheadMs,
-    linkLatencyUs: o.linkLatencyUs ?? PROFILE_DEFAULTS.linkLatencyUs,
-    linkGBps: o.linkGBps ?? PROFILE_DEFAULTS.linkGBps,
+    cpuOverheadMs: o.cpuOverheadMs ?? fit?.cpuOverheadMs ?? PROFILE_DEFAULTS.cpuOverheadMs,
+    linkLatencyUs: o.linkLatencyUs ?? fit?.linkLatencyUs ?? PROFILE_DEFAULTS.linkLatencyUs,
+    linkGBps: o.linkGBps ?? fit?.linkGBps ?? PROFILE_DEFAULTS.linkGBps,
     skew: o.skew ?? PROFILE_DEFAULTS.skew,
     hostGBps: o.hostGBps ?? PROFILE_DEFAULTS.hostGBps,
     blockBytes: o.blockBytes ?? kvBytesPerToken(b.model, tp) * b.blockSize,

@@ -1,0 +1,115 @@
+// `kvpool validate` and `kvpool calibrate` as a user meets them: the JSON is
+// the library's comparison, the table says every setting's source and the
+// peer's figures, the report draws its charts, a calibration written by
+// calibrate is read back by validate and fleet, and refusals name the flag.
+
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { main } from '../bindings/cli/main.js';
+import { readMeasuredRun, validateRun, readCalibrationFile, fleetSync } from '../bindings/index.node.js';
+import { capture } from './support/capture.js';
+
+const LLAMA = 'rtxpro6000-llama-3.1-8b';
+const tmp = () => mkdtempSync(join(tmpdir(), 'kvpool-validate-'));
+
+describe('kvpool validate', () => {
+  it('--json gives the library\'s comparison: measured, predicted (mean, p50, p90, p95, p99 of each figure), the settings and their sources', async () => {
+    const r = await capture(() => main(['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--json']));
+    expect(r.code).toBe(0);
+    const obj = JSON.parse(r.out);
+    const lib = validateRun(readMeasuredRun(LLAMA), { profile: 'rtxpro6000/llama-3.1-8b' });
+    expect(obj.predicted).toEqual(lib.predicted);
+    expect(obj.measured).toEqual(JSON.parse(JSON.stringify(lib.measured)));
+    for (const k of ['ttftMs', 'tpotMs', 'itlMs', 'e2eMs']) expect(Object.keys(obj.predicted[k])).toEqual(['count', 'mean', 'p50', 'p90', 'p95', 'p99']);
+    expect(obj.measured.itlMs.p99).toBeNull();
+    expect(obj.settings.maxNumBatchedTokens).toEqual({ value: 2048, source: 'meta.json engine_kwargs.max_num_batched_tokens' });
+    expect(obj.settings.engine).toBe('vllm');
+    expect(obj.peer.simulator).toBe('LLMServingSim');
+    expect(obj.perRequest).toBeUndefined();
+  });
+
+  it('prints the table with the sources, the peer beside kvpool, and what cannot be compared', async () => {
+    const r = await capture(() => main(['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--calibration', 'none']));
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('kvpool validate: rtxpro6000-llama-3.1-8b, 300 requests of meta-llama/Llama-3.1-8B');
+    expect(r.out).toContain('cpu overhead 0 ms (default (no calibration))');
+    expect(r.out).toMatch(/TTFT\s+mean\s+7,097\.2\s+6,556\.6\s+-7\.62\s+6,815\.7\s+-4\.0/);
+    expect(r.out).toMatch(/ITL\s+mean\s+32\.4\s+31\.5\s+-2\.79\s+-\s+-/);
+    expect(r.out).toMatch(/\n\s+p99\s+-\s+107\.5\s+-/);
+    expect(r.out).toContain('note: measured ITL: the run records only the first and the last token');
+  });
+
+  it('--report writes a page with the TTFT and time-series charts, predicted over measured, and the table', async () => {
+    const file = join(tmp(), 'run.html');
+    const r = await capture(() => main(['validate', 'rtxpro6000-qwen3-32b', '--profile', 'rtxpro6000/qwen3-32b', '--report', file]));
+    expect(r.code).toBe(0);
+    const html = readFileSync(file, 'utf8');
+    for (const id of ['ttft', 'running', 'waiting', 'prompt-throughput', 'gen-throughput']) expect(html).toContain(`<section id="${id}">`);
+    expect((html.match(/<svg/g) ?? []).length).toBe(5);
+    expect(html).toContain('aria-label="arrival (s after the first): ');
+    expect(html).toMatch(/<td data-key="kvpool" data-value="[0-9.]+">/);
+    expect(html).not.toMatch(/<script/);
+  }, 60_000);
+
+  it('refuses, naming the flag', async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [['validate', LLAMA], /required option '--profile <name\|dir>' not specified/],
+      [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--report', 'x.txt'], /--report "x\.txt": the report is an \.html page/],
+      [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--calibration', 'nope.json'], /--calibration nope\.json: no such file/],
+      [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--tp', '0'], /--tp must be >= 1, got 0/],
+      [['validate', 'nowhere', '--profile', 'rtxpro6000/llama-3.1-8b'], /run "nowhere": no such folder/],
+      [['validate', LLAMA, '--profile', 'rtx4090/llama-3.1-8b', '--calibration', join(import.meta.dirname, '../profiles/RTXPRO6000/calibration.json')], /fitted on RTXPRO6000, but profile rtx4090\/llama-3\.1-8b was measured on RTX4090/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await capture(() => main(args));
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.err, args.join(' ')).toMatch(message);
+    }
+  });
+});
+
+describe('kvpool calibrate', () => {
+  it('writes a calibration that validate and fleet read back, with what it fitted and why', async () => {
+    const file = join(tmp(), 'llama.json');
+    const r = await capture(() => main(['calibrate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--out', file, '--no-progress']));
+    expect(r.code).toBe(0);
+    expect(existsSync(file)).toBe(true);
+    const c = readCalibrationFile(file);
+    expect(c.fitted).toEqual(['cpuOverheadMs']);
+    expect(c.runs[0]!.before.ttftMs.mean).toBe(-7.62);
+    expect(Math.abs(c.runs[0]!.after.ttftMs.mean)).toBeLessThan(2);
+    expect(r.out).toContain(`cpu overhead ${c.parameters.cpuOverheadMs} ms, link latency 20 us, link bandwidth 16 GB/s (fitted: cpuOverheadMs)`);
+    expect(r.out).toContain("note: no run's GPUs talk to each other");
+    const v = await capture(() => main(['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--calibration', file, '--json']));
+    const obj = JSON.parse(v.out);
+    expect(obj.settings.cpuOverheadMs).toEqual({ value: c.parameters.cpuOverheadMs, source: `calibration ${file}` });
+    expect(obj.differencePct.ttftMs.mean).toBe(c.runs[0]!.after.ttftMs.mean);
+    // fleet takes it as the profile's parameters.
+    const f = await capture(() => main(['fleet', '--requests', '40', '--engines', '1', '--profile', 'rtxpro6000/llama-3.1-8b', '--calibration', file, '--scheduler', 'continuous', '--json', '--no-progress']));
+    expect(f.code).toBe(0);
+    expect(JSON.parse(f.out).config.timing).toContain(`cpu overhead ${c.parameters.cpuOverheadMs} ms, link 20 us 16 GB/s`);
+    const lib = fleetSync({ requests: 40, engines: 1, scheduler: 'continuous', timing: { kind: 'profile', profile: 'rtxpro6000/llama-3.1-8b', calibration: c } });
+    expect(JSON.parse(f.out).latency.ttftMs).toEqual(lib.latency!.ttftMs);
+  }, 60_000);
+
+  it('needs one profile for every run or one per run, each of its run\'s model, on one GPU', async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [['calibrate', LLAMA, 'rtxpro6000-qwen3-32b', '--profile', 'a', '--profile', 'b', '--profile', 'c'], /--profile is given 3 times for 2 runs: give it once \(for every run\) or once per run, in the runs' order/],
+      [['calibrate', LLAMA, 'rtxpro6000-qwen3-32b', '--profile', 'rtxpro6000/qwen3-32b', '--profile', 'rtxpro6000/llama-3.1-8b'], /runs\[0\]: run rtxpro6000-llama-3\.1-8b served meta-llama\/Llama-3\.1-8B, but profile rtxpro6000\/qwen3-32b was measured with Qwen\/Qwen3-32B/],
+      [['calibrate', LLAMA, LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--profile', 'rtx4090/llama-3.1-8b'], /a calibration is for one GPU; profile rtxpro6000\/llama-3\.1-8b is RTXPRO6000, profile rtx4090\/llama-3\.1-8b is RTX4090/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await capture(() => main([...args, '--no-progress']));
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.err, args.join(' ')).toMatch(message);
+    }
+  });
+
+  it('kvpool --help lists validate and calibrate', async () => {
+    const r = await capture(() => main(['--help']));
+    expect(r.out).toMatch(/validate \[options\] <run>/);
+    expect(r.out).toMatch(/calibrate \[options\] <runs\.\.\.>/);
+  });
+});
