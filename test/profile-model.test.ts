@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PROFILE_PRESETS, readProfileBundle } from '../bindings/node/profile-files.js';
+import { PROFILE_PRESETS, readProfileBundle, readProfileDir } from '../bindings/node/profile-files.js';
 import { GPU_MEMORY_GIB, kvBytesPerToken, kvCacheBlocks, parameterCount, weightBytesPerGpu } from '../bindings/timing/kv-capacity.js';
 import { parseProfileBundle } from '../bindings/timing/profile-bundle.js';
 import { setProfileReader } from '../bindings/timing/profile-source.js';
@@ -193,12 +193,27 @@ describe('the bundle', () => {
     const lines = readFileSync(dense, 'utf8').split('\n');
     lines[6] = 'qkv_proj,ten,35.8';
     writeFileSync(dense, lines.join('\n'));
-    expect(() => readProfileBundle(dir)).toThrow(/tp1\/dense\.csv line 7: tokens must be an integer >= 1, got "ten"/);
+    // A TP folder's tables are parsed, and checked, when first read: by a model of that TP, or reading bundle.tp[d].
+    const bundle = readProfileBundle(dir);
+    expect(() => bundle.tp[1]).toThrow(/tp1\/dense\.csv line 7: tokens must be an integer >= 1, got "ten"/);
+    expect(() => model(dir, { tp: 1 })).toThrow(/tp1\/dense\.csv line 7: tokens must be an integer >= 1, got "ten"/);
+    expect(bundle.tp[2]!.attention.pc.length).toBeGreaterThan(2); // the other folder is sound
     writeFileSync(dense, 'layer,time_us\n');
-    expect(() => readProfileBundle(dir)).toThrow(/tp1\/dense\.csv line 1: the header must be "layer,tokens,time_us"/);
+    expect(() => readProfileBundle(dir).tp[1]).toThrow(/tp1\/dense\.csv line 1: the header must be "layer,tokens,time_us"/);
     rmSync(dense);
     expect(() => readProfileBundle(dir)).toThrow(/tp1\/dense\.csv is missing/);
     expect(() => readProfileBundle(join(dir, 'tp1'))).toThrow(/has no meta\.yaml/);
+  });
+
+  it('parses a TP folder when it is first read, and stays plain data to a copy', () => {
+    const b = readProfileDir(unpacked('rtxpro6000/llama-3.1-8b'), 'copy');
+    const copy = structuredClone(b);
+    expect(Object.getOwnPropertyDescriptor(copy.tp, 1)!.get).toBeUndefined(); // a copy holds the tables themselves
+    expect(copy.tp[2]!.attention.pc).toEqual(b.tp[2]!.attention.pc);
+    expect(copy.tp[1]!.skew!.alphaDefault).toBe(b.tp[1]!.skew!.alphaDefault);
+    expect(JSON.parse(JSON.stringify(b)).tp[1].dense.qkv_proj).toEqual(JSON.parse(JSON.stringify(b.tp[1]!.dense.qkv_proj)));
+    // The same tables as a model of the folder reads.
+    expect(timingModel({ kind: 'profile', profile: copy, calibration: false }).stepMs(batchOf([[512, 0, 0]]))).toBe(model('rtxpro6000/llama-3.1-8b').stepMs(batchOf([[512, 0, 0]])));
   });
 
   it('in a runtime without files, takes a parsed bundle and says so of a name', () => {

@@ -263,6 +263,33 @@ function skewFit(where: string, text: string, alphaDefault: number): SkewFit {
 
 const LAYER_FILES = ['dense.csv', 'per_sequence.csv', 'attention.csv', 'moe.csv', 'skew_fit.csv'];
 
+/** The tables of TP folder `d` from its files' texts (skew: the skew fit's per-TP settings, when it is enabled). */
+function tpTables(d: number, texts: Record<string, string>, sequence: ProfileBundle['sequence'], architecture: string, pcGrid: number[] | undefined, ndGrid: number[] | undefined, skew: { perTp: Obj } | undefined): TpTables {
+  const dense = curves(`tp${d}/dense.csv`, texts['dense.csv']!, 'tokens');
+  const perSequence = curves(`tp${d}/per_sequence.csv`, texts['per_sequence.csv']!, 'sequences');
+  const attention = parseAttention(`tp${d}/attention.csv`, texts['attention.csv']!, pcGrid, ndGrid);
+  const tables: TpTables = { dense, perSequence, attention };
+  if (texts['moe.csv'] !== undefined) tables.moe = moeTable(`tp${d}/moe.csv`, texts['moe.csv']);
+  if (skew !== undefined && texts['skew_fit.csv'] !== undefined) {
+    const own = skew.perTp[d] ?? skew.perTp[String(d)];
+    const alphaDefault = own === undefined ? 0 : Number(obj(`meta.yaml skew_fit.per_tp.${d}`, own)['alpha_default'] ?? 0);
+    // Parsed when read, as the folder is: the skew fit is off unless a model asks for it.
+    let fit: SkewFit | undefined;
+    Object.defineProperty(tables, 'skew', {
+      enumerable: true,
+      configurable: true,
+      get: () => (fit ??= skewFit(`tp${d}/skew_fit.csv`, texts['skew_fit.csv']!, Number.isFinite(alphaDefault) ? alphaDefault : 0)),
+    });
+  }
+  for (const op of [...sequence.prologue, ...sequence.layer]) {
+    if (dense[op] === undefined) throw new RangeError(`architectures/${architecture}.yaml runs ${op}, which tp${d}/dense.csv does not have`);
+  }
+  for (const op of sequence.head) {
+    if (perSequence[op] === undefined && dense[op] === undefined) throw new RangeError(`architectures/${architecture}.yaml runs ${op}, which neither tp${d}/per_sequence.csv nor tp${d}/dense.csv has`);
+  }
+  return tables;
+}
+
 /** Parses a bundle from its files' texts; every refusal names the file (and line). */
 export function parseProfileBundle(files: ProfileBundleFiles): ProfileBundle {
   const f = obj('bundle files', files);
@@ -300,41 +327,35 @@ export function parseProfileBundle(files: ProfileBundleFiles): ProfileBundle {
   if (degrees.length === 0 || degrees.some((d) => !Number.isInteger(d) || d < 1)) throw new RangeError(`bundle files tp must map TP degrees (1, 2, ...) to their files, got ${describe(Object.keys(tpFiles))}`);
   const tp: Record<number, TpTables> = {};
   const hashed: Array<[string, string]> = [['meta.yaml', f['meta'] as string], ['model', f['model'] as string], ['architecture', f['architecture'] as string]];
+  let moeFiles = 0;
   for (const d of degrees) {
     const folder = obj(`bundle files tp[${d}]`, tpFiles[d]);
     const unknown = Object.keys(folder).find((k) => !LAYER_FILES.includes(k));
     if (unknown !== undefined) throw new RangeError(`tp${d}/${unknown}: not a file of the bundle format (${LAYER_FILES.join(', ')})`);
-    const text = (file: string, required: boolean): string | undefined => {
+    const texts: Record<string, string> = {};
+    for (const file of LAYER_FILES) {
       const v = folder[file];
       if (v === undefined) {
-        if (required) throw new TypeError(`tp${d}/${file} is missing`);
-        return undefined;
+        if (file === 'dense.csv' || file === 'per_sequence.csv' || file === 'attention.csv') throw new TypeError(`tp${d}/${file} is missing`);
+        continue;
       }
       if (typeof v !== 'string') throw new TypeError(`tp${d}/${file} must be the file's text, got ${describe(v)}`);
       hashed.push([`tp${d}/${file}`, v]);
-      return v;
-    };
-    const dense = curves(`tp${d}/dense.csv`, text('dense.csv', true)!, 'tokens');
-    const perSequence = curves(`tp${d}/per_sequence.csv`, text('per_sequence.csv', true)!, 'sequences');
-    const attention = parseAttention(`tp${d}/attention.csv`, text('attention.csv', true)!, pcGrid, ndGrid);
-    const moeText = text('moe.csv', false);
-    const skewText = text('skew_fit.csv', false);
-    const tables: TpTables = { dense, perSequence, attention };
-    if (moeText !== undefined) tables.moe = moeTable(`tp${d}/moe.csv`, moeText);
-    if (skewOn && skewText !== undefined) {
-      const own = perTp[d] ?? perTp[String(d)];
-      const alphaDefault = own === undefined ? 0 : Number(obj(`meta.yaml skew_fit.per_tp.${d}`, own)['alpha_default'] ?? 0);
-      tables.skew = skewFit(`tp${d}/skew_fit.csv`, skewText, Number.isFinite(alphaDefault) ? alphaDefault : 0);
+      texts[file] = v;
     }
-    for (const op of [...sequence.prologue, ...sequence.layer]) {
-      if (dense[op] === undefined) throw new RangeError(`architectures/${architecture}.yaml runs ${op}, which tp${d}/dense.csv does not have`);
-    }
-    for (const op of sequence.head) {
-      if (perSequence[op] === undefined && dense[op] === undefined) throw new RangeError(`architectures/${architecture}.yaml runs ${op}, which neither tp${d}/per_sequence.csv nor tp${d}/dense.csv has`);
-    }
-    tp[d] = tables;
+    if (texts['moe.csv'] !== undefined) moeFiles++;
+    // A folder's tables are parsed when first read: a run times one TP
+    // degree (a preset's other folder and its skew fit are most of the
+    // bundle's text). Reading the property (a worker's copy, JSON) parses it,
+    // so the bundle stays plain data to every reader.
+    let tables: TpTables | undefined;
+    Object.defineProperty(tp, d, {
+      enumerable: true,
+      configurable: true,
+      get: () => (tables ??= tpTables(d, texts, sequence, architecture, pcGrid, ndGrid, skewOn ? { perTp } : undefined)),
+    });
   }
-  if (sequence.moe && !degrees.some((d) => tp[d]!.moe !== undefined)) throw new RangeError(`${name}: a MoE model needs moe.csv in at least one TP folder`);
+  if (sequence.moe && moeFiles === 0) throw new RangeError(`${name}: a MoE model needs moe.csv in at least one TP folder`);
   const budget = engine['max_num_batched_tokens'];
   let calibration: Calibration | undefined;
   if (f['calibration'] !== undefined) {
