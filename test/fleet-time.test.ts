@@ -9,7 +9,9 @@ import { describe, expect, it } from 'vitest';
 import { Fleet, fleetSync } from '../bindings/fleet/fleet.js';
 import type { FleetOptions } from '../bindings/fleet/fleet-options.js';
 import { arrivalOrigin, arrivalTimes } from '../bindings/fleet/timed-fleet.js';
+import { hashBlocks } from '../bindings/hash.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
+import { outputToken, promptTokens } from '../bindings/replay/kernel.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
 import type { StepBatch, TimingModel } from '../bindings/timing/timing-model.js';
 import { TRACE_PATH } from './support/externals.js';
@@ -266,4 +268,44 @@ describe('the host tier on the millisecond clock', () => {
       expect(slow.latency!.engines[0]!.busyMs).toBeGreaterThan(fast.latency!.engines[0]!.busyMs);
     });
   }
+});
+
+describe("the 'priority' policy under scheduler 'continuous'", () => {
+  // The priority replay marks every block that holds a request's generated tokens with priority 10
+  // (docs/replay.md). A preempted request recomputes a prompt that holds the tokens it gave: those
+  // are still generated tokens, and the blocks it caches of them must be evicted first as well.
+  it('marks a recomputed request\'s earlier outputs as generated tokens: they are evicted before every prompt block', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ gap: fc.integer({ min: 0, max: 20 }), L: fc.integer({ min: 4, max: 24 }), O: fc.integer({ min: 8, max: 40 }), id: fc.integer({ min: 1, max: 3 }) }), { minLength: 2, maxLength: 6 }),
+        fc.record({ numBlocks: fc.integer({ min: 8, max: 20 }), maxRunning: fc.integer({ min: 2, max: 4 }), budget: fc.integer({ min: 4, max: 64 }) }),
+        (reqs, c) => {
+          const B = 4;
+          let ts = 0;
+          const t = reqs.map((q) => req((ts += q.gap), q.L, q.O, [q.id]));
+          // Each block key of each request's whole token list: does the block hold a generated token?
+          const generated = new Map<string, boolean>();
+          t.forEach((q, r) => {
+            const tokens = new Int32Array(q.inputLength + q.outputLength);
+            tokens.set(promptTokens(q));
+            for (let i = 0; i < q.outputLength; i++) tokens[q.inputLength + i] = outputToken(r, i);
+            const keys = hashBlocks(tokens, B);
+            for (let b = 0; b * 16 < keys.length; b++) generated.set(Buffer.from(keys.subarray(b * 16, b * 16 + 16)).toString('hex'), (b + 1) * B > q.inputLength);
+          });
+          const f = new Fleet({ trace: t, engines: 1, blockSize: B, numBlocks: c.numBlocks, maxRunning: c.maxRunning, scheduler: 'continuous', maxNumBatchedTokens: c.budget, eviction: 'priority', timing: fixed(1) });
+          try {
+            f.run();
+            const m = f.pool(0).kvManager(0);
+            // The eviction order: priority 10 first, then the prompt blocks at 35.
+            const order = Array.from(m.lruOrder(), (id) => generated.get(Buffer.from(m.blockHash(id)!).toString('hex')));
+            const firstPrompt = order.indexOf(false);
+            if (firstPrompt >= 0) expect(order.slice(firstPrompt)).not.toContain(true);
+          } finally {
+            f.dispose();
+          }
+        },
+      ),
+      { numRuns: 120 },
+    );
+  });
 });

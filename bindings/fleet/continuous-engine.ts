@@ -157,7 +157,8 @@ export class ContinuousEngine implements TimedEngine {
       throw namedRequestError(e, j.r);
     }
     for (let i = 0, t = outputToken(j.r, 0); i < j.given; i++, t = nextOutputToken(t)) buf[req.inputLength + i] = t;
-    return this.target.newSequence(buf, j.promptLen);
+    // Its generated tokens begin after the trace's prompt, a recompute's included (the 'priority' replay marks them).
+    return this.target.newSequence(buf, j.promptLen, req.inputLength);
   }
 
   /** The latest running sequence after index `i` on dp rank `rank` (its index; -1: none). */
