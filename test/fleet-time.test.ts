@@ -253,7 +253,7 @@ describe('random traces and pools, both schedulers', () => {
 
 describe('the host tier on the millisecond clock', () => {
   for (const scheduler of ['xllm', 'continuous'] as const) {
-    it(`charges the blocks it loads back to the device (${scheduler})`, () => {
+    it(`charges the blocks it loads back to the device, and does not compute them again (${scheduler})`, () => {
       const m = fixed(1);
       // A small device cache: the first prompts are offloaded to the host by the ones after, and found there when they come back.
       const t = [1, 2, 3, 4, 1, 2, 3, 4].map((id, i) => req(i * 1000, 512, 4, [id]));
@@ -262,6 +262,10 @@ describe('the host tier on the millisecond clock', () => {
       expect(loaded).toBeGreaterThan(0);
       expect(run.latency!.hostLoadedBlocks).toBe(loaded);
       expect(m.batches.reduce((a, b) => a + b.hostLoadedBlocks, 0)).toBe(loaded);
+      // What the host gives back is copied, not computed: each returning prompt computes only its last
+      // block (the exact-prompt rule leaves it), after 31 loaded ones that count as cached.
+      const back = m.batches.filter((b) => b.hostLoadedBlocks > 0);
+      expect(back.map((b) => [b.hostLoadedBlocks, b.chunkTokens, b.chunkContextTokens, b.cachedTokens])).toEqual([1, 2, 3, 4].map(() => [31, [16], [496], 496]));
       // The default model turns those loads into time: the same run takes longer with a slower host link.
       const fast = fleetSync({ trace: t, engines: 1, numBlocks: 80, hostBlocks: 512, timing: { kind: 'polynomial', hostGBps: 1000 }, scheduler });
       const slow = fleetSync({ trace: t, engines: 1, numBlocks: 80, hostBlocks: 512, timing: { kind: 'polynomial', hostGBps: 1 }, scheduler });

@@ -20,7 +20,7 @@ import { hostLoaded, type TimedEngine } from './timed-engine.js';
 export class KernelScratch {
   readonly decoding: Uint8Array;
   readonly admitStep: Float64Array;
-  /** Prompt tokens the prefix cache held at admission. */
+  /** Prompt tokens the caches held at admission (device hits and host loads): not computed. */
   readonly cachedOf: Float64Array;
   /** Where a decoding request sits in its engine's list of decoders. */
   readonly decodePos: Int32Array;
@@ -61,9 +61,12 @@ export class KernelTimedEngine implements TimedEngine {
   private hostSeen = 0;
   private readonly hostTier: boolean;
   private readonly B: number;
+  /** With a host tier: the blocks it had loaded before the admission being made. */
+  private loadedBefore = 0;
   private readonly wait = (r: number) => {
     this.clock.admittedMs[r] = this.stepMs;
     this.queueDelay(r, this.k - this.clock.queuedStep[r]!);
+    if (this.hostTier) this.loadedBefore = hostLoaded(this.e.pool);
   };
   private readonly placed = (r: number, step: ReplayStep) => {
     const tokens = step.placed ? this.e.tokensOf(this.trace[r]!, step) : 0;
@@ -74,7 +77,9 @@ export class KernelTimedEngine implements TimedEngine {
     }
     this.tokensOf[r] = tokens;
     this.rankOf[r] = this.e.newestRank();
-    this.cachedOf[r] = step.matchedBlocks * this.B;
+    // Not computed: the device's prefix hits and the blocks the host tier loaded back (the admission's only loads).
+    const loaded = this.hostTier ? hostLoaded(this.e.pool) - this.loadedBefore : 0;
+    this.cachedOf[r] = (step.matchedBlocks + loaded) * this.B;
     this.admitStep[r] = this.k;
     this.admitted[this.nAdmitted++] = r;
   };
