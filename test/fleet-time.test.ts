@@ -271,6 +271,20 @@ describe('the host tier on the millisecond clock', () => {
       const slow = fleetSync({ trace: t, engines: 1, numBlocks: 80, hostBlocks: 512, timing: { kind: 'polynomial', hostGBps: 1 }, scheduler });
       expect(slow.latency!.engines[0]!.busyMs).toBeGreaterThan(fast.latency!.engines[0]!.busyMs);
     });
+
+    it(`prefetches from a KV-cache store behind the host what the host lost (${scheduler})`, () => {
+      // A host of 39 usable blocks keeps only the prompt offloaded last; the store keeps all four, and each returning prompt is prefetched from it.
+      const t = [1, 2, 3, 4, 1, 2, 3, 4].map((id, i) => req(i * 1000, 512, 4, [id]));
+      const o: FleetOptions = { trace: t, engines: 1, numBlocks: 80, hostBlocks: 40, timing: fixed(1), scheduler };
+      const hostOnly = fleetSync(o);
+      const stored = fleetSync({ ...o, storeBlocks: 1000 });
+      const tier = (r: typeof stored) => (r.engines[0]!.run as { hostTier: { blocksLoaded: number; store?: { blocksRequested: number; blocksDelivered: number } } }).hostTier;
+      expect(tier(hostOnly).blocksLoaded).toBe(0);
+      expect(tier(stored).store!.blocksRequested).toBeGreaterThan(0);
+      expect(tier(stored).store!.blocksDelivered).toBe(4 * 31);
+      expect(tier(stored).blocksLoaded).toBe(4 * 31);
+      expect(stored.latency!.prefillTokens).toBe(hostOnly.latency!.prefillTokens - 4 * 31 * 16);
+    });
   }
 });
 
