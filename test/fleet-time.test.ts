@@ -85,6 +85,13 @@ describe("scheduler 'xllm' on the millisecond clock", () => {
     expect(run.latency!.engines[0]).toMatchObject({ steps: 5, busyMs: 50, utilisation: 1 });
   });
 
+  it('lists a step\'s decodes in admission order (the kernel\'s running FIFO), whoever finished before them', () => {
+    const m = fixed(1);
+    // Four requests admitted in step 0; the second gives its last token at the end of step 1.
+    fleetSync({ trace: [req(0, 10, 6, [1]), req(0, 20, 2, [2]), req(0, 30, 6, [3]), req(0, 40, 6, [4])], engines: 1, timing: m });
+    expect(m.batches.slice(1, 4).map((b) => b.decodeContexts)).toEqual([[11, 21, 31, 41], [12, 32, 42], [13, 33, 43]]);
+  });
+
   it('charges only the prompt tokens the prefix cache does not hold', () => {
     const m = fixed(1);
     // The same 1,024-token prompt twice: the second finds 1,008 tokens cached (the last block is recomputed).
