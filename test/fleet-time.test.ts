@@ -242,6 +242,17 @@ describe('random traces and pools, both schedulers', () => {
             if (outputTokens[r]! < Math.max(t[r]!.outputLength, 1)) short++;
           }
           expect(L.outputTokens).toBe(outputTokens.reduce((a, b) => a + b, 0));
+          // Token steps are runs of consecutive steps, each starting after a step that gave the request no token.
+          for (let r = 0; r < t.length; r++) {
+            const runs = L.requests.tokenSteps[r]!;
+            let count = 0;
+            for (let i = 0; i < runs.length; i += 2) {
+              expect(runs[i + 1]!).toBeGreaterThan(0);
+              if (i > 0) expect(runs[i]!).toBeGreaterThan(runs[i - 2]! + runs[i - 1]!);
+              count += runs[i + 1]!;
+            }
+            expect(count).toBe(outputTokens[r]);
+          }
           // Requests that gave fewer tokens: rejected, truncated, or (xllm) finished by the kernel to make room (a truncated one may be too).
           if (c.scheduler === 'continuous') expect(short).toBe(run.rejected + run.truncated);
           else {
