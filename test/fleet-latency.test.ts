@@ -53,6 +53,11 @@ describe('percentiles as numpy gives them', () => {
     }
   });
 
+  it('takes q = p / 100 first, as numpy does: p95 of seven values is at 6 × 0.95 = 5.699999999999999', () => {
+    // numpy.percentile([6, 6, 6, 6, 7.875, 6, 5], 95) = 7.312499999999998 (at 5.7 exactly it would be 7.3125, rounded up to 7.313).
+    expect(figuresOf([6, 6, 6, 6, 7.875, 6, 5]).p95).toBe(7.312);
+  });
+
   it('selecting the ranks gives what sorting every value gives, on random values with many ties', () => {
     fc.assert(
       fc.property(

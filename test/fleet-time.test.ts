@@ -9,7 +9,9 @@ import { describe, expect, it } from 'vitest';
 import { Fleet, fleetSync } from '../bindings/fleet/fleet.js';
 import type { FleetOptions } from '../bindings/fleet/fleet-options.js';
 import { arrivalOrigin, arrivalTimes } from '../bindings/fleet/timed-fleet.js';
+import { hashBlocks } from '../bindings/hash.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
+import { outputToken, promptTokens } from '../bindings/replay/kernel.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
 import type { StepBatch, TimingModel } from '../bindings/timing/timing-model.js';
 import { TRACE_PATH } from './support/externals.js';
@@ -81,6 +83,13 @@ describe("scheduler 'xllm' on the millisecond clock", () => {
       [64, 1, 0, 0], [0, 0, 1, 65], [0, 0, 1, 66], [64, 1, 0, 0], [0, 0, 1, 65],
     ]);
     expect(run.latency!.engines[0]).toMatchObject({ steps: 5, busyMs: 50, utilisation: 1 });
+  });
+
+  it('lists a step\'s decodes in admission order (the kernel\'s running FIFO), whoever finished before them', () => {
+    const m = fixed(1);
+    // Four requests admitted in step 0; the second gives its last token at the end of step 1.
+    fleetSync({ trace: [req(0, 10, 6, [1]), req(0, 20, 2, [2]), req(0, 30, 6, [3]), req(0, 40, 6, [4])], engines: 1, timing: m });
+    expect(m.batches.slice(1, 4).map((b) => b.decodeContexts)).toEqual([[11, 21, 31, 41], [12, 32, 42], [13, 33, 43]]);
   });
 
   it('charges only the prompt tokens the prefix cache does not hold', () => {
@@ -233,6 +242,17 @@ describe('random traces and pools, both schedulers', () => {
             if (outputTokens[r]! < Math.max(t[r]!.outputLength, 1)) short++;
           }
           expect(L.outputTokens).toBe(outputTokens.reduce((a, b) => a + b, 0));
+          // Token steps are runs of consecutive steps, each starting after a step that gave the request no token.
+          for (let r = 0; r < t.length; r++) {
+            const runs = L.requests.tokenSteps[r]!;
+            let count = 0;
+            for (let i = 0; i < runs.length; i += 2) {
+              expect(runs[i + 1]!).toBeGreaterThan(0);
+              if (i > 0) expect(runs[i]!).toBeGreaterThan(runs[i - 2]! + runs[i - 1]!);
+              count += runs[i + 1]!;
+            }
+            expect(count).toBe(outputTokens[r]);
+          }
           // Requests that gave fewer tokens: rejected, truncated, or (xllm) finished by the kernel to make room (a truncated one may be too).
           if (c.scheduler === 'continuous') expect(short).toBe(run.rejected + run.truncated);
           else {
@@ -251,7 +271,7 @@ describe('random traces and pools, both schedulers', () => {
 
 describe('the host tier on the millisecond clock', () => {
   for (const scheduler of ['xllm', 'continuous'] as const) {
-    it(`charges the blocks it loads back to the device (${scheduler})`, () => {
+    it(`charges the blocks it loads back to the device, and does not compute them again (${scheduler})`, () => {
       const m = fixed(1);
       // A small device cache: the first prompts are offloaded to the host by the ones after, and found there when they come back.
       const t = [1, 2, 3, 4, 1, 2, 3, 4].map((id, i) => req(i * 1000, 512, 4, [id]));
@@ -260,10 +280,68 @@ describe('the host tier on the millisecond clock', () => {
       expect(loaded).toBeGreaterThan(0);
       expect(run.latency!.hostLoadedBlocks).toBe(loaded);
       expect(m.batches.reduce((a, b) => a + b.hostLoadedBlocks, 0)).toBe(loaded);
+      // What the host gives back is copied, not computed: each returning prompt computes only its last
+      // block (the exact-prompt rule leaves it), after 31 loaded ones that count as cached.
+      const back = m.batches.filter((b) => b.hostLoadedBlocks > 0);
+      expect(back.map((b) => [b.hostLoadedBlocks, b.chunkTokens, b.chunkContextTokens, b.cachedTokens])).toEqual([1, 2, 3, 4].map(() => [31, [16], [496], 496]));
       // The default model turns those loads into time: the same run takes longer with a slower host link.
       const fast = fleetSync({ trace: t, engines: 1, numBlocks: 80, hostBlocks: 512, timing: { kind: 'polynomial', hostGBps: 1000 }, scheduler });
       const slow = fleetSync({ trace: t, engines: 1, numBlocks: 80, hostBlocks: 512, timing: { kind: 'polynomial', hostGBps: 1 }, scheduler });
       expect(slow.latency!.engines[0]!.busyMs).toBeGreaterThan(fast.latency!.engines[0]!.busyMs);
     });
+
+    it(`prefetches from a KV-cache store behind the host what the host lost (${scheduler})`, () => {
+      // A host of 39 usable blocks keeps only the prompt offloaded last; the store keeps all four, and each returning prompt is prefetched from it.
+      const t = [1, 2, 3, 4, 1, 2, 3, 4].map((id, i) => req(i * 1000, 512, 4, [id]));
+      const o: FleetOptions = { trace: t, engines: 1, numBlocks: 80, hostBlocks: 40, timing: fixed(1), scheduler };
+      const hostOnly = fleetSync(o);
+      const stored = fleetSync({ ...o, storeBlocks: 1000 });
+      const tier = (r: typeof stored) => (r.engines[0]!.run as { hostTier: { blocksLoaded: number; store?: { blocksRequested: number; blocksDelivered: number } } }).hostTier;
+      expect(tier(hostOnly).blocksLoaded).toBe(0);
+      expect(tier(stored).store!.blocksRequested).toBeGreaterThan(0);
+      expect(tier(stored).store!.blocksDelivered).toBe(4 * 31);
+      expect(tier(stored).blocksLoaded).toBe(4 * 31);
+      expect(stored.latency!.prefillTokens).toBe(hostOnly.latency!.prefillTokens - 4 * 31 * 16);
+    });
   }
+});
+
+describe("the 'priority' policy under scheduler 'continuous'", () => {
+  // The priority replay marks every block that holds a request's generated tokens with priority 10
+  // (docs/replay.md). A preempted request recomputes a prompt that holds the tokens it gave: those
+  // are still generated tokens, and the blocks it caches of them must be evicted first as well.
+  it('marks a recomputed request\'s earlier outputs as generated tokens: they are evicted before every prompt block', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ gap: fc.integer({ min: 0, max: 20 }), L: fc.integer({ min: 4, max: 24 }), O: fc.integer({ min: 8, max: 40 }), id: fc.integer({ min: 1, max: 3 }) }), { minLength: 2, maxLength: 6 }),
+        fc.record({ numBlocks: fc.integer({ min: 8, max: 20 }), maxRunning: fc.integer({ min: 2, max: 4 }), budget: fc.integer({ min: 4, max: 64 }) }),
+        (reqs, c) => {
+          const B = 4;
+          let ts = 0;
+          const t = reqs.map((q) => req((ts += q.gap), q.L, q.O, [q.id]));
+          // Each block key of each request's whole token list: does the block hold a generated token?
+          const generated = new Map<string, boolean>();
+          t.forEach((q, r) => {
+            const tokens = new Int32Array(q.inputLength + q.outputLength);
+            tokens.set(promptTokens(q));
+            for (let i = 0; i < q.outputLength; i++) tokens[q.inputLength + i] = outputToken(r, i);
+            const keys = hashBlocks(tokens, B);
+            for (let b = 0; b * 16 < keys.length; b++) generated.set(Buffer.from(keys.subarray(b * 16, b * 16 + 16)).toString('hex'), (b + 1) * B > q.inputLength);
+          });
+          const f = new Fleet({ trace: t, engines: 1, blockSize: B, numBlocks: c.numBlocks, maxRunning: c.maxRunning, scheduler: 'continuous', maxNumBatchedTokens: c.budget, eviction: 'priority', timing: fixed(1) });
+          try {
+            f.run();
+            const m = f.pool(0).kvManager(0);
+            // The eviction order: priority 10 first, then the prompt blocks at 35.
+            const order = Array.from(m.lruOrder(), (id) => generated.get(Buffer.from(m.blockHash(id)!).toString('hex')));
+            const firstPrompt = order.indexOf(false);
+            if (firstPrompt >= 0) expect(order.slice(firstPrompt)).not.toContain(true);
+          } finally {
+            f.dispose();
+          }
+        },
+      ),
+      { numRuns: 120 },
+    );
+  });
 });

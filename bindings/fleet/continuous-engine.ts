@@ -126,8 +126,12 @@ export class ContinuousEngine implements TimedEngine {
     this.allocatedBlocks += Math.max(0, s.numBlocks - from);
   }
 
-  /** Grows `s` to `tokens` tokens' blocks; false (nothing changed) when the pool is short. Prefix hits are not new blocks. */
-  private grow(s: ReplaySequence, tokens: number): boolean {
+  /**
+   * Grows `s` to `tokens` tokens' blocks (none given: its whole prompt, as a
+   * prefill attempt, which a KV-cache store prefetches for first); false
+   * (nothing changed) when the pool is short. Prefix hits are not new blocks.
+   */
+  private grow(s: ReplaySequence, tokens?: number): boolean {
     const before = s.numBlocks;
     if (!this.target.allocate(s, tokens)) return false;
     const from = Math.max(before, s.sharedBlocks);
@@ -157,7 +161,8 @@ export class ContinuousEngine implements TimedEngine {
       throw namedRequestError(e, j.r);
     }
     for (let i = 0, t = outputToken(j.r, 0); i < j.given; i++, t = nextOutputToken(t)) buf[req.inputLength + i] = t;
-    return this.target.newSequence(buf, j.promptLen);
+    // Its generated tokens begin after the trace's prompt, a recompute's included (the 'priority' replay marks them).
+    return this.target.newSequence(buf, j.promptLen, req.inputLength);
   }
 
   /** The latest running sequence after index `i` on dp rank `rank` (its index; -1: none). */
@@ -229,8 +234,9 @@ export class ContinuousEngine implements TimedEngine {
       }
       const s = this.newSequence(j);
       // The first allocation matches the prefix cache (one token's block; the match covers the whole prompt).
-      // With a host tier it covers the whole prompt: the host's hits are loaded into blocks the sequence must hold.
-      let placed = this.grow(s, this.hostTier ? j.promptLen : 1);
+      // With a host tier it covers the whole prompt: the host's hits are loaded into blocks the sequence must hold;
+      // it is the replay's prefill attempt, so a KV-cache store behind the host prefetches for it first.
+      let placed = this.grow(s, this.hostTier ? undefined : 1);
       const hit = placed ? s.kvCachedTokens : 0;
       const n = Math.min(j.promptLen - hit, budget);
       if (placed && !this.hostTier && !this.grow(s, hit + n)) {

@@ -14,9 +14,9 @@ export interface TimedEngineFigures {
   engine: number;
   /** Steps the engine ran. */
   steps: number;
-  /** Milliseconds its steps took. */
+  /** Milliseconds its steps took, rounded to 1e-3. */
   busyMs: number;
-  /** busyMs / the run's durationMs (rounded to 1e-6). */
+  /** busyMs / the run's durationMs, both as rounded (rounded to 1e-6). */
   utilisation: number;
   /** Prompt tokens it computed (recomputed ones included). */
   prefillTokens: number;
@@ -46,8 +46,10 @@ export interface RequestTimes {
   engine: number[];
   /**
    * The steps of its engine at whose end it gave its tokens, as runs
-   * `[firstStep, count, firstStep, count, ...]` (one run unless it was
-   * preempted; empty when it gave none): token times are `stepEndMs[engine][step]`.
+   * `[firstStep, count, firstStep, count, ...]` of consecutive steps (one run
+   * unless steps passed without giving it a token: a preemption, or a step
+   * that did not reach it; empty when it gave none): token times are
+   * `stepEndMs[engine][step]`.
    */
   tokenSteps: number[][];
   /** Per engine, when each of its steps ended: step k at `stepEndMs[e][k]`. */
@@ -65,7 +67,7 @@ export interface FleetLatency {
    * without timestamps). Every other time here counts from it.
    */
   originMs: number;
-  /** From the first arrival to the last finish or the end of the last step, whichever is later. */
+  /** From the first arrival to the last finish or the end of the last step, whichever is later (rounded to 1e-3). */
   durationMs: number;
   /** Requests that produced at least one token. */
   completed: number;
@@ -80,7 +82,7 @@ export interface FleetLatency {
   e2eMs: LatencyFigures;
   /** Admission (or rejection) minus arrival. */
   queueMs: LatencyFigures;
-  /** outputTokens per second of durationMs (rounded to 1e-3). */
+  /** outputTokens per second of durationMs as rounded (rounded to 1e-3). */
   outputTokensPerSecond: number;
   /** completed per second of durationMs (rounded to 1e-3). */
   requestsPerSecond: number;

@@ -20,10 +20,8 @@ import { hostLoaded, type TimedEngine } from './timed-engine.js';
 export class KernelScratch {
   readonly decoding: Uint8Array;
   readonly admitStep: Float64Array;
-  /** Prompt tokens the prefix cache held at admission. */
+  /** Prompt tokens the caches held at admission (device hits and host loads): not computed. */
   readonly cachedOf: Float64Array;
-  /** Where a decoding request sits in its engine's list of decoders. */
-  readonly decodePos: Int32Array;
   /** Tokens it gives (T). */
   readonly tokensOf: Float64Array;
   /** The dp rank its sequence runs on. */
@@ -32,7 +30,6 @@ export class KernelScratch {
     this.decoding = new Uint8Array(n);
     this.admitStep = new Float64Array(n);
     this.cachedOf = new Float64Array(n);
-    this.decodePos = new Int32Array(n);
     this.tokensOf = new Float64Array(n);
     this.rankOf = new Int32Array(n);
   }
@@ -44,7 +41,11 @@ export class KernelTimedEngine implements TimedEngine {
   /** 1 while a step is in flight (begun, not ended). */
   private inStep = 0;
   private stepMs = 0;
-  /** The requests decoding, in no order; request r's context at step k is its prompt length - its admission step + k. */
+  /**
+   * The requests decoding, in admission order (the kernel's running FIFO;
+   * one stopped since the last step leaves at the next); request r's context
+   * at step k is its prompt length - its admission step + k.
+   */
   private readonly decoders: number[] = [];
   /** Admitted this step: first token at its end; those with more tokens to give then decode. */
   private readonly admitted: number[] = [];
@@ -52,7 +53,6 @@ export class KernelTimedEngine implements TimedEngine {
   private readonly decoding: Uint8Array;
   private readonly admitStep: Float64Array;
   private readonly cachedOf: Float64Array;
-  private readonly decodePos: Int32Array;
   private readonly tokensOf: Float64Array;
   private readonly rankOf: Int32Array;
   private prefill = 0;
@@ -61,9 +61,12 @@ export class KernelTimedEngine implements TimedEngine {
   private hostSeen = 0;
   private readonly hostTier: boolean;
   private readonly B: number;
+  /** With a host tier: the blocks it had loaded before the admission being made. */
+  private loadedBefore = 0;
   private readonly wait = (r: number) => {
     this.clock.admittedMs[r] = this.stepMs;
     this.queueDelay(r, this.k - this.clock.queuedStep[r]!);
+    if (this.hostTier) this.loadedBefore = hostLoaded(this.e.pool);
   };
   private readonly placed = (r: number, step: ReplayStep) => {
     const tokens = step.placed ? this.e.tokensOf(this.trace[r]!, step) : 0;
@@ -74,7 +77,9 @@ export class KernelTimedEngine implements TimedEngine {
     }
     this.tokensOf[r] = tokens;
     this.rankOf[r] = this.e.newestRank();
-    this.cachedOf[r] = step.matchedBlocks * this.B;
+    // Not computed: the device's prefix hits and the blocks the host tier loaded back (the admission's only loads).
+    const loaded = this.hostTier ? hostLoaded(this.e.pool) - this.loadedBefore : 0;
+    this.cachedOf[r] = (step.matchedBlocks + loaded) * this.B;
     this.admitStep[r] = this.k;
     this.admitted[this.nAdmitted++] = r;
   };
@@ -88,7 +93,7 @@ export class KernelTimedEngine implements TimedEngine {
     scratch: KernelScratch,
   ) {
     this.B = p.blockSize;
-    ({ decoding: this.decoding, admitStep: this.admitStep, cachedOf: this.cachedOf, decodePos: this.decodePos, tokensOf: this.tokensOf, rankOf: this.rankOf } = scratch);
+    ({ decoding: this.decoding, admitStep: this.admitStep, cachedOf: this.cachedOf, tokensOf: this.tokensOf, rankOf: this.rankOf } = scratch);
     this.e = new FleetEngine(p, events, this);
     this.hostTier = p.hostBlocks > 0;
   }
@@ -121,15 +126,7 @@ export class KernelTimedEngine implements TimedEngine {
   /** The kernel stopped request r: at the end of its last step, or (early) before the step beginning now. */
   stopped(r: number, early: boolean): void {
     const c = this.clock;
-    if (this.decoding[r] === 1) {
-      this.decoding[r] = 0;
-      const list = this.decoders;
-      const last = list.pop()!;
-      if (last !== r) {
-        list[this.decodePos[r]!] = last;
-        this.decodePos[last] = this.decodePos[r]!;
-      }
-    }
+    this.decoding[r] = 0;
     const tokens = early ? this.k - this.admitStep[r]! : this.tokensOf[r]!;
     c.tokenRun(r, this.admitStep[r]!, tokens);
     c.finish(r, this.stepMs, tokens);
@@ -148,7 +145,15 @@ export class KernelTimedEngine implements TimedEngine {
       addChunk(batch, this.trace[r]!.inputLength - this.cachedOf[r]!, this.cachedOf[r]!, this.rankOf[r]!);
       batch.cachedTokens += this.cachedOf[r]!;
     }
-    for (const r of this.decoders) addDecode(batch, this.trace[r]!.inputLength - this.admitStep[r]! + this.k, this.rankOf[r]!);
+    const list = this.decoders;
+    let w = 0;
+    for (let i = 0; i < list.length; i++) {
+      const r = list[i]!;
+      if (this.decoding[r] === 0) continue;
+      list[w++] = r;
+      addDecode(batch, this.trace[r]!.inputLength - this.admitStep[r]! + this.k, this.rankOf[r]!);
+    }
+    while (list.length > w) list.pop();
     if (this.hostTier) {
       const h = hostLoaded(this.e.pool);
       batch.hostLoadedBlocks = h - this.hostSeen;
@@ -169,7 +174,6 @@ export class KernelTimedEngine implements TimedEngine {
       c.firstTokenMs[r] = ms;
       if (this.tokensOf[r]! >= 2) {
         this.decoding[r] = 1;
-        this.decodePos[r] = this.decoders.length;
         this.decoders.push(r);
       }
     }

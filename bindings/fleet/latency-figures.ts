@@ -10,7 +10,7 @@ export interface LatencyFigures {
   /** Values the figure covers (requests; for ITL, gaps between tokens). */
   count: number;
   mean: number;
-  /** Percentiles, linear between the closest ranks: at h = (count - 1) × p / 100, x[⌊h⌋] + (h - ⌊h⌋) × (x[⌊h⌋ + 1] - x[⌊h⌋]). */
+  /** Percentiles, linear between the closest ranks as numpy's: at h = (count - 1) × (p / 100), x[⌊h⌋] + (h - ⌊h⌋) × (x[⌊h⌋ + 1] - x[⌊h⌋]), from the upper end when h - ⌊h⌋ ≥ 0.5. */
   p50: number;
   p90: number;
   p95: number;

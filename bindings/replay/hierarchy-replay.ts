@@ -64,9 +64,9 @@ export class HierarchyReplayTarget implements ReplayTarget<Sequence> {
   }
   /** Block tables of finished sequences, reused by new ones (as PoolReplayTarget does). */
   private readonly spareTables: Int32Array[] = [];
-  newSequence(buffer: Int32Array, promptLength: number): Sequence {
+  newSequence(buffer: Int32Array, promptLength: number, outputsFrom = promptLength): Sequence {
     const s = adoptBuffer(buffer, promptLength, this.spareTables.pop());
-    if (this.decodePriority !== undefined) s.state.retention = retentionFrom(promptLength, this.decodePriority);
+    if (this.decodePriority !== undefined) s.state.retention = retentionFrom(outputsFrom, this.decodePriority);
     return s;
   }
   allocate(seq: Sequence, numTokens?: number): boolean {

@@ -24,8 +24,11 @@ export interface ReplayTarget<S extends ReplaySequence> {
   /**
    * A sequence whose prompt is `buffer[0, promptLength)`. The buffer is fresh
    * and sized for the whole request (prompt + outputs); the target may keep it.
+   * `outputsFrom` (default `promptLength`): where the request's generated
+   * tokens begin, which is earlier when a recompute's prompt holds the tokens
+   * it gave before a preemption (the 'priority' replay marks them from there).
    */
-  newSequence(buffer: Int32Array, promptLength: number): S;
+  newSequence(buffer: Int32Array, promptLength: number, outputsFrom?: number): S;
   allocate(seq: S, numTokens?: number): boolean;
   cache(seq: S): void;
   deallocate(seq: S): void;

@@ -48,8 +48,8 @@ export class LinearStateReplayTarget<S extends ReplaySequence> implements Replay
     if (base.decodeSteps) this.decodeSteps = base.decodeSteps.bind(base);
   }
 
-  newSequence(buffer: Int32Array, promptLength: number): S {
-    return this.base.newSequence(buffer, promptLength);
+  newSequence(buffer: Int32Array, promptLength: number, outputsFrom?: number): S {
+    return this.base.newSequence(buffer, promptLength, outputsFrom);
   }
   allocate(seq: S, numTokens?: number): boolean {
     return this.base.allocate(seq, numTokens);

@@ -21,9 +21,9 @@ export type ReplayStepHook = (pool: BlockManagerPool, step: number) => void;
 /** The loop's target, with the events of each finished step handed over before the next request. */
 function eventTarget(inner: ReplayTarget<ReplaySequence>, flush: () => void): ReplayTarget<ReplaySequence> {
   const t: ReplayTarget<ReplaySequence> = {
-    newSequence: (buffer, promptLength) => {
+    newSequence: (buffer, promptLength, outputsFrom) => {
       flush();
-      return inner.newSequence(buffer, promptLength);
+      return inner.newSequence(buffer, promptLength, outputsFrom);
     },
     allocate: (seq, numTokens) => inner.allocate(seq, numTokens),
     cache: (seq) => inner.cache(seq),
