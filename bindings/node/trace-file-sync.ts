@@ -6,9 +6,9 @@
 
 import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
-import { parseTraceLine, TraceError, type TraceRequest } from '../replay/trace.js';
+import { TraceError, type TraceRequest } from '../replay/trace.js';
 import { checkInt } from '../validate.js';
-import { MAX_TRACE_LINE_BYTES, resolveTrace } from './trace-file.js';
+import { lineTaker, MAX_TRACE_LINE_BYTES, resolveTrace } from './trace-file.js';
 
 /** Chunks of the source's bytes: a plain file's as read, or a gzipped file's (or stdin's) inflated at once. */
 function* chunksOf(where: ReturnType<typeof resolveTrace>): Generator<Buffer> {
@@ -41,16 +41,10 @@ export function readTraceFileSync(spec: string, limit = Infinity): TraceRequest[
   const where = resolveTrace(spec);
   const out: TraceRequest[] = [];
   if (limit === 0) return out;
-  let line = 0;
+  const taker = lineTaker(out, limit);
   const take = (bytes: Buffer): boolean => {
-    line++;
-    if (bytes.length > MAX_TRACE_LINE_BYTES) throw new TraceError(line, `longer than ${MAX_TRACE_LINE_BYTES} bytes (not a JSONL trace?)`);
-    let text = bytes.toString('utf8');
-    if (line === 1 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-    if (text.endsWith('\r')) text = text.slice(0, -1);
-    const r = parseTraceLine(text, line);
-    if (r) out.push(r);
-    return out.length < limit;
+    if (bytes.length > MAX_TRACE_LINE_BYTES) throw new TraceError(taker.line + 1, `longer than ${MAX_TRACE_LINE_BYTES} bytes (not a JSONL trace?)`);
+    return taker.take(bytes);
   };
   try {
     let rest: Buffer = Buffer.alloc(0);
@@ -62,7 +56,7 @@ export function readTraceFileSync(spec: string, limit = Infinity): TraceRequest[
         start = nl + 1;
         if (!more) break read;
       }
-      if (buf.length - start > MAX_TRACE_LINE_BYTES) throw new TraceError(line + 1, `longer than ${MAX_TRACE_LINE_BYTES} bytes (not a JSONL trace?)`);
+      if (buf.length - start > MAX_TRACE_LINE_BYTES) throw new TraceError(taker.line + 1, `longer than ${MAX_TRACE_LINE_BYTES} bytes (not a JSONL trace?)`);
       rest = Buffer.from(buf.subarray(start));
     }
     if (rest.length > 0 && out.length < limit) take(rest);

@@ -41,6 +41,30 @@ export function resolveTrace(spec: string): { path: string } | { stdin: true } {
 }
 
 /**
+ * Takes a trace's lines in order into `out` (a line's bytes without its
+ * newline; a leading byte-order mark and a CR before the newline dropped;
+ * blank lines skipped), numbering them for errors; `take` answers whether
+ * more are wanted (fewer than `limit` requests so far).
+ */
+export function lineTaker(out: TraceRequest[], limit: number): { take(bytes: Buffer): boolean; readonly line: number } {
+  let line = 0;
+  return {
+    get line() {
+      return line;
+    },
+    take(bytes: Buffer): boolean {
+      line++;
+      let text = bytes.toString('utf8');
+      if (line === 1 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+      if (text.endsWith('\r')) text = text.slice(0, -1);
+      const r = parseTraceLine(text, line);
+      if (r) out.push(r);
+      return out.length < limit;
+    },
+  };
+}
+
+/**
  * Reads a Mooncake-style JSONL trace: a `.jsonl` or gzipped file, `-` for
  * standard input, or a built-in trace's name. A malformed line throws a
  * TraceError with its line number; a leading UTF-8 byte-order mark is skipped.
@@ -54,16 +78,8 @@ export async function readTraceFile(spec: string, limitOrOptions: number | ReadT
     if (!('stdin' in where)) source.destroy();
     return out;
   }
-  let line = 0;
-  const take = (bytes: Buffer): boolean => {
-    line++;
-    let text = bytes.toString('utf8');
-    if (line === 1 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-    if (text.endsWith('\r')) text = text.slice(0, -1);
-    const r = parseTraceLine(text, line);
-    if (r) out.push(r);
-    return out.length < limit;
-  };
+  const taker = lineTaker(out, limit);
+  const take = taker.take;
   try {
     let parts: Buffer[] = [];
     let partBytes = 0;
@@ -72,7 +88,7 @@ export async function readTraceFile(spec: string, limitOrOptions: number | ReadT
       let start = 0;
       for (let nl = buf.indexOf(10, start); nl !== -1; nl = buf.indexOf(10, start)) {
         const piece = buf.subarray(start, nl);
-        if (partBytes + piece.length > maxLine) throw tooLong(line + 1, maxLine);
+        if (partBytes + piece.length > maxLine) throw tooLong(taker.line + 1, maxLine);
         const whole = parts.length === 0 ? piece : Buffer.concat([...parts, piece]);
         parts = [];
         partBytes = 0;
@@ -81,7 +97,7 @@ export async function readTraceFile(spec: string, limitOrOptions: number | ReadT
       }
       if (start < buf.length) {
         partBytes += buf.length - start;
-        if (partBytes > maxLine) throw tooLong(line + 1, maxLine);
+        if (partBytes > maxLine) throw tooLong(taker.line + 1, maxLine);
         parts.push(buf.subarray(start));
       }
     }
