@@ -135,7 +135,7 @@ function checkTimedFlags(o: FleetFlags & FleetZmqFlags, timed: boolean, slo: Slo
 
 export function fleetCommand(): Command {
   const cmd = new Command('fleet')
-    .description('replay a trace through many engines behind a router (round-robin, least-loaded, session affinity, approximate or precise prefix) and print hit rates, queueing and load balance; with --timing also TTFT, inter-token latency and throughput, and with --slo-ttft-ms / --slo-itl-ms the fewest engines meeting them')
+    .description('replay a trace through many engines behind a router (round-robin, least-loaded, session affinity, approximate or precise prefix) and print hit rates, queueing and load balance; with a timing model (--profile, --timing) also TTFT, TPOT, inter-token latency and throughput, and with --slo-ttft-ms / --slo-tpot-ms / --slo-itl-ms the fewest engines meeting them')
     .argument('[trace]', 'a .jsonl or .jsonl.gz file, - for stdin, or a built-in trace name (mooncake-conversation); default: the built-in generated workload');
   addReplayOptions(cmd, false);
   addFleetOptions(cmd);
