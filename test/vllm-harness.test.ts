@@ -32,7 +32,7 @@ export function recorded(h: HarnessRun): Record<string, unknown> {
  * ranks; CI (KVPOOL_FULL_REPLAY=1) replays every run. The Wasm pool replays
  * every run always (test/vllm-replay.test.ts).
  */
-const QUICK = new Set(['t1', 'o0', 'b16_n512_w8', 'b16_n300_w4_t256', 'b64_n1500', 'reserve_n700_w8_t1024', 'dp3_n1024_w8', 'sched500_n1024']);
+const QUICK = new Set(['t1', 'o0', 'edge40_n40_w3_t40', 'edge40_n400_w8', 'b16_n512_w8', 'b16_n300_w4_t256', 'b64_n1500', 'reserve_n700_w8_t1024', 'dp3_n1024_w8', 'sched500_n1024']);
 const full = process.env['KVPOOL_FULL_REPLAY'] === '1';
 
 interface Pools {

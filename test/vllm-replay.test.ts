@@ -138,6 +138,7 @@ describe('choosing an engine', () => {
       [['--engine', 'vllm', '--max-running', '3', '--max-num-seqs', '4'], /--max-running 3 and --max-num-seqs 4 are one option/],
       [['--engine', 'vllm', '--max-num-batched-tokens', '0'], /--max-num-batched-tokens must be >= 1/],
       [['--engine', 'sglang'], /--engine must be one of xllm, vllm, got "sglang"/],
+      [['--engine', 'vllm', '--steps-out', join(tmpdir(), 'no-such-dir-kvpool', 'x.steps')], /--steps-out: cannot write ".*no-such-dir-kvpool.*x\.steps": ENOENT/],
     ] as Array<[string[], RegExp]>) {
       const r = await capture(() => main(['replay', '--requests', '5', ...args]));
       expect(r.code, args.join(' ')).not.toBe(0);

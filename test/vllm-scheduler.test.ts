@@ -6,6 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import { emptyStepBatch, type TraceRequest } from '../bindings/index.js';
 import { VllmEngine } from '../bindings/vllm/engine.js';
+import { vllmMetrics, vllmMetricsText } from '../bindings/vllm/metrics.js';
+import { openVllmEngine } from '../bindings/vllm/open-engine.js';
+import { VllmScheduler } from '../bindings/vllm/scheduler.js';
 import { VllmRequest } from '../bindings/vllm/request.js';
 import { ModelVllmKv } from './support/vllm-model-kv.js';
 import { VllmKvCacheManager } from '../bindings/vllm/kv-cache-manager.js';
@@ -167,6 +170,67 @@ describe('the vLLM scheduler, step by step', () => {
     engine.complete();
     expect(() => engine.add(a)).toThrow(/queued before/);
   });
+
+  it('refuses bad arguments with a TypeError or RangeError naming them, before anything changes', () => {
+    const kv = new ModelVllmKv(16, 16);
+    const bad: Array<[Record<string, unknown>, RegExp]> = [
+      [{ maxNumSeqs: 0 }, /^config\.maxNumSeqs must be >= 1, got 0$/],
+      [{ maxNumSeqs: 1.5 }, /^config\.maxNumSeqs must be an integer, got 1\.5$/],
+      [{ maxNumBatchedTokens: 0 }, /^config\.maxNumBatchedTokens must be >= 1, got 0$/],
+      [{ maxNumBatchedTokens: Number.NaN }, /^config\.maxNumBatchedTokens must be an integer, got NaN$/],
+      [{ maxNumBatchedTokens: undefined }, /^config\.maxNumBatchedTokens must be a number, got undefined$/],
+      [{ longPrefillTokenThreshold: -1 }, /^config\.longPrefillTokenThreshold must be >= 0, got -1$/],
+      [{ reserveFullIsl: 'yes' }, /^config\.reserveFullIsl must be a boolean, got "yes"$/],
+    ];
+    for (const [change, message] of bad) expect(() => new VllmEngine([kv], { ...config, ...change } as never)).toThrow(message);
+    expect(() => new VllmEngine([kv], null as never)).toThrow(new TypeError('config must be an object, got null'));
+    expect(() => new VllmEngine([] as never, config)).toThrow(/^kvs must be a non-empty array of KV caches, one per dp rank, got an array of length 0$/);
+    expect(() => new VllmEngine(kv as never, config)).toThrow(TypeError);
+    expect(() => new VllmEngine([kv, 5] as never, config)).toThrow(/^kvs\[1\] must be a VllmKvCache \(a VllmKvCacheManager\), got 5$/);
+    expect(() => new VllmEngine([kv, kv], config)).toThrow(new RangeError('kvs[1] is kvs[0]: each dp rank needs its own KV cache'));
+    expect(() => new VllmScheduler(kv, config, -1)).toThrow(/^rank must be >= 0, got -1$/);
+    expect(() => new VllmScheduler({ blockSize: 16 } as never, config)).toThrow(/^kv must be a VllmKvCache \(a VllmKvCacheManager\): its numFreeBlocks is undefined/);
+
+    // The configuration is the one checked, not the caller's object to change later.
+    const given = { ...config };
+    const engine = new VllmEngine([kv, new ModelVllmKv(16, 16)], given);
+    given.maxNumSeqs = 0;
+    expect(engine.schedulers[1]!.config.maxNumSeqs).toBe(2);
+
+    const a = new VllmRequest(0, req([1], 20, 1));
+    expect(() => engine.add(null as never)).toThrow(new TypeError('req must be a VllmRequest, got null'));
+    expect(() => engine.add({ index: 0, status: 0, numComputed: 0, numOutputs: 0 } as never)).toThrow(/^req must be a VllmRequest, got an Object$/);
+    for (const rank of [2, -1, 0.5]) expect(() => engine.addTo(rank, a)).toThrow(/^rank must be/);
+    expect(engine.waiting).toBe(0);
+    engine.add(a);
+    // Queued once only, even before any step ran.
+    expect(() => engine.add(a)).toThrow(/request 0 was queued before/);
+    expect(() => engine.addTo(1, a)).toThrow(/request 0 was queued before/);
+    expect(engine.waiting).toBe(1);
+
+    for (const batch of [undefined, {}, { ...emptyStepBatch(), decodeRanks: 3 }]) {
+      expect(() => engine.schedule(batch as never)).toThrow(/^batch must be a StepBatch \(emptyStepBatch\(\)\) or null/);
+    }
+    expect(engine.steps).toBe(0);
+    expect(a.status).toBe(0);
+    engine.schedule(emptyStepBatch());
+    engine.complete();
+    expect(engine.last).toMatchObject({ step: 1, scheduledTokens: 20, finished: 1 });
+  });
+
+  it('opens an engine only from a spec whose every field is good, and reads metrics only of an engine', () => {
+    const spec = { numBlocks: 64, blockSize: 16, seed: 0, dpSize: 2, maxNumSeqs: 4, maxNumBatchedTokens: 64, longPrefillTokenThreshold: 0, reserveFullIsl: true };
+    expect(() => openVllmEngine({ ...spec, dpSize: 'x' } as never)).toThrow(new TypeError('spec.dpSize must be a number, got "x"'));
+    expect(() => openVllmEngine({ ...spec, dpSize: 0 })).toThrow(/^spec\.dpSize must be in \[1, 4096\], got 0$/);
+    expect(() => openVllmEngine({ ...spec, maxNumSeqs: 0 })).toThrow(/^spec\.maxNumSeqs must be >= 1, got 0$/);
+    expect(() => openVllmEngine({ ...spec, numBlocks: 1 })).toThrow(/^spec\.numBlocks must be >= 2, got 1$/);
+    expect(() => openVllmEngine(null as never)).toThrow(new TypeError('spec must be an object, got null'));
+    const open = openVllmEngine(spec);
+    expect(open.engine.dpSize).toBe(2);
+    open.dispose();
+    for (const e of [null, {}, { schedulers: 3 }]) expect(() => vllmMetrics(e as never)).toThrow(/^engine must be a VllmEngine/);
+    expect(() => vllmMetricsText({} as never)).toThrow(/^engine must be a VllmEngine/);
+  });
 });
 
 describe('a vLLM request checks its trace line', () => {
@@ -189,6 +253,34 @@ describe('a vLLM request checks its trace line', () => {
     expect(() => wasm.allocateSlots(r, 4, -1, false)).toThrow(/hitBlocks/);
     expect(wasm.figures()).toMatchObject({ allocatedBlocks: 0, allocateCalls: 0 });
     expect(kv.numFreeBlocks()).toBe(wasm.numFreeBlocks());
+    wasm.dispose();
+  });
+
+  it('a KV-cache manager refuses what is not a request, hits it did not find and tokens past the request, and counts nothing nor makes a slot', () => {
+    const wasm = new VllmKvCacheManager({ numBlocks: 16, blockSize: 16 });
+    const r = new VllmRequest(0, req([1], 20, 1));
+    for (const bad of [null, {}, { kvSlot: 0 }]) {
+      expect(() => wasm.computedBlocks(bad as never)).toThrow(/^req must be a VllmRequest, got /);
+      expect(() => wasm.allocateSlots(bad as never, 1, 0, false)).toThrow(/^req must be a VllmRequest, got /);
+      expect(() => wasm.free(bad as never)).toThrow(/^req must be a VllmRequest, got /);
+      expect(() => wasm.release(bad as never)).toThrow(/^req must be a VllmRequest, got /);
+    }
+    // A request never looked up: hits are refused, and so are more tokens than it has (20 + 1, 2 blocks).
+    expect(() => wasm.allocateSlots(r, 4, 1, false)).toThrow(/with 1 hit blocks, but its last lookup found -1/);
+    expect(() => wasm.allocateSlots(r, 33, 0, false)).toThrow(/33 new tokens after 0 is not within its 21 tokens/);
+    expect(() => wasm.allocateSlots(r, 4, 0, 'no' as never)).toThrow(new TypeError('fullSequenceMustFit must be a boolean, got "no"'));
+    expect(wasm.figures()).toMatchObject({ allocatedBlocks: 0, allocateCalls: 0 });
+    expect(wasm.numRequests).toBe(0);
+    expect(() => wasm.recordEvents(1 as never)).toThrow(new TypeError('on must be a boolean, got 1'));
+    expect(() => new VllmKvCacheManager({ numBlocks: 16, blockSize: 16, sharedChecksum: 5 as never })).toThrow(new TypeError('options.sharedChecksum must be an object, got 5'));
+    expect(() => new VllmKvCacheManager({ numBlocks: 16, blockSize: 16, sharedChecksum: { h: -1 } })).toThrow(/^options\.sharedChecksum\.h must be in \[0, 4294967295\], got -1$/);
+    // Looked up, it still refuses more hits than the lookup found, then takes the right call.
+    expect(wasm.computedBlocks(r)).toBe(0);
+    expect(() => wasm.allocateSlots(r, 4, 1, false)).toThrow(/with 1 hit blocks, but its last lookup found 0/);
+    expect(wasm.figures().allocateCalls).toBe(0);
+    expect(wasm.allocateSlots(r, 20, 0, false)).toBe(true);
+    expect(wasm.figures()).toMatchObject({ allocatedBlocks: 2, allocateCalls: 1 });
+    wasm.check();
     wasm.dispose();
   });
 });

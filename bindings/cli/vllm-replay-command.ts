@@ -133,20 +133,31 @@ export function vllmOptionsOf(cmd: Command, o: Record<string, unknown>): VllmRep
   };
 }
 
-/** Writes step lines to a file in large writes (a whole-trace replay has ~130,000 of them). */
+/** Writes step lines to a file in large writes (a whole-trace replay has ~130,000 of them); a failure names --steps-out. */
 class StepFile {
   private fd: number;
   private buf = '';
-  constructor(path: string) {
-    this.fd = openSync(path, 'w');
+  constructor(private readonly path: string) {
+    try {
+      this.fd = openSync(path, 'w');
+    } catch (e) {
+      throw this.failure(e);
+    }
   }
   add(line: string): void {
     this.buf += line;
     if (this.buf.length > 1 << 16) this.flush();
   }
   flush(): void {
-    if (this.buf.length > 0) writeSync(this.fd, this.buf);
+    try {
+      if (this.buf.length > 0) writeSync(this.fd, this.buf);
+    } catch (e) {
+      throw this.failure(e);
+    }
     this.buf = '';
+  }
+  private failure(e: unknown): Error {
+    return new Error(`--steps-out: cannot write ${JSON.stringify(this.path)}: ${(e as Error).message}`);
   }
   close(): void {
     if (this.fd < 0) return;

@@ -4,10 +4,11 @@
 // on ties: the score vLLM's DP load balancer gives each engine core.
 
 import { clearStepBatch, type StepBatch } from '../timing/timing-model.js';
+import { checkInt, describe } from '../validate.js';
 import type { VllmKvCache } from './kv-cache.js';
 import { vllmMetricsText } from './metrics.js';
 import type { VllmRequest } from './request.js';
-import { VllmScheduler, type VllmSchedulerConfig } from './scheduler.js';
+import { checkVllmKvCache, checkVllmSchedulerConfig, VllmScheduler, type VllmSchedulerConfig } from './scheduler.js';
 
 /** One step of the engine, every rank summed: the harness's per-step record (docs/engines.md, per-step records). */
 export interface VllmStepRecord {
@@ -35,9 +36,22 @@ export class VllmEngine {
   /** The last completed step (valid after `complete`). */
   readonly last: VllmStepRecord = { step: 0, scheduledTokens: 0, scheduledRequests: 0, admitted: 0, preempted: 0, finished: 0, freeBlocks: 0 };
   private pending = false;
+  /** The last batch found to be one (schedule() checks a batch it has not seen). */
+  private checkedBatch: StepBatch | null = null;
 
+  /**
+   * One rank per KV cache of `kvs` (each its own), every rank's scheduler
+   * configured by `config`; both checked first (checkVllmSchedulerConfig).
+   */
   constructor(kvs: readonly VllmKvCache[], config: Readonly<VllmSchedulerConfig>) {
-    this.schedulers = kvs.map((kv, rank) => new VllmScheduler(kv, config, rank));
+    if (!Array.isArray(kvs) || kvs.length === 0) throw new TypeError(`kvs must be a non-empty array of KV caches, one per dp rank, got ${describe(kvs)}`);
+    kvs.forEach((kv, k) => {
+      checkVllmKvCache(`kvs[${k}]`, kv);
+      const first = kvs.indexOf(kv);
+      if (first !== k) throw new RangeError(`kvs[${k}] is kvs[${first}]: each dp rank needs its own KV cache`);
+    });
+    const checked = checkVllmSchedulerConfig('config', config);
+    this.schedulers = kvs.map((kv, rank) => new VllmScheduler(kv, checked, rank));
   }
 
   get dpSize(): number {
@@ -68,6 +82,7 @@ export class VllmEngine {
 
   /** Queues a request on rank `rank` (a caller that already knows what the balancer picks). */
   addTo(rank: number, req: VllmRequest): void {
+    checkInt('rank', rank, 0, this.schedulers.length - 1);
     this.schedulers[rank]!.add(req);
   }
 
@@ -101,6 +116,10 @@ export class VllmEngine {
   /** Schedules a step on every rank; `batch`, when given, is cleared and filled (ranks in order). */
   schedule(batch: StepBatch | null): void {
     if (this.pending) throw new Error('kvpool: the vLLM engine scheduled a step that is not complete yet; complete() it first');
+    if (batch !== null && batch !== this.checkedBatch) {
+      checkStepBatch(batch);
+      this.checkedBatch = batch;
+    }
     if (batch !== null) {
       clearStepBatch(batch);
       batch.dpRanks = this.schedulers.length;
@@ -127,4 +146,13 @@ export class VllmEngine {
     }
     this.pending = false;
   }
+}
+
+const BATCH_LISTS = ['chunkTokens', 'chunkContextTokens', 'chunkRanks', 'decodeContexts', 'decodeRanks'] as const;
+
+/** Throws (naming `batch`) unless it is a StepBatch the scheduler can fill (emptyStepBatch() makes one). */
+function checkStepBatch(batch: unknown): void {
+  if (batch === null || typeof batch !== 'object') throw new TypeError(`batch must be a StepBatch (emptyStepBatch()) or null, got ${describe(batch)}`);
+  const b = batch as Record<string, unknown>;
+  for (const k of BATCH_LISTS) if (!Array.isArray(b[k])) throw new TypeError(`batch must be a StepBatch (emptyStepBatch()) or null: its ${k} is ${describe(b[k])}, not an array`);
 }

@@ -13,10 +13,10 @@ import { plainCore } from '../core/plain-core.js';
 import { exhaustedDoing } from '../managers/core-manager.js';
 import { GPU_SOURCE, type BlockRemovedEvent, type BlockStoredEvent } from '../managers/kv-events.js';
 import { outputToken } from '../replay/kernel.js';
-import { checkInt, checkKeys, checkObject } from '../validate.js';
+import { checkBool, checkInt, checkKeys, checkObject, describe } from '../validate.js';
 import { VllmBlockPool } from './block-pool.js';
 import type { VllmKvCache, VllmKvFigures, VllmPrefixCacheStats } from './kv-cache.js';
-import type { VllmRequest } from './request.js';
+import { VllmRequest } from './request.js';
 
 export interface VllmKvCacheOptions {
   /** Blocks of the pool, the null block 0 included (at least 2). */
@@ -35,6 +35,11 @@ export interface VllmKvCacheOptions {
 export type VllmKvEvent = BlockStoredEvent | BlockRemovedEvent;
 
 const MIN_CLASS = 8;
+
+/** Throws (naming `req`) unless it is a VllmRequest. */
+function checkRequest(req: unknown): void {
+  if (!(req instanceof VllmRequest)) throw new TypeError(`req must be a VllmRequest, got ${describe(req)}`);
+}
 
 export class VllmKvCacheManager implements VllmKvCache {
   readonly pool: VllmBlockPool;
@@ -73,6 +78,11 @@ export class VllmKvCacheManager implements VllmKvCache {
     this.blockSize = checkInt('options.blockSize', options.blockSize, 1);
     const seed = checkInt('options.seed', options.seed ?? 1024, 0, Number.MAX_SAFE_INTEGER);
     this.dpRank = checkInt('options.dpRank', options.dpRank ?? 0, 0);
+    const shared = options.sharedChecksum;
+    if (shared !== undefined) {
+      checkObject('options.sharedChecksum', shared);
+      checkInt('options.sharedChecksum.h', shared.h, 0, 0xffffffff);
+    }
     this.seedLo = seed % 0x1_0000_0000;
     this.seedHi = Math.floor(seed / 0x1_0000_0000);
     this.shared = options.sharedChecksum ?? null;
@@ -144,6 +154,7 @@ export class VllmKvCacheManager implements VllmKvCache {
   }
 
   computedBlocks(req: VllmRequest): number {
+    checkRequest(req);
     const s = this.slotOf(req);
     const held = this.held[s]!;
     const max = Math.min(Math.floor((req.numTokens - 1) / this.blockSize), this.cap[s]! - held);
@@ -171,28 +182,33 @@ export class VllmKvCacheManager implements VllmKvCache {
   }
 
   allocateSlots(req: VllmRequest, numNewTokens: number, hitBlocks: number, fullSequenceMustFit: boolean): boolean {
+    checkRequest(req);
     if (!(numNewTokens >= 1 && (numNewTokens | 0) === numNewTokens && hitBlocks >= 0 && (hitBlocks | 0) === hitBlocks)) {
       throw new RangeError(`kvpool: allocateSlots of request ${req.index}: numNewTokens must be an integer >= 1 and hitBlocks one >= 0, got ${numNewTokens} and ${hitBlocks}`);
     }
-    this.calls++;
+    if (typeof fullSequenceMustFit !== 'boolean') checkBool('fullSequenceMustFit', fullSequenceMustFit);
     let s = req.kvSlot;
-    if (s < 0 || this.owner[s] !== req) s = this.slotOf(req);
+    // Everything that may refuse the call is checked before it counts or makes a slot (a lookup makes one).
+    const fresh = s < 0 || this.owner[s] !== req;
     const B = this.blockSize;
+    const lookedUp = fresh ? -1 : this.lookedUp[s]!;
+    if (hitBlocks !== 0 && hitBlocks !== lookedUp) {
+      throw new RangeError(`kvpool: allocateSlots of request ${req.index} with ${hitBlocks} hit blocks, but its last lookup found ${lookedUp}`);
+    }
     const needSlots = req.numComputed + hitBlocks * B + numNewTokens;
+    const need = Math.ceil(needSlots / B);
+    if (!(need <= (fresh ? Math.ceil((req.promptLength + req.maxOutputs) / B) : this.cap[s]!))) {
+      throw new RangeError(`kvpool: allocateSlots of request ${req.index}: ${numNewTokens} new tokens after ${needSlots - numNewTokens} is not within its ${req.promptLength + req.maxOutputs} tokens`);
+    }
+    if (fresh) s = this.slotOf(req);
+    this.calls++;
     const held = this.held[s]!;
     if (hitBlocks === 0 && !fullSequenceMustFit && needSlots <= held * B) {
       // A decode step inside its last block, with no block newly full: vLLM's call changes nothing.
       const numTokens = req.numTokens;
       if ((needSlots < numTokens ? needSlots : numTokens) < (this.cached[s]! + 1) * B) return true;
     }
-    const need = Math.ceil(needSlots / B);
     const cacheTo = Math.floor(Math.min(needSlots, req.numTokens) / B);
-    if (hitBlocks !== 0 && hitBlocks !== this.lookedUp[s]) {
-      throw new RangeError(`kvpool: allocateSlots of request ${req.index} with ${hitBlocks} hit blocks, but its last lookup found ${this.lookedUp[s]}`);
-    }
-    if (!(need <= this.cap[s]!)) {
-      throw new RangeError(`kvpool: allocateSlots of request ${req.index}: ${numNewTokens} new tokens after ${needSlots - numNewTokens} is not within its ${req.promptLength + req.maxOutputs} tokens`);
-    }
     const cacheFrom = hitBlocks > 0 ? held + hitBlocks : this.cached[s]!;
     const mustFit = fullSequenceMustFit ? Math.ceil(req.numTokens / B) : 0;
     const table = this.region[s]!;
@@ -212,6 +228,7 @@ export class VllmKvCacheManager implements VllmKvCache {
   }
 
   free(req: VllmRequest): void {
+    checkRequest(req);
     const s = req.kvSlot;
     if (s < 0) return;
     if (this.owner[s] !== req) throw new RangeError(`kvpool: request ${req.index} is served by another KV-cache manager`);
@@ -223,6 +240,7 @@ export class VllmKvCacheManager implements VllmKvCache {
   }
 
   release(req: VllmRequest): void {
+    checkRequest(req);
     const s = req.kvSlot;
     if (s < 0) return;
     this.free(req);
@@ -234,6 +252,7 @@ export class VllmKvCacheManager implements VllmKvCache {
 
   /** The request's blocks, in logical order (a copy). */
   blocksOf(req: VllmRequest): Int32Array {
+    checkRequest(req);
     const s = req.kvSlot;
     if (s < 0) return new Int32Array(0);
     this.slotOf(req);
@@ -283,6 +302,7 @@ export class VllmKvCacheManager implements VllmKvCache {
    * block removed when a pop evicts it. Stopping forgets what was not drained.
    */
   recordEvents(on: boolean): void {
+    checkBool('on', on);
     this.pool.recordEvictions(on);
     this.events = on ? [] : null;
   }

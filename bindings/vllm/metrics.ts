@@ -6,6 +6,7 @@
 // engine cores, and the pool's own counters under kvpool's names.
 
 import { checkLabels, renderFamilies, type MetricFamily } from '../pool/metrics.js';
+import { describe } from '../validate.js';
 import type { VllmKvCache, VllmKvFigures, VllmPrefixCacheStats } from './kv-cache.js';
 
 /** One rank's figures. */
@@ -42,6 +43,9 @@ const NO_LOOKUPS: VllmPrefixCacheStats = { requests: 0, queries: 0, hits: 0, pre
 
 /** Every rank's figures, rank 0 first. */
 export function vllmMetrics(engine: VllmMetricsSource): VllmRankMetrics[] {
+  if (engine === null || typeof engine !== 'object' || !Array.isArray(engine.schedulers)) {
+    throw new TypeError(`engine must be a VllmEngine (an object with its schedulers), got ${describe(engine)}`);
+  }
   return engine.schedulers.map((s) => {
     const f: VllmKvFigures = s.kv.figures();
     const total = s.kv.pool !== undefined ? s.kv.pool.numBlocks - 1 : f.freeBlocksAtEnd + f.cachedBlocksAtEnd;

@@ -4,8 +4,10 @@
 // engine stepping them in lockstep. The replay and a fleet's engines are
 // built here alike.
 
+import { checkInt, checkObject } from '../validate.js';
 import { VllmEngine } from './engine.js';
 import { VllmKvCacheManager } from './kv-cache-manager.js';
+import { checkVllmSchedulerConfig } from './scheduler.js';
 
 /** What an engine is built from (ParsedVllmReplayOptions has it all). */
 export interface VllmEngineSpec {
@@ -43,7 +45,14 @@ export function openVllmCaches(p: VllmEngineSpec, shared: { h: number }): VllmKv
   return kvs;
 }
 
+/** The engine `p` describes; every field is checked (naming `spec.<field>`) before a pool is made. */
 export function openVllmEngine(p: VllmEngineSpec): OpenVllmEngine {
+  checkObject('spec', p);
+  checkInt('spec.numBlocks', p.numBlocks, 2);
+  checkInt('spec.blockSize', p.blockSize, 1);
+  checkInt('spec.seed', p.seed, 0, Number.MAX_SAFE_INTEGER);
+  checkInt('spec.dpSize', p.dpSize, 1, 4096);
+  checkVllmSchedulerConfig('spec', p);
   const shared = { h: 0 };
   const kvs = openVllmCaches(p, shared);
   const engine = new VllmEngine(kvs, { maxNumSeqs: p.maxNumSeqs, maxNumBatchedTokens: p.maxNumBatchedTokens, longPrefillTokenThreshold: p.longPrefillTokenThreshold, reserveFullIsl: p.reserveFullIsl });

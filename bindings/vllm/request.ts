@@ -37,6 +37,8 @@ export class VllmRequest {
   rank = 0;
   /** Its computed tokens when it last preempted itself with nothing else running (-1: never). */
   selfPreemptedAt = -1;
+  /** @internal Queued by a scheduler once (a request is queued once in its life). */
+  queued = false;
   /** @internal The KV-cache manager's slot for it (-1: none yet). */
   kvSlot = -1;
 

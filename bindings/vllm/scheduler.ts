@@ -31,7 +31,8 @@
 import { addChunk, addDecode, type StepBatch } from '../timing/timing-model.js';
 import type { VllmKvCache } from './kv-cache.js';
 import { RequestQueue } from './request-queue.js';
-import { DROPPED, FINISHED, PREEMPTED, RUNNING, WAITING, type VllmRequest } from './request.js';
+import { checkBool, checkInt, checkObject, describe } from '../validate.js';
+import { DROPPED, FINISHED, PREEMPTED, RUNNING, VllmRequest, WAITING } from './request.js';
 
 export interface VllmSchedulerConfig {
   /** Requests running at once (vLLM's max_num_seqs). */
@@ -42,6 +43,33 @@ export interface VllmSchedulerConfig {
   longPrefillTokenThreshold: number;
   /** Admit a request only if all of its tokens' blocks fit (vLLM's scheduler_reserve_full_isl). */
   reserveFullIsl: boolean;
+}
+
+/**
+ * Throws (naming `name.field` and the value) unless `config` is a scheduler
+ * configuration: at least one sequence and one token a step, a threshold
+ * of 0 (no cap) or more, a boolean reserveFullIsl. Returns a copy of it.
+ */
+export function checkVllmSchedulerConfig(name: string, config: unknown): VllmSchedulerConfig {
+  checkObject(name, config);
+  const c = config as Record<string, unknown>;
+  return {
+    maxNumSeqs: checkInt(`${name}.maxNumSeqs`, c['maxNumSeqs'], 1),
+    maxNumBatchedTokens: checkInt(`${name}.maxNumBatchedTokens`, c['maxNumBatchedTokens'], 1),
+    longPrefillTokenThreshold: checkInt(`${name}.longPrefillTokenThreshold`, c['longPrefillTokenThreshold'], 0),
+    reserveFullIsl: checkBool(`${name}.reserveFullIsl`, c['reserveFullIsl']),
+  };
+}
+
+const KV_METHODS = ['numFreeBlocks', 'computedBlocks', 'allocateSlots', 'free', 'release', 'figures'] as const;
+
+/** Throws (naming `name`) unless `kv` has what the scheduler calls on a KV cache. */
+export function checkVllmKvCache(name: string, kv: unknown): VllmKvCache {
+  if (kv === null || typeof kv !== 'object') throw new TypeError(`${name} must be a VllmKvCache (a VllmKvCacheManager), got ${describe(kv)}`);
+  const k = kv as Record<string, unknown>;
+  for (const m of KV_METHODS) if (typeof k[m] !== 'function') throw new TypeError(`${name} must be a VllmKvCache (a VllmKvCacheManager): its ${m} is ${describe(k[m])}, not a method`);
+  checkInt(`${name}.blockSize`, k['blockSize'], 1);
+  return kv as VllmKvCache;
 }
 
 /** What one rank's scheduler counted over its run. */
@@ -90,20 +118,26 @@ export class VllmScheduler {
     admitted: 0, resumedPrefills: 0, preemptions: 0, finished: 0, rejected: 0, truncated: 0, promptBlocks: 0, matchedBlocks: 0, scheduledTokens: 0, busySteps: 0,
   };
   private readonly B: number;
+  readonly kv: VllmKvCache;
+  /** The configuration, as checked (a copy of the one given). */
+  readonly config: Readonly<VllmSchedulerConfig>;
+  readonly rank: number;
 
-  constructor(
-    readonly kv: VllmKvCache,
-    readonly config: Readonly<VllmSchedulerConfig>,
-    readonly rank = 0,
-  ) {
+  /** Checks its arguments first: a KV cache, a configuration (checkVllmSchedulerConfig), a rank >= 0. */
+  constructor(kv: VllmKvCache, config: Readonly<VllmSchedulerConfig>, rank = 0) {
+    this.kv = checkVllmKvCache('kv', kv);
+    this.config = Object.freeze(checkVllmSchedulerConfig('config', config));
+    this.rank = checkInt('rank', rank, 0);
     this.B = kv.blockSize;
   }
 
-  /** Queues a request (at the back). */
+  /** Queues a request (at the back); a request is queued once in its life. */
   add(req: VllmRequest): void {
-    if (req.status !== WAITING || req.numComputed !== 0 || req.numOutputs !== 0) {
+    if (!(req instanceof VllmRequest)) throw new TypeError(`req must be a VllmRequest, got ${describe(req)}`);
+    if (req.queued || req.status !== WAITING || req.numComputed !== 0 || req.numOutputs !== 0) {
       throw new RangeError(`request ${req.index} was queued before (status ${req.status}); add a fresh request`);
     }
+    req.queued = true;
     req.rank = this.rank;
     this.waiting.push(req);
   }

@@ -48,7 +48,7 @@ export const HARNESS_FIGURES = [
   'evictedBlocks', 'allocatedBlocks', 'idChecksum', 'freeBlocksAtEnd', 'cachedBlocksAtEnd', 'cachedKeysAtEnd',
 ] as const;
 
-const SMALL_TRACES: Record<string, string> = { t1: 't1.jsonl', o0: 'o0.jsonl' };
+const SMALL_TRACES: Record<string, string> = { t1: 't1.jsonl', o0: 'o0.jsonl', edge40_n40_w3_t40: 'edge40.jsonl', edge40_n400_w8: 'edge40.jsonl' };
 
 export function harnessRun(name: string): HarnessRun {
   const r = JSON.parse(readFileSync(`${FIXTURES}${name}.json`, 'utf8')) as HarnessRun;
