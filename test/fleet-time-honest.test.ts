@@ -14,6 +14,7 @@ import type { TraceRequest } from '../bindings/replay/trace.js';
 import type { StepBatch, TimingModel } from '../bindings/timing/timing-model.js';
 import { timingModel } from '../bindings/timing/timing-model.js';
 import { countSteps } from './support/steps.js';
+import { fleetSweep } from '../bindings/node/fleet-sweep.js';
 
 function req(timestamp: number, L: number, O: number, ids: number[]): TraceRequest {
   return { timestamp, inputLength: L, outputLength: O, hashIds: Int32Array.from(ids) };
@@ -100,6 +101,16 @@ describe('every run ends', () => {
     expect(run.latency!.requests.outputTokens[0]).toBe(63 * 16 - 16 + 1);
     expect(run.latency!.requests.outputTokens[1]).toBeGreaterThan(0);
   });
+
+  it('a sweep with the livelock among its token budgets ends too, each fleet with its requests accounted for', async () => {
+    const t = [req(0, 16, 1000, [1]), req(0, 900, 300, [2, 3])];
+    const runs = await fleetSweep({ trace: t, dpSize: 2, numBlocks: 64, scheduler: 'continuous', workers: 1, grid: { maxNumBatchedTokens: [1, 15, 16], engines: [1] } });
+    expect(runs.map((r) => r.config.maxNumBatchedTokens)).toEqual([1, 15, 16]);
+    for (const r of runs) {
+      expect(r.truncated).toBe(2);
+      expect(r.latency!.requests.finishMs.every((f) => f !== null)).toBe(true);
+    }
+  }, 60_000);
 
   it("engine 'vllm': a prompt that outgrows the pool under a small budget, which vLLM preempts and recomputes forever, is dropped and the run ends", () => {
     // 49 prompt tokens on 12 usable blocks of 4 (48 tokens), 5 tokens a step (docs/engines.md, requests that can never fit).

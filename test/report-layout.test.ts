@@ -11,6 +11,9 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { capture } from './support/capture.js';
+import { fleetSync } from '../bindings/fleet/fleet.js';
+import type { FleetOptions } from '../bindings/fleet/fleet-options.js';
+import { fleetReportHtml } from '../bindings/node/fleet-report.js';
 import { haveChromium, launchChromium, type Browser } from './support/browser.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvpool-report-layout-'));
@@ -43,6 +46,32 @@ describe('the timed fleet report says its units', () => {
     expect(text).toContain('>queueing p99 (engine steps)<');
     // The terminal's table too.
     expect(table.split('\n')[1]).toMatch(/queue mean \(steps\)\s+queue p99 \(steps\)\s+imbalance\s+rejected\s+TTFT p99 ms\s+TPOT p99 ms\s+ITL p99 ms\s+E2E p99 ms\s+output tok\/s$/);
+  });
+});
+
+describe('the fixed options are flags the sweep takes, with the value every fleet had', () => {
+  const fixedOf = async (options: FleetOptions[], varied: Parameters<typeof fleetReportHtml>[1]) =>
+    /<p class="fixed">Fixed: (.*?)\.<\/p>/.exec(await fleetReportHtml(options.map((o) => fleetSync({ requests: 8, ...o })), varied))![1]!;
+
+  it('names only flags kvpool sweep accepts, on either engine and with a profile', async () => {
+    const help = (await capture(() => main(['sweep', '--help']))).out;
+    const fixed = [
+      await fixedOf([1, 2].map((engines) => ({ engines, timing: true })), ['engines']),
+      await fixedOf([1, 2].map((engines) => ({ engines, engine: 'vllm' as const, timing: true })), ['engines']),
+      await fixedOf([1, 2].map((engines) => ({ engines, engine: 'vllm' as const, schedulerReserveFullIsl: false, timing: true })), ['engines']),
+      await fixedOf([1, 2].map((engines) => ({ engines, timing: { kind: 'profile' as const, profile: 'rtxpro6000/llama-3.1-8b' } })), ['engines']),
+    ];
+    for (const f of fixed) for (const [, flag] of f.matchAll(/(--[a-z-]+)/g)) expect(help, `${flag} in "${f}"`).toMatch(new RegExp(`^  ${flag}\\b`, 'm'));
+    // What no flag sets is named as the command's configuration line names it.
+    expect(fixed[0]).toContain('KV blocks per engine 65536');
+    expect(fixed[1]).toContain('--engine vllm');
+    expect(fixed[2]).toContain('--no-scheduler-reserve-full-isl');
+  });
+
+  it('leaves out what differs between fleets although no varied option names it (KV blocks per engine, over a --num-blocks axis)', async () => {
+    const fixed = await fixedOf([1000, 2000].map((numBlocks) => ({ engines: 1, numBlocks, timing: true })), ['numBlocks']);
+    expect(fixed).not.toMatch(/kv[ -]blocks[ -]per[ -]engine|kv[ -]gib[ -]per[ -]engine|--num-blocks/i);
+    expect(fixed).toContain('--block-size 16');
   });
 });
 

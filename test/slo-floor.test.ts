@@ -9,7 +9,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { fleetSync } from '../bindings/fleet/fleet.js';
-import { cacheableTokens, ttftFloors } from '../bindings/fleet/slo-floor.js';
+import { meetsSlo } from '../bindings/fleet/slo-search.js';
+import { cacheableTokens, noFleetReason, ttftFloor, ttftFloors } from '../bindings/fleet/slo-floor.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
 import { timingModel } from '../bindings/timing/timing-model.js';
 import { capture } from './support/capture.js';
@@ -53,10 +54,37 @@ describe('the TTFT floor', () => {
             checked++;
           });
           expect(checked).toBeGreaterThan(0);
+          // So is their p99 under the run's, when every request gave a token (as meetsSlo asks): it is the percentile meetsSlo judges.
+          const e = { blockSize: 16, dpSize: 1, scheduler: o.scheduler, maxNumBatchedTokens: o.budget, longPrefillTokenThreshold: vllm ? o.threshold : 0 };
+          if (checked === trace.length) expect(ttftFloor(trace, trace.length, model, e, 1).p99).toBeLessThanOrEqual(run.latency!.ttftMs.p99 + 1e-3);
         },
       ),
       { numRuns: 60 },
     );
+  });
+});
+
+describe('the floor never says no fleet can meet a target some fleet meets', () => {
+  it('one long prompt among twenty: a target between the p99 of 2 engines and of 4 is met by 4, and the answer for 2 does not call it unmeetable', () => {
+    // Request 7's 30,000 tokens take seconds alone; the others' 512 take milliseconds. p99 of 20 TTFTs lies between
+    // the two largest (numpy's linear percentile): below request 7's own TTFT, the floors' largest.
+    const trace = Array.from({ length: 20 }, (_, i) => {
+      const L = i === 7 ? 30_000 : 512;
+      return req(i * 1000, L, 10, Array.from({ length: Math.ceil(L / 512) }, (_, j) => i * 100 + j));
+    });
+    const model = timingModel();
+    const [two, four] = [2, 4].map((engines) => fleetSync({ trace, engines, timing: true }));
+    const ttftMs = (two!.latency!.ttftMs.p99 + four!.latency!.ttftMs.p99) / 2;
+    expect(meetsSlo(four!, { ttftMs })).toBe(true);
+    expect(meetsSlo(two!, { ttftMs })).toBe(false);
+    // The longest floor is above the target (a nearest-rank p99 of the floors is that floor), yet a fleet meets it.
+    const floor = ttftFloor(trace, 20, model, { blockSize: 16, dpSize: 1, scheduler: 'xllm' }, ttftMs);
+    expect(floor.longest).toMatchObject({ request: 7, tokens: 30_000 });
+    expect(floor.longest.ms).toBeGreaterThan(ttftMs);
+    expect(floor.p99).toBeLessThanOrEqual(four!.latency!.ttftMs.p99);
+    expect(noFleetReason(two!, trace, model, { ttftMs })).toBeUndefined();
+    // A target under the floors' p99 is unmeetable, and said to be.
+    expect(noFleetReason(two!, trace, model, { ttftMs: floor.p99 - 1 })).toMatch(/^no fleet can meet it: /);
   });
 });
 

@@ -135,7 +135,7 @@ export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVa
   return reportPage({
     title: `kvpool sweep: ${first.trace}, fleets`,
     heading: `kvpool sweep: ${first.trace}, ${runs.length} fleets`,
-    fixed: fixedOptions(first, varied),
+    fixed: fixedOptions(runs.map((r) => r.config), varied),
     warnings: groupWarnings(runs).map(({ message, configs }) => `${message} (${configs.map((i) => fleetLabel(runs[i]!, varied)).join('; ')})`),
     charts,
     svgs,

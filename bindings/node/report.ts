@@ -184,7 +184,7 @@ export async function reportHtml(runs: readonly ReplayRun[], varied: readonly Sw
   return reportPage({
     title: `kvpool sweep: ${first.trace}`,
     heading: `kvpool sweep: ${first.trace}, ${runs.length} configurations`,
-    fixed: fixedOptions(first, varied),
+    fixed: fixedOptions(runs.map((r) => r.config), varied),
     warnings: groupWarnings(runs).map(({ message, configs }) => `${message} (${configs.map((i) => configLabel(runs[i]!, varied)).join('; ')})`),
     charts,
     svgs,
@@ -194,21 +194,33 @@ export async function reportHtml(runs: readonly ReplayRun[], varied: readonly Sw
   });
 }
 
+/** Figures a run's configuration reports that no flag sets: shown by name, as the command's configuration line shows them. */
+const REPORTED_FIGURES: Readonly<Record<string, string>> = { kvBlocksPerEngine: 'KV blocks per engine', kvGibPerEngine: 'KV GiB per engine' };
+
 /**
- * "--block-size 16 · trace x" (HTML): the options every run shares, as the
- * flags that give them (a switch only when on; the timing model by its name,
- * which is not a value of --timing; an open loop's concurrency 0 left out).
+ * "--block-size 16 · trace x" (HTML): the options every run shares (the
+ * same value in each, whether or not a grid key varied them: a sweep over
+ * --num-blocks varies the KV blocks per engine too), as the flags that
+ * give them (a switch only when on; the timing model by its name, which is
+ * not a value of --timing; an open loop's concurrency 0 left out; vLLM's
+ * own scheduler and its reserve on by default left out, as --engine vllm
+ * says them; a figure no flag sets by its name).
  */
-export function fixedOptions(config: object, varied: readonly string[]): string {
+export function fixedOptions(configs: readonly object[], varied: readonly string[]): string {
   const flag = (k: string) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
-  return Object.entries(config)
-    .filter(([k, v]) => !varied.includes(k) && v !== null && v !== undefined && v !== false && !(k === 'hostBlocks' && v === 0) && !(k === 'concurrency' && v === 0))
-    .map(([k, v]) => {
+  const same = (k: string, v: unknown) => configs.every((c) => JSON.stringify((c as Record<string, unknown>)[k]) === JSON.stringify(v));
+  return Object.entries(configs[0] ?? {})
+    .filter(([k, v]) => !varied.includes(k) && same(k, v) && v !== null && v !== undefined)
+    .map(([k, v]): string | null => {
+      if (k === 'schedulerReserveFullIsl') return v === false ? '--no-scheduler-reserve-full-isl' : null;
+      if (v === false || (k === 'hostBlocks' && v === 0) || (k === 'concurrency' && v === 0) || (k === 'scheduler' && v === 'vllm')) return null;
       if (k === 'trace') return `trace ${esc(String(v))}`;
       if (k === 'timing') return `timing model ${esc(String(v))}`;
+      if (REPORTED_FIGURES[k] !== undefined) return `${REPORTED_FIGURES[k]} ${esc(String(v))}`;
       if (v === true) return esc(flag(k));
       return `${esc(flag(k))} ${esc(Array.isArray(v) ? v.join(',') : String(v))}`;
     })
+    .filter((x) => x !== null)
     .join(' · ');
 }
 
