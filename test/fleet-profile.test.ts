@@ -77,7 +77,7 @@ describe('kvpool fleet --profile', () => {
     [['--tp', '2', '--timing', 'default'], /--tp applies to --profile/],
     [['--profile', 'rtx4090/llama-3.1-8b', '--timing', 'default'], /--profile and --timing both choose the timing model: give one/],
     [['--profile', 'rtx4090/llama-3.1-8b', '--skew-fit'], /--skew-fit: profile rtx4090\/llama-3\.1-8b has no skew fit/],
-    [['--profile', 'a100/llama'], /profile "a100\/llama": no such preset or folder/],
+    [['--profile', 'a100/llama'], /--profile: profile "a100\/llama": no such preset or folder/],
     [['--profile', 'rtx4090/llama-3.1-8b', '--num-blocks', '100', '--kv-cache-gib', '2'], /--num-blocks and --kv-cache-gib both size the KV cache: give one/],
     [['--profile', 'rtx4090/llama-3.1-8b', '--gpu-memory-utilization', '1.2'], /--gpu-memory-utilization must be in \(0, 1\], got "1.2"/],
     [['--profile', 'rtx4090/llama-3.1-8b', '--cpu-overhead-ms', '-1'], /--cpu-overhead-ms must be a number >= 0, got "-1"/],

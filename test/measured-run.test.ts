@@ -156,8 +156,13 @@ describe('validateRun', () => {
     expect(() => validateRun(run, { profile: 'rtxpro6000/llama-3.1-8b', numBlocks: 1 })).toThrow(/options\.numBlocks must be an integer >= 2, got 1/);
     expect(() => validateRun(run, { profile: 'rtxpro6000/llama-3.1-8b', tp: 3 })).toThrow(/has TP 1, 2, got 3/);
     const cal = readProfileBundle('rtxpro6000/llama-3.1-8b').calibration!;
-    expect(() => validateRun(run, { profile: 'rtx4090/llama-3.1-8b', calibration: cal })).toThrow(/timing\.calibration: fitted on RTXPRO6000, but profile rtx4090\/llama-3\.1-8b was measured on RTX4090/);
+    expect(() => validateRun(run, { profile: 'rtx4090/llama-3.1-8b', calibration: cal })).toThrow(/options\.calibration: fitted on RTXPRO6000, but profile rtx4090\/llama-3\.1-8b was measured on RTX4090/);
+    expect(() => validateRun(run, { profile: 'h100/llama' })).toThrow(/options\.profile: profile "h100\/llama": no such preset or folder/);
     expect(() => validateRun({} as never, { profile: 'rtxpro6000/llama-3.1-8b' })).toThrow(/run must be a measured run/);
+    // The run's own TP, which the profile was not measured at: said as the run's, not as an option given.
+    const tp2 = parseMeasuredRun(files({ meta: JSON.stringify({ ...meta, engine_kwargs: { ...meta.engine_kwargs, tensor_parallel_size: 2 } }) }));
+    expect(() => validateRun(tp2, { profile: 'rtx4090/llama-3.1-8b' })).toThrow(new RangeError('options.tp: the run ran at TP 2 (meta.json engine_kwargs.tensor_parallel_size), but profile rtx4090/llama-3.1-8b has TP 1: give options.tp to replay it at one of them, or a profile of that TP'));
+    expect(validateRun(tp2, { profile: 'rtx4090/llama-3.1-8b', tp: 1 }).settings.tp).toEqual({ value: 1, source: 'given (options.tp)' });
     const noSeqs = parseMeasuredRun(files({ meta: JSON.stringify({ ...meta, engine_kwargs: { ...meta.engine_kwargs, max_num_seqs: undefined } }) }));
     expect(() => validateRun(noSeqs, { profile: 'rtxpro6000/llama-3.1-8b' })).toThrow(/run\/meta\.json: engine_kwargs\.max_num_seqs is missing; kvpool cannot know what the engine ran with/);
   });

@@ -60,7 +60,10 @@ describe('kvpool validate', () => {
       [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--calibration', 'nope.json'], /--calibration nope\.json: no such file/],
       [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--tp', '0'], /--tp must be >= 1, got 0/],
       [['validate', 'nowhere', '--profile', 'rtxpro6000/llama-3.1-8b'], /run "nowhere": no such folder/],
-      [['validate', LLAMA, '--profile', 'rtx4090/llama-3.1-8b', '--calibration', join(import.meta.dirname, '../profiles/RTXPRO6000/calibration.json')], /fitted on RTXPRO6000, but profile rtx4090\/llama-3\.1-8b was measured on RTX4090/],
+      [['validate', LLAMA, '--profile', 'h100/llama'], /^kvpool: --profile: profile "h100\/llama": no such preset or folder/],
+      [['validate', 'rtxpro6000-qwen3-32b', '--profile', 'rtx4090/llama-3.1-8b'], /^kvpool: --tp: the run ran at TP 2 \(meta\.json engine_kwargs\.tensor_parallel_size\), but profile rtx4090\/llama-3\.1-8b has TP 1: give --tp to replay it/],
+      [['validate', 'rtxpro6000-qwen3-32b', '--profile', 'rtxpro6000/qwen3-32b', '--tp', '4'], /^kvpool: --tp: profile rtxpro6000\/qwen3-32b has TP 1, 2, got 4/],
+      [['validate', LLAMA, '--profile', 'rtx4090/llama-3.1-8b', '--calibration', join(import.meta.dirname, '../profiles/RTXPRO6000/calibration.json')], /^kvpool: --calibration: fitted on RTXPRO6000, but profile rtx4090\/llama-3\.1-8b was measured on RTX4090/],
     ];
     for (const [args, message] of cases) {
       const r = await capture(() => main(args));
@@ -98,6 +101,9 @@ describe('kvpool calibrate', () => {
     const cases: Array<[string[], RegExp]> = [
       [['calibrate', LLAMA, 'rtxpro6000-qwen3-32b', '--profile', 'a', '--profile', 'b', '--profile', 'c'], /--profile is given 3 times for 2 runs: give it once \(for every run\) or once per run, in the runs' order/],
       [['calibrate', LLAMA, 'rtxpro6000-qwen3-32b', '--profile', 'rtxpro6000/qwen3-32b', '--profile', 'rtxpro6000/llama-3.1-8b'], /runs\[0\]: run rtxpro6000-llama-3\.1-8b served meta-llama\/Llama-3\.1-8B, but profile rtxpro6000\/qwen3-32b was measured with Qwen\/Qwen3-32B/],
+      [['calibrate', 'rtxpro6000-qwen3-32b', '--profile', 'rtx4090/llama-3.1-8b'], /^kvpool: --tp \(run rtxpro6000-qwen3-32b\): the run ran at TP 2 \(meta\.json engine_kwargs\.tensor_parallel_size\), but profile rtx4090\/llama-3\.1-8b has TP 1/],
+      [['calibrate', 'rtxpro6000-qwen3-32b', '--profile', 'rtxpro6000/qwen3-32b', '--tp', '3'], /^kvpool: --tp \(run rtxpro6000-qwen3-32b\): profile rtxpro6000\/qwen3-32b has TP 1, 2, got 3/],
+      [['calibrate', LLAMA, '--profile', 'h100/llama'], /^kvpool: --profile \(run rtxpro6000-llama-3\.1-8b\): profile "h100\/llama": no such preset or folder/],
       [['calibrate', LLAMA, LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--profile', 'rtx4090/llama-3.1-8b'], /a calibration is for one GPU; profile rtxpro6000\/llama-3\.1-8b is RTXPRO6000, profile rtx4090\/llama-3\.1-8b is RTX4090/],
     ];
     for (const [args, message] of cases) {

@@ -33,6 +33,15 @@ function perRun<T>(flag: string, values: readonly T[] | undefined, runs: number)
   return [...values];
 }
 
+/** The library names a run's profile and TP `runs[i].profile`, `runs[i].tp`; here they are flags (given once, or once per run). */
+function runFlags(e: unknown, runs: readonly string[]): unknown {
+  if (!(e instanceof Error)) return e;
+  const message = e.message.replace(/runs\[(\d+)\]\.(profile|tp)\b/g, (_, i: string, k: string) => `--${k} (run ${runs[Number(i)] ?? i})`);
+  if (message === e.message) return e;
+  const E = e instanceof RangeError ? RangeError : e instanceof TypeError ? TypeError : Error;
+  return new E(message, { cause: e });
+}
+
 function pct(x: number): string {
   return `${x > 0 ? '+' : ''}${x.toFixed(2)}`;
 }
@@ -80,6 +89,8 @@ export function calibrateCommand(): Command {
           measured.map((run, i) => ({ run, profile: profiles[i]!, ...(tps[i] !== undefined && { tp: tps[i] }) })),
           { ...(o.skewFit === true && { skew: true }), maxEvaluations: max, kvpoolVersion: packageVersion(), onProgress: (n, best) => bar?.update(n, { best: best.toFixed(2) }) },
         );
+      } catch (e) {
+        throw runFlags(e, runs);
       } finally {
         bar?.stop();
       }

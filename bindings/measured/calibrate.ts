@@ -111,12 +111,12 @@ export function calibrate(runs: readonly CalibrateRun[], o: CalibrateOptions = {
   const skew = o.skew ?? false;
   // Every run's model and profile checked before any replay.
   const setups = runs.map((r, i) => {
-    const tp = runTp(r.run.meta, r.tp).value;
-    const model = validationModel({ profile: r.profile, calibration: false, skew }, tp);
+    const tp = runTp(r.run.meta, r.tp);
+    const model = validationModel({ profile: r.profile, calibration: false, skew, ...(r.tp !== undefined && { tp: r.tp }) }, tp, `runs[${i}]`);
     if (r.run.meta.model.toLowerCase() !== model.bundle.model.name.toLowerCase()) {
       throw new RangeError(`runs[${i}]: run ${r.run.name} served ${r.run.meta.model}, but profile ${model.bundle.name} was measured with ${model.bundle.model.name} (give each run the profile of its model)`);
     }
-    return { r, tp, model, use: linkUse(model, tp) };
+    return { r, tp: tp.value, model, use: linkUse(model, tp.value) };
   });
   const hardware = setups[0]!.model.bundle.hardware;
   const other = setups.find((s) => s.model.bundle.hardware !== hardware);

@@ -13,6 +13,7 @@ import type { Calibration } from '../timing/calibration.js';
 import type { ProfileBundle } from '../timing/profile-bundle.js';
 import type { ProfileModel } from '../timing/profile-model.js';
 import { profileModel, type ProfileTiming } from '../timing/profile-spec.js';
+import { resolveProfile } from '../timing/profile-source.js';
 import { checkKeys, checkObject, describe } from '../validate.js';
 import { differencePct, measuredFigures, predictedFigures, type FigureKey, type Figures, type StatKey } from './measured-figures.js';
 import type { PeerSummary } from './peer-summary.js';
@@ -106,19 +107,29 @@ function param(key: 'cpuOverheadMs' | 'linkLatencyUs' | 'linkGBps', o: ValidateO
   return { value, source: o.calibration === false ? 'default (no calibration)' : 'default (the profile has no calibration)' };
 }
 
-/** Checks the options; the profile model they describe for a run of TP `tp`. */
-export function validationModel(o: ValidateOptions, tp: number): ProfileModel {
+/**
+ * Checks the options; the profile model they describe for a run of TP `tp`
+ * (with where it came from: a run's own TP that the profile was not
+ * measured at is refused saying so). Refusals name `name.<field>`.
+ */
+export function validationModel(o: ValidateOptions, tp: number | Setting<number>, name = 'options'): ProfileModel {
+  const t = typeof tp === 'number' ? { value: tp, source: `given (${name}.tp)` } : tp;
+  const bundle = resolveProfile(`${name}.profile`, o.profile);
+  if (bundle.tp[t.value] === undefined && o.tp === undefined) {
+    const degrees = Object.keys(bundle.tp).map(Number).sort((x, y) => x - y);
+    throw new RangeError(`${name}.tp: the run ran at TP ${t.value} (${t.source}), but profile ${bundle.name} has TP ${degrees.join(', ')}: give ${name}.tp to replay it at one of them, or a profile of that TP`);
+  }
   const spec: ProfileTiming = {
     kind: 'profile',
-    profile: o.profile,
-    tp,
+    profile: bundle,
+    tp: t.value,
     ...(o.calibration !== undefined && { calibration: o.calibration }),
     ...(o.cpuOverheadMs !== undefined && { cpuOverheadMs: o.cpuOverheadMs }),
     ...(o.linkLatencyUs !== undefined && { linkLatencyUs: o.linkLatencyUs }),
     ...(o.linkGBps !== undefined && { linkGBps: o.linkGBps }),
     ...(o.skew !== undefined && { skew: o.skew }),
   };
-  return profileModel(spec, 'options');
+  return profileModel(spec, name);
 }
 
 /** Checks `validateRun`'s arguments (before anything runs). */
@@ -138,7 +149,7 @@ export function validateRun(run: MeasuredRun, o: ValidateOptions): Validation {
   if (run === null || typeof run !== 'object' || !Array.isArray((run as MeasuredRun).requests) || (run as MeasuredRun).requests.length === 0) throw new TypeError(`run must be a measured run (parseMeasuredRun, or readMeasuredRun in Node), got ${describe(run)}`);
   checkValidateOptions(o);
   const tp = runTp(run.meta, o.tp);
-  const model = validationModel(o, tp.value);
+  const model = validationModel(o, tp);
   const settings = engineSettings(run.name, run.meta, model, tp, o.numBlocks);
   const trace = runTrace(run);
   const fleetRun = fleetSync({

@@ -21,7 +21,14 @@ export function resolveProfile(where: string, v: unknown): ProfileBundle {
   if (typeof v === 'string') {
     if (v === '') throw new TypeError(`${where} must be a preset name, a bundle folder or a parsed bundle, got ""`);
     if (reader === undefined) throw new TypeError(`${where} ${JSON.stringify(v)}: a profile named by a string is read from files, in Node only; elsewhere pass parseProfileBundle()'s bundle`);
-    return reader(v);
+    try {
+      return reader(v);
+    } catch (e) {
+      // The reader names the file and line; the caller's field (a flag, on the command line) goes first.
+      if (!(e instanceof Error)) throw e;
+      const E = e instanceof RangeError ? RangeError : e instanceof TypeError ? TypeError : Error;
+      throw new E(`${where}: ${e.message}`, { cause: e });
+    }
   }
   const b = v as Partial<ProfileBundle> | null;
   if (b === null || typeof b !== 'object' || typeof b.sha256 !== 'string' || typeof b.name !== 'string' || b.tp === null || typeof b.tp !== 'object' || b.model === null || typeof b.model !== 'object' || b.sequence === null || typeof b.sequence !== 'object') {

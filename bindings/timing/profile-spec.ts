@@ -56,14 +56,14 @@ export function checkProfileSpec(o: Record<string, unknown>, name: string): void
   if (o['calibration'] !== undefined && o['calibration'] !== false) parseCalibration(o['calibration'], `${name}.calibration`);
 }
 
-/** The complete parameters for a bundle. */
-export function profileParameters(b: ProfileBundle, o: Omit<ProfileTiming, 'kind' | 'profile'>): ProfileParameters {
+/** The complete parameters for a bundle; a refusal names the field as `name.<field>`. */
+export function profileParameters(b: ProfileBundle, o: Omit<ProfileTiming, 'kind' | 'profile'>, name = 'timing'): ProfileParameters {
   const degrees = Object.keys(b.tp).map(Number).sort((x, y) => x - y);
   const tp = o.tp ?? degrees[0]!;
-  if (b.tp[tp] === undefined) throw new RangeError(`timing.tp: profile ${b.name} has TP ${degrees.join(', ')}, got ${tp}`);
+  if (b.tp[tp] === undefined) throw new RangeError(`${name}.tp: profile ${b.name} has TP ${degrees.join(', ')}, got ${tp}`);
   const cal = o.calibration === false ? undefined : (o.calibration ?? b.calibration);
   // A calibration describes one GPU (its overhead, its links): another GPU's would be a silent error.
-  if (cal !== undefined && cal.hardware !== b.hardware) throw new RangeError(`timing.calibration: fitted on ${cal.hardware}, but profile ${b.name} was measured on ${b.hardware}`);
+  if (cal !== undefined && cal.hardware !== b.hardware) throw new RangeError(`${name}.calibration: fitted on ${cal.hardware}, but profile ${b.name} was measured on ${b.hardware}`);
   const fit = cal?.parameters;
   return {
     tp,
@@ -82,5 +82,5 @@ export function profileModel(spec: ProfileTiming, name = 'timing'): ProfileModel
   checkProfileSpec(spec as unknown as Record<string, unknown>, name);
   const { kind: _kind, profile, ...rest } = spec;
   const bundle = resolveProfile(`${name}.profile`, profile);
-  return new ProfileModel(bundle, profileParameters(bundle, rest));
+  return new ProfileModel(bundle, profileParameters(bundle, rest, name));
 }
