@@ -42,6 +42,28 @@ describe('a fleet with a profile and its KV cache in GiB', () => {
     expect(fleetSync({ requests: 10, timing: true }).config).toMatchObject({ kvBlocksPerEngine: 65536, kvGibPerEngine: 128 });
   });
 
+  it('warns when the blocks and the weights exceed the GPU, at the block where they do, and not for a size in memory', () => {
+    // RTX 4090 (24 GiB) with Llama-3.1-8B: what fits beside the weights, in blocks of 16 tokens.
+    const perBlock = 16 * kvBytesPerToken(llama);
+    const fit = Math.floor((GPU_MEMORY_GIB['RTX4090']! * GIB - weightBytesPerGpu(llama, 1)) / perBlock);
+    const gpu4090 = { kind: 'profile', profile: 'rtx4090/llama-3.1-8b' } as const;
+    const kvNotes = (r: FleetRun) => r.warnings.filter((w) => w.includes('KV cache'));
+    expect(kvNotes(fleetSync({ ...base, timing: gpu4090, numBlocks: fit }))).toEqual([]);
+    const over = kvNotes(fleetSync({ ...base, timing: gpu4090, numBlocks: fit + 1 }));
+    expect(over).toHaveLength(1);
+    expect(over[0]).toContain(`at most ${fit.toLocaleString('en-US')} blocks would fit beside the weights`);
+    expect(over[0]).toMatch(/more than the GPU's 24 GiB.*--kv-cache-gib, --gpu-memory-utilization/);
+    // The default 65,536 blocks are 128 GiB: more than a 96 GiB RTX PRO 6000, on every dp rank's GPU.
+    expect(kvNotes(fleetSync({ ...base, dpSize: 2, timing: profile }))).toHaveLength(1);
+    expect(kvNotes(fleetSync({ ...base, timing: profile, gpuMemoryUtilization: 0.9 }))).toEqual([]);
+    // TP 2 halves each GPU's share of a block: blocks that overflow one GPU fit on two.
+    const fit2 = Math.floor((96 * GIB - weightBytesPerGpu(llama, 2)) / (16 * kvBytesPerToken(llama, 2)));
+    expect(kvNotes(fleetSync({ ...base, timing: { ...profile, tp: 2 }, numBlocks: fit2 }))).toEqual([]);
+    expect(kvNotes(fleetSync({ ...base, timing: { ...profile, tp: 2 }, numBlocks: fit2 + 1 }))).toHaveLength(1);
+    // A model that knows no GPU says nothing.
+    expect(kvNotes(fleetSync({ ...base, timing: true, numBlocks: 1 << 20 }))).toEqual([]);
+  });
+
   it('refuses contradictory sizes, naming both, and a share of memory without a GPU', () => {
     expect(() => fleetSync({ ...base, timing: profile, numBlocks: 100, kvCacheGib: 4 })).toThrow(/options.numBlocks and options.kvCacheGib both size the KV cache: give one/);
     expect(() => fleetSync({ ...base, timing: profile, kvCacheGib: 4, gpuMemoryUtilization: 0.9 })).toThrow(/options.kvCacheGib and options.gpuMemoryUtilization both size the KV cache/);

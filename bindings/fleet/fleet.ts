@@ -25,6 +25,7 @@ import { EngineEvents, type FleetEventSink } from './engine-events.js';
 import { createRouter } from './routers.js';
 import { checkFleetFits } from './fleet-memory.js';
 import { arrivalWarnings } from './arrival-warnings.js';
+import { kvWarnings } from './kv-warnings.js';
 import { TimedFleet } from './timed-fleet.js';
 import { engineSlots } from './fleet-slots.js';
 
@@ -59,9 +60,10 @@ interface RunState {
   over: boolean;
 }
 
-/** `run` with the notes on the trace's timestamps added, when its arrivals came from them (not instant, not a closed loop). */
-export function withArrivalWarnings(run: FleetRun, p: ParsedFleetOptions, trace: readonly TraceRequest[]): FleetRun {
+/** `run` with the notes on the trace's timestamps added, when its arrivals came from them (not instant, not a closed loop), and on a KV cache no GPU of the timing model holds. */
+export function withRunWarnings(run: FleetRun, p: ParsedFleetOptions, trace: readonly TraceRequest[]): FleetRun {
   if (p.arrival === 'timestamps' && (p.timed === undefined || p.timed.concurrency === 0)) run.warnings.push(...arrivalWarnings(trace, run.requests));
+  if (p.timed !== undefined) run.warnings.push(...kvWarnings(p.timed.model, p.replay.numBlocks, p.replay.blockSize, p.replay.dpSize));
   return run;
 }
 
@@ -156,7 +158,7 @@ export class Fleet {
 
   /** Runs the whole trace and returns the result; once. */
   run(): FleetRun {
-    if (this.timed !== undefined) return withArrivalWarnings(this.timed.run(), this.p, this.trace);
+    if (this.timed !== undefined) return withRunWarnings(this.timed.run(), this.p, this.trace);
     if (this.st !== undefined) throw new Error('Fleet.run: this fleet has run already');
     while (this.step());
     return this.result();
@@ -230,7 +232,7 @@ export class Fleet {
     if (s === undefined || !s.over) throw new Error('Fleet.result: the run is not over (step() until it returns false, or run())');
     const { n, delays, lastStep, sumMax, sumLoad } = s;
     const perEngine = this.engines.map((e, i) => engineFigures(i, e.result(this.config), e.finishedEarly));
-    return withArrivalWarnings(assembleRun(this.config, n, perEngine, delays, lastStep, sumMax, sumLoad), this.p, this.trace);
+    return withRunWarnings(assembleRun(this.config, n, perEngine, delays, lastStep, sumMax, sumLoad), this.p, this.trace);
   }
 
   dispose(): void {

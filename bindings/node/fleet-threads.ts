@@ -9,7 +9,7 @@
 import type { Worker } from 'node:worker_threads';
 import { loadCore } from '../core/plain-core.js';
 import { parseWireOptions, type VllmEncodeOptions } from '../events/vllm.js';
-import { arrivalSteps, routerOf, withArrivalWarnings, type FleetEventSink } from '../fleet/fleet.js';
+import { arrivalSteps, routerOf, withRunWarnings, type FleetEventSink } from '../fleet/fleet.js';
 import { checkFleetFits } from '../fleet/fleet-memory.js';
 import { fleetConfig, type FleetOptions, type ParsedFleetOptions } from '../fleet/fleet-options.js';
 import { assembleRun, type FleetEngineFigures, type FleetRun } from '../fleet/fleet-result.js';
@@ -183,7 +183,7 @@ export async function fleetOnThreads(p: ParsedFleetOptions, trace: readonly Trac
     const ends = await Promise.all(threads.map((x) => x.call<{ events: Array<[number, Uint8Array[]]>; figures: FleetEngineFigures[] }>({ type: 'finish', lastStep, config })));
     await deliver(ends.map((x) => x.events), lastStep);
     onProgress?.(n, n);
-    return withArrivalWarnings(assembleRun(config, n, ends.flatMap((x) => x.figures), delays, lastStep, sumMax, sumLoad), p, trace);
+    return withRunWarnings(assembleRun(config, n, ends.flatMap((x) => x.figures), delays, lastStep, sumMax, sumLoad), p, trace);
   } finally {
     await Promise.all(threads.map((x) => x.worker.terminate()));
   }
