@@ -4,7 +4,7 @@
 // optional peer, not something every user downloads.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -95,6 +95,15 @@ export async function run(): Promise<number> {
       const src = resolve(join(m, '..'), map.sources[0]!).replace(out, join(root, 'bindings'));
       expect(map.sourcesContent![0], relative(out, m)).toBe(readFileSync(src, 'utf8'));
     }
+  });
+
+  it("the command line's bin runs as a program, as `npx kvpool` in the clone runs it (tsc writes it without the executable bit)", () => {
+    const bin = join(out, 'cli/main.js');
+    expect(statSync(bin).mode & 0o111).toBe(0o111);
+    // Executed as a file, not through node: the kernel refuses a file without the bit (EACCES). (The CLI's
+    // own dependencies are not in this scratch install, so what it prints is not looked at here.)
+    const r = spawnSync(bin, ['--version'], { encoding: 'utf8' });
+    expect(r.error, String(r.error)).toBeUndefined();
   });
 
   it('the tarball holds the cores, the built-in trace and its notice, the profile presets with their licence, and no sources or tests', () => {

@@ -18,7 +18,7 @@ function key(): string {
   // built from, and two clones on one machine must not share one (the test
   // reading a map's source would read the other clone's file).
   h.update(ROOT);
-  const files = ['tsconfig.json', 'tsconfig.build.json', 'package.json', 'scripts/typings-platform.mjs'];
+  const files = ['tsconfig.json', 'tsconfig.build.json', 'package.json', 'scripts/typings-platform.mjs', 'scripts/bin-executable.mjs'];
   for (const f of readdirSync(join(ROOT, 'bindings'), { recursive: true, encoding: 'utf8' }).sort()) if (f.endsWith('.ts')) files.push(join('bindings', f));
   for (const f of files) h.update(f).update(readFileSync(join(ROOT, f)));
   return h.digest('hex').slice(0, 16);
@@ -30,6 +30,7 @@ function build(dir: string): void {
   execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(pkg, 'dist')]);
   execFileSync(process.execPath, [join(ROOT, 'scripts/typings-platform.mjs'), join(pkg, 'dist')]);
   cpSync(join(ROOT, 'package.json'), join(pkg, 'package.json'));
+  execFileSync(process.execPath, [join(ROOT, 'scripts/bin-executable.mjs'), pkg]);
   symlinkSync(join(ROOT, 'build'), join(pkg, 'build'));
   symlinkSync(join(ROOT, 'traces'), join(pkg, 'traces'));
   symlinkSync(join(ROOT, 'profiles'), join(pkg, 'profiles'));
