@@ -24,7 +24,7 @@ import { SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
 import { routers } from './fleet-command.js';
 import { fleetJson, formatFleetCsv } from './fleet-format.js';
 import { fleetFieldLines } from './fleet-glossary.js';
-import { columnWidths, percent, ranges, type OutputFormat } from './format.js';
+import { columnWidths, fixed, percent, ranges, type OutputFormat } from './format.js';
 import { nonNegativeNumber, parseIntArg, positiveNumber } from './options.js';
 import { didYouMean } from './did-you-mean.js';
 import { warn } from './replay-command.js';
@@ -156,7 +156,7 @@ export function formatFleetSweepTable(runs: readonly FleetRun[], varied: FleetVa
   const rows = runs.map((r) => [
     ...varied.map((k) => String(configValue(r.config, k))),
     percent(r.hitRate),
-    r.queueing.meanSteps.toFixed(2),
+    fixed(r.queueing.meanSteps, 2),
     r.queueing.p99Steps.toLocaleString('en-US'),
     r.loadImbalance.toFixed(3),
     r.rejected.toLocaleString('en-US'),
