@@ -72,6 +72,11 @@ describe('kvpool validate', () => {
       expect(blocks.source).toContain('x 80.00 GiB (given as options.gpuMemoryGib)');
     }
     expect(validateRun(readMeasuredRun(LLAMA), { profile: bundle, gpuMemoryGib: 80 }).settings.numBlocks.value).toBe(blocksOf80);
+    // The refusal's other way out, --num-blocks, is a flag of validate too.
+    expect(no.err).toMatch(/or the KV cache \(--num-blocks\)/);
+    const given = await capture(() => main(['validate', LLAMA, '--profile', bundle, '--num-blocks', '20000', '--json']));
+    expect(given.code, given.err).toBe(0);
+    expect(JSON.parse(given.out).settings.numBlocks).toEqual({ value: 20000, source: 'given (options.numBlocks)' });
   });
 
   it('refuses, naming the flag', async () => {
@@ -81,6 +86,7 @@ describe('kvpool validate', () => {
       [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--calibration', 'nope.json'], /--calibration nope\.json: no such file/],
       [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--tp', '0'], /--tp must be >= 1, got 0/],
       [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--gpu-memory-gib', '-80'], /--gpu-memory-gib must be a number > 0, got "-80"/],
+      [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--num-blocks', '1'], /--num-blocks must be >= 2, got 1/],
       [['validate', 'nowhere', '--profile', 'rtxpro6000/llama-3.1-8b'], /run "nowhere": no such folder/],
       [['validate', LLAMA, '--profile', 'h100/llama'], /^kvpool: --profile: profile "h100\/llama": no such preset or folder/],
       [['validate', 'rtxpro6000-qwen3-32b', '--profile', 'rtx4090/llama-3.1-8b'], /^kvpool: --tp: the run ran at TP 2 \(meta\.json engine_kwargs\.tensor_parallel_size\), but profile rtx4090\/llama-3\.1-8b has TP 1: give --tp to replay it/],

@@ -22,6 +22,7 @@ interface ValidateFlags {
   linkGbps?: number;
   skewFit?: boolean;
   gpuMemoryGib?: number;
+  numBlocks?: number;
   json: boolean;
   report?: string;
 }
@@ -37,6 +38,7 @@ export function validateOptionsOf(f: Omit<ValidateFlags, 'json' | 'report'>): Va
     ...(f.linkGbps !== undefined && { linkGBps: f.linkGbps }),
     ...(f.skewFit === true && { skew: true }),
     ...(f.gpuMemoryGib !== undefined && { gpuMemoryGib: f.gpuMemoryGib }),
+    ...(f.numBlocks !== undefined && { numBlocks: f.numBlocks }),
   };
 }
 
@@ -59,6 +61,7 @@ export function validateCommand(): Command {
     .option('--link-latency-us <us>', 'latency of one hop of a collective between GPUs, us (wins over the calibration)', nonNegativeNumber('--link-latency-us'))
     .option('--link-gbps <GB/s>', 'bandwidth of the link between GPUs, GB/s (wins over the calibration)', positiveNumber('--link-gbps'))
     .option('--gpu-memory-gib <GiB>', "one GPU's memory in GiB, when the KV cache is derived (the run logs no num_gpu_blocks); wins over the run's logged memory and the profile GPU's nominal one (needed for a GPU kvpool does not know)", positiveNumber('--gpu-memory-gib'))
+    .option('--num-blocks <n>', "KV blocks per dp rank, in place of the run's logged or derived count", (v: string) => parseIntArg('--num-blocks', 2, v))
     .option('--json', 'print the comparison as JSON: { measured, predicted, differencePct, settings, ... }', false)
     .option('--report <file.html>', 'also write a page of charts: TTFT per request over arrival time, and running, waiting and throughput per second, predicted over measured')
     .addHelpText('after', [
