@@ -14,6 +14,7 @@ import '../bindings/node/profile-files.js';
 import { readProfileBundle } from '../bindings/node/profile-files.js';
 import { GPU_MEMORY_GIB, kvBytesPerToken, weightBytesPerGpu } from '../bindings/timing/kv-capacity.js';
 import { capture } from './support/capture.js';
+import { unknownGpuBundle } from './support/unknown-gpu-bundle.js';
 
 const GIB = 2 ** 30;
 const llama = readProfileBundle('rtxpro6000/llama-3.1-8b').model;
@@ -73,6 +74,51 @@ describe('a fleet with a profile and its KV cache in GiB', () => {
   });
 });
 
+describe('a profile of a GPU kvpool does not know by name (H100)', () => {
+  const { bundle } = unknownGpuBundle();
+  const h100 = { kind: 'profile', profile: bundle } as const;
+  // What 0.9 of 80 GiB leaves after Llama-3.1-8B's weights and the 1.5 GiB reserve, in blocks of 16 tokens.
+  const blocksOf80 = Math.floor((0.9 * 80 * GIB - weightBytesPerGpu(llama, 1) - 1.5 * GIB) / (16 * kvBytesPerToken(llama)));
+
+  it('sizes the cache by a share of memory once told the GPU\'s memory (timing.gpuMemoryGib), and asks for it in the library\'s words', () => {
+    expect(() => fleetSync({ ...base, timing: h100, gpuMemoryUtilization: 0.9 })).toThrow(
+      /^options\.gpuMemoryUtilization: profile .*H100.* was measured on H100, a GPU whose memory kvpool does not know: give it in GiB \(options\.timing\.gpuMemoryGib\), or size the KV cache by options\.kvCacheGib or options\.numBlocks$/,
+    );
+    const run = fleetSync({ ...base, timing: { ...h100, gpuMemoryGib: 80 }, gpuMemoryUtilization: 0.9 });
+    expect(run.config.numBlocks).toBe(blocksOf80);
+    expect(blocksOf80).toBeGreaterThan(20_000); // 52.5 GiB of 2 MiB blocks: the figure is not a degenerate one
+  });
+
+  const args = ['fleet', '--requests', '80', '--engines', '2', '--max-running', '8', '--scheduler', 'continuous', '--no-progress', '--json'];
+  it('kvpool fleet --gpu-memory-gib is the profile\'s gpuMemoryGib; without it the refusal names the flag', async () => {
+    const r = await capture(() => main([...args, '--profile', bundle, '--gpu-memory-gib', '80', '--gpu-memory-utilization', '0.9']));
+    expect(r.code, r.err).toBe(0);
+    expect(JSON.parse(r.out).config.numBlocks).toBe(blocksOf80);
+    const no = await capture(() => main([...args, '--profile', bundle, '--gpu-memory-utilization', '0.9']));
+    expect(no.code).toBe(1);
+    expect(no.err).toMatch(/--gpu-memory-utilization: profile .* was measured on H100, a GPU whose memory kvpool does not know: give it in GiB \(--gpu-memory-gib\), or size the KV cache by --kv-cache-gib or --num-blocks/);
+    expect(no.err).not.toMatch(/options\.|timing\./);
+    // A known GPU's nominal memory gives way to the flag: 80 of an RTX PRO 6000's 96 GiB.
+    const known = await capture(() => main([...args, '--profile', 'rtxpro6000/llama-3.1-8b', '--gpu-memory-gib', '80', '--gpu-memory-utilization', '0.9']));
+    expect(JSON.parse(known.out).config.numBlocks).toBe(blocksOf80);
+  });
+
+  it('kvpool sweep --gpu-memory-gib sizes each fleet the same way', async () => {
+    const r = await capture(() => main(['sweep', '--profile', bundle, '--gpu-memory-gib', '80', '--gpu-memory-utilization', '0.8,0.9', '--requests', '40', '--engines', '1', '--scheduler', 'continuous', '--no-progress', '--workers', '1', '--format', 'json']));
+    expect(r.code, r.err).toBe(0);
+    const blocksOf = (u: number) => Math.floor((u * 80 * GIB - weightBytesPerGpu(llama, 1) - 1.5 * GIB) / (16 * kvBytesPerToken(llama)));
+    expect((JSON.parse(r.out) as FleetRun[]).map((x) => x.config.numBlocks)).toEqual([blocksOf(0.8), blocksOf(0.9)]);
+  }, 60_000);
+
+  for (const cmd of [['fleet', '--timing', 'default'], ['sweep', '--timing', 'default'], ['sweep']]) {
+    it(`kvpool ${cmd.join(' ')} refuses --gpu-memory-gib without --profile, naming the flag`, async () => {
+      const r = await capture(() => main([...cmd, '--gpu-memory-gib', '80', '--requests', '10', '--no-progress']));
+      expect(r.code).toBe(1);
+      expect(r.err).toMatch(/--gpu-memory-gib applies to --profile/);
+    });
+  }
+});
+
 describe('kvpool fleet --profile', () => {
   const args = ['fleet', '--requests', '80', '--engines', '2', '--max-running', '8', '--scheduler', 'continuous', '--no-progress', '--json'];
   const asJson = (r: FleetRun) => {
@@ -103,6 +149,7 @@ describe('kvpool fleet --profile', () => {
     [['--profile', 'rtx4090/llama-3.1-8b', '--num-blocks', '100', '--kv-cache-gib', '2'], /--num-blocks and --kv-cache-gib both size the KV cache: give one/],
     [['--profile', 'rtx4090/llama-3.1-8b', '--gpu-memory-utilization', '1.2'], /--gpu-memory-utilization must be in \(0, 1\], got "1.2"/],
     [['--profile', 'rtx4090/llama-3.1-8b', '--cpu-overhead-ms', '-1'], /--cpu-overhead-ms must be a number >= 0, got "-1"/],
+    [['--profile', 'rtx4090/llama-3.1-8b', '--gpu-memory-gib', '0'], /--gpu-memory-gib must be a number > 0, got "0"/],
   ];
   for (const [flags, message] of refused) {
     it(`refuses ${flags.join(' ')} before reading a trace`, async () => {

@@ -1,6 +1,6 @@
 // What `npm install kvpool` gets: the built typings compile with
 // "lib": ["ES2022"] alone (no DOM), the source maps carry their sources, the
-// tarball holds the core, the CLI and the built-in trace, and zeromq is an
+// tarball holds the core, the CLI, the built-in trace and the docs the CLI points to, and zeromq is an
 // optional peer, not something every user downloads.
 
 import { spawnSync } from 'node:child_process';
@@ -106,13 +106,23 @@ export async function run(): Promise<number> {
     expect(r.error, String(r.error)).toBeUndefined();
   });
 
-  it('the tarball holds the cores, the built-in trace and its notice, the profile presets with their licence, and no sources or tests', () => {
+  it('the tarball holds the cores, the built-in trace and its notice, the profile presets with their licence, the docs, and no sources or tests', () => {
     const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
     const listed = (JSON.parse(r.stdout) as Array<{ files: Array<{ path: string }> }>)[0]!.files.map((f) => f.path);
     for (const f of ['traces/mooncake-conversation.jsonl.gz', 'traces/README.md', 'README.md', 'package.json']) expect(listed).toContain(f);
     for (const f of ['profiles/README.md', 'profiles/LICENSE.LLMServingSim', 'profiles/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp2/attention.csv.gz', 'profiles/models/meta-llama/Llama-3.1-8B.json', 'profiles/architectures/qwen3_moe.yaml']) expect(listed).toContain(f);
     if (existsSync(join(root, 'build/kvpool.wasm'))) expect(listed).toContain('build/kvpool.wasm');
+    // The docs that the CLI's output, its errors, the code and the shipped READMEs point to ship with them (docs/img too).
+    const docs = files(join(root, 'docs'), '').map((f) => relative(root, f).split('\\').join('/')).filter((f) => /\.(md|svg|png)$/.test(f));
+    expect(docs).toContain('docs/validation.md');
+    expect(docs.filter((f) => !listed.includes(f))).toEqual([]);
+    const cited = new Set<string>();
+    for (const f of ['README.md', 'profiles/README.md', 'measured/README.md', 'traces/README.md', ...files(join(root, 'bindings'), '.ts').map((x) => relative(root, x))]) {
+      for (const m of readFileSync(join(root, f), 'utf8').matchAll(/docs\/([\w.-]+\.md)/g)) cited.add(`docs/${m[1]}`);
+    }
+    expect(cited.size).toBeGreaterThan(10);
+    expect([...cited].filter((f) => !listed.includes(f))).toEqual([]);
     expect(listed.filter((f) => /^(test|bindings|assembly|bench|inspector)\//.test(f))).toEqual([]);
   });
 

@@ -73,7 +73,11 @@ describe('kvpool sweep --router --engines', () => {
     expect(lines.length).toBe(10);
     const f = fleetSync({ requests: 200, maxRunning: 4, arrival: 'instant', numBlocks: 1200, router: 'least-loaded', engines: 3 });
     const cells = lines[9]!.trim().split(/\s{2,}/);
-    expect(cells).toEqual(['1200', 'least-loaded', '3', `${(f.hitRate * 100).toFixed(2)} %`, f.queueing.meanSteps.toFixed(2), f.queueing.p99Steps.toLocaleString('en-US'), f.loadImbalance.toFixed(3), String(f.rejected)]);
+    const two = (x: number) => x.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+    expect(cells).toEqual(['1200', 'least-loaded', '3', `${(f.hitRate * 100).toFixed(2)} %`, two(f.queueing.meanSteps), f.queueing.p99Steps.toLocaleString('en-US'), f.loadImbalance.toFixed(3), String(f.rejected)]);
+    // The queue mean has thousands separators, as the queue p99 beside it (2,554.85, not 2554.85).
+    expect(f.queueing.meanSteps).toBeGreaterThan(1000);
+    expect(cells[4]).toMatch(/^\d{1,3}(,\d{3})+\.\d\d$/);
   });
 
   it('--format json is the fleet results (as kvpool fleet prints them), csv a row each', async () => {

@@ -8,12 +8,13 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { fleetSync } from '../bindings/fleet/fleet.js';
 import { MAX_TIMING_FILE_BYTES, readTimingFile, readTimingSpecFile } from '../bindings/node/timing-file.js';
 import { capture } from './support/capture.js';
+import { unknownGpuBundle } from './support/unknown-gpu-bundle.js';
 
 const root = new URL('..', import.meta.url).pathname;
 const tsx = join(root, 'node_modules/tsx/dist/cli.mjs');
@@ -78,5 +79,31 @@ describe('--timing reads a regular file once', () => {
       expect(r.code).toBe(1);
       expect(r.err).toBe(`kvpool: --timing ${JSON.stringify(value)}: give default (the built-in polynomial) or a .json or .csv file${hint}\n`);
     }
+  });
+});
+
+describe('a profile spec in a --timing file', () => {
+  // The user's tree: the spec beside the bundle folder's tree, naming it by a path from there.
+  const { root: tree, bundle } = unknownGpuBundle();
+  const spec = join(tree, 'h100.json');
+  writeFileSync(spec, JSON.stringify({ kind: 'profile', profile: relative(tree, bundle), gpuMemoryGib: 80 }));
+
+  it('finds its bundle by a path from the spec file\'s folder, wherever the command runs', async () => {
+    expect(relative(tree, bundle)).toBe(join('H100', 'meta-llama', 'Llama-3.1-8B', 'bf16'));
+    expect(readTimingSpecFile(spec)).toEqual({ kind: 'profile', profile: bundle, gpuMemoryGib: 80 });
+    // The current folder is the repository's, where H100/... is nothing.
+    expect(process.cwd()).not.toBe(tree);
+    const r = await capture(() => main([...fleetArgs, '--timing', spec, '--gpu-memory-utilization', '0.9', '--json']));
+    expect(r.code, r.err).toBe(0);
+    expect(JSON.parse(r.out).config.profile).toBe(bundle);
+  });
+
+  it('keeps a preset\'s name and an absolute path as they are', () => {
+    const preset = join(dir, 'preset.json');
+    writeFileSync(preset, JSON.stringify({ kind: 'profile', profile: 'rtxpro6000/llama-3.1-8b' }));
+    expect(readTimingSpecFile(preset)).toEqual({ kind: 'profile', profile: 'rtxpro6000/llama-3.1-8b' });
+    const absolute = join(dir, 'absolute.json');
+    writeFileSync(absolute, JSON.stringify({ kind: 'profile', profile: bundle }));
+    expect(readTimingSpecFile(absolute)).toEqual({ kind: 'profile', profile: bundle });
   });
 });

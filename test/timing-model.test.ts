@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { readTimingFile } from '../bindings/node/timing-file.js';
+import { fleetSync } from '../bindings/fleet/fleet.js';
 import { addChunk, addDecode, DEFAULT_TIMING, emptyStepBatch, parseTimingSpec, timingModel, type StepBatch } from '../bindings/timing/timing-model.js';
 import { parseTimingTable } from '../bindings/timing/timing-table.js';
 
@@ -84,6 +85,16 @@ describe('the default polynomial', () => {
     expect(() => timingModel({ kind: 'cubic' } as never)).toThrow(/timing.kind must be "polynomial", "table" or "profile", got "cubic"/);
     const own = { name: 'mine', stepMs: () => 3 };
     expect(timingModel(own)).toBe(own);
+  });
+
+  it('is what true names, as fleet()\'s timing: true does; other non-objects are refused', () => {
+    const t = timingModel(true);
+    expect(t.name).toBe('polynomial');
+    const b = batch([[1000, 5000]], [2000, 300]);
+    expect(t.stepMs(b)).toBe(m.stepMs(b));
+    expect(fleetSync({ requests: 20, engines: 1, timing: true }).config.timing).toBe(t.name);
+    expect(() => timingModel(false as never)).toThrow(/timing must be an object, got false/);
+    expect(() => timingModel(null as never)).toThrow(/timing must be an object, got null/);
   });
 
   it('refuses a batch whose lists disagree with its counts', () => {

@@ -10,6 +10,9 @@ import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { readMeasuredRun, validateRun, readCalibrationFile, fleetSync } from '../bindings/index.node.js';
 import { capture } from './support/capture.js';
+import { unknownGpuBundle } from './support/unknown-gpu-bundle.js';
+import { readProfileBundle } from '../bindings/node/profile-files.js';
+import { kvBytesPerToken, weightBytesPerGpu } from '../bindings/timing/kv-capacity.js';
 
 const LLAMA = 'rtxpro6000-llama-3.1-8b';
 const tmp = () => mkdtempSync(join(tmpdir(), 'kvpool-validate-'));
@@ -53,12 +56,37 @@ describe('kvpool validate', () => {
     expect(html).not.toMatch(/<script/);
   }, 60_000);
 
+  it('--gpu-memory-gib gives the GPU memory the KV cache is derived from: a GPU kvpool does not know, or another size of one it does', async () => {
+    // The run logs no num_gpu_blocks nor the device's memory: its cache is derived from the GPU's.
+    const llama = readProfileBundle('rtxpro6000/llama-3.1-8b').model;
+    const blocksOf80 = Math.floor((0.9 * 80 * 2 ** 30 - weightBytesPerGpu(llama, 1) - 1.5 * 2 ** 30) / (16 * kvBytesPerToken(llama)));
+    const { bundle } = unknownGpuBundle();
+    const no = await capture(() => main(['validate', LLAMA, '--profile', bundle]));
+    expect(no.code).toBe(1);
+    expect(no.err).toMatch(/was measured on H100, a GPU whose memory kvpool does not know: give it in GiB \(--gpu-memory-gib\)/);
+    for (const profile of [bundle, 'rtxpro6000/llama-3.1-8b']) {
+      const r = await capture(() => main(['validate', LLAMA, '--profile', profile, '--gpu-memory-gib', '80', '--json']));
+      expect(r.code, r.err).toBe(0);
+      const blocks = JSON.parse(r.out).settings.numBlocks;
+      expect(blocks.value).toBe(blocksOf80);
+      expect(blocks.source).toContain('x 80.00 GiB (given as options.gpuMemoryGib)');
+    }
+    expect(validateRun(readMeasuredRun(LLAMA), { profile: bundle, gpuMemoryGib: 80 }).settings.numBlocks.value).toBe(blocksOf80);
+    // The refusal's other way out, --num-blocks, is a flag of validate too.
+    expect(no.err).toMatch(/or the KV cache \(--num-blocks\)/);
+    const given = await capture(() => main(['validate', LLAMA, '--profile', bundle, '--num-blocks', '20000', '--json']));
+    expect(given.code, given.err).toBe(0);
+    expect(JSON.parse(given.out).settings.numBlocks).toEqual({ value: 20000, source: 'given (options.numBlocks)' });
+  });
+
   it('refuses, naming the flag', async () => {
     const cases: Array<[string[], RegExp]> = [
       [['validate', LLAMA], /required option '--profile <name\|dir>' not specified/],
       [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--report', 'x.txt'], /--report "x\.txt": the report is an \.html page/],
       [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--calibration', 'nope.json'], /--calibration nope\.json: no such file/],
       [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--tp', '0'], /--tp must be >= 1, got 0/],
+      [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--gpu-memory-gib', '-80'], /--gpu-memory-gib must be a number > 0, got "-80"/],
+      [['validate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--num-blocks', '1'], /--num-blocks must be >= 2, got 1/],
       [['validate', 'nowhere', '--profile', 'rtxpro6000/llama-3.1-8b'], /run "nowhere": no such folder/],
       [['validate', LLAMA, '--profile', 'h100/llama'], /^kvpool: --profile: profile "h100\/llama": no such preset or folder/],
       [['validate', 'rtxpro6000-qwen3-32b', '--profile', 'rtx4090/llama-3.1-8b'], /^kvpool: --tp: the run ran at TP 2 \(meta\.json engine_kwargs\.tensor_parallel_size\), but profile rtx4090\/llama-3\.1-8b has TP 1: give --tp to replay it/],

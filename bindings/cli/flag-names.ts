@@ -9,10 +9,15 @@ import type { Command } from 'commander';
 const kebab = (key: string) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
 /**
- * Values the command line spells differently from the library: the default
- * timing model is `timing: true` in a program, `--timing default` here.
+ * What the command line spells differently from the library: the default
+ * timing model is `timing: true` in a program, `--timing default` here; a
+ * profile's field `timing.gpuMemoryGib` is the flag `--gpu-memory-gib`.
  */
-const VALUES: ReadonlyArray<[RegExp, string]> = [[/options\.timing \(true for the default model\)/g, 'options.timing default']];
+const VALUES: ReadonlyArray<[RegExp, string]> = [
+  [/options\.timing \(true for the default model\)/g, 'options.timing default'],
+  // A field of the profile spec that --profile's flags set.
+  [/options\.timing\.gpuMemoryGib/g, '--gpu-memory-gib'],
+];
 
 /**
  * `message` in the command line's words: each option that a command of

@@ -13,6 +13,11 @@ export function count(n: number, noun: string): string {
   return `${n.toLocaleString('en-US')} ${noun}${n === 1 ? '' : 's'}`;
 }
 
+/** `x` with `digits` decimals and thousands separators, as the tables' other figures (7,962.20, not 7962.20). */
+export function fixed(x: number, digits: number): string {
+  return x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
 /** A fraction as a percentage for people: 0.0543 -> "5.43 %". */
 export function percent(x: number): string {
   return `${(x * 100).toFixed(2)} %`;

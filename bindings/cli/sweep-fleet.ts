@@ -24,7 +24,7 @@ import { SWEEP_GRID_KEYS, type SweepGrid } from '../node/sweep.js';
 import { routers } from './fleet-command.js';
 import { fleetJson, formatFleetCsv } from './fleet-format.js';
 import { fleetFieldLines } from './fleet-glossary.js';
-import { columnWidths, percent, ranges, type OutputFormat } from './format.js';
+import { columnWidths, fixed, percent, ranges, type OutputFormat } from './format.js';
 import { nonNegativeNumber, parseIntArg, positiveNumber } from './options.js';
 import { didYouMean } from './did-you-mean.js';
 import { warn } from './replay-command.js';
@@ -49,6 +49,7 @@ export interface SweepFleetFlags {
   linkGbps?: number;
   skewFit?: boolean;
   calibration?: string;
+  gpuMemoryGib?: number;
   kvCacheGib?: number[];
   gpuMemoryUtilization?: number[];
   scheduler?: FleetScheduler[];
@@ -67,7 +68,7 @@ export interface SweepFleetFlags {
 
 const FLEET_ONLY = ['stepMs', 'arrival', 'prefixWeight', 'loadWeight', 'affinityBlocks'] as const;
 /** Flags that ask for (timed) fleets by themselves. */
-const TIMED_FLAGS = ['timing', 'profile', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloTpotMs', 'sloItlMs'] as const;
+const TIMED_FLAGS = ['timing', 'profile', 'gpuMemoryGib', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloTpotMs', 'sloItlMs'] as const;
 
 const list = <T>(parse: (x: string) => T) => (v: string) => v.split(',').map((x) => parse(x.trim()));
 
@@ -97,6 +98,7 @@ export function addSweepFleetOptions(cmd: Command): Command {
     .option('--link-gbps <GB/s>', 'timed fleets, --profile: link bandwidth between GPUs, GB/s (default 16)', positiveNumber('--link-gbps'))
     .option('--skew-fit', "timed fleets, --profile: blend decode attention toward the longest context by the profile's skew fit")
     .option('--calibration <file|none>', 'timed fleets, --profile: the overhead and link fitted by kvpool calibrate (docs/validation.md); none: no calibration; default: the one the profile ships with, if any')
+    .option('--gpu-memory-gib <GiB>', "timed fleets, --profile: one GPU's memory in GiB, for --gpu-memory-utilization (default: the nominal memory of the profile's GPU, when kvpool knows it)", positiveNumber('--gpu-memory-gib'))
     .option('--kv-cache-gib <list>', 'timed fleets: KV caches of each GPU in GiB to compare, in place of --num-blocks', list((x) => positiveNumber('--kv-cache-gib')(x)))
     .option('--gpu-memory-utilization <list>', "timed fleets, --profile: shares of each GPU's memory to compare (vLLM's), in place of --num-blocks", list((x) => {
       const n = positiveNumber('--gpu-memory-utilization')(x);
@@ -154,7 +156,7 @@ export function formatFleetSweepTable(runs: readonly FleetRun[], varied: FleetVa
   const rows = runs.map((r) => [
     ...varied.map((k) => String(configValue(r.config, k))),
     percent(r.hitRate),
-    r.queueing.meanSteps.toFixed(2),
+    fixed(r.queueing.meanSteps, 2),
     r.queueing.p99Steps.toLocaleString('en-US'),
     r.loadImbalance.toFixed(3),
     r.rejected.toLocaleString('en-US'),

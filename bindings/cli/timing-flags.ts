@@ -25,6 +25,7 @@ export interface ProfileFlags {
   linkGbps?: number;
   skewFit?: boolean;
   calibration?: string;
+  gpuMemoryGib?: number;
   kvCacheGib?: number;
   gpuMemoryUtilization?: number;
 }
@@ -40,7 +41,7 @@ export interface TimingFlags extends ProfileFlags {
   sloItlMs?: number;
 }
 
-export const TIMING_FLAG_KEYS = ['timing', 'profile', 'tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit', 'calibration', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloTpotMs', 'sloItlMs'] as const;
+export const TIMING_FLAG_KEYS = ['timing', 'profile', 'tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit', 'calibration', 'gpuMemoryGib', 'kvCacheGib', 'gpuMemoryUtilization', 'scheduler', 'maxNumBatchedTokens', 'speedup', 'concurrency', 'sloTtftMs', 'sloTpotMs', 'sloItlMs'] as const;
 
 /** The profile's parameters and the KV sizing flags, one value each. */
 export function addProfileOptions(cmd: Command, prefix = ''): Command {
@@ -52,6 +53,7 @@ export function addProfileOptions(cmd: Command, prefix = ''): Command {
     .option('--link-gbps <GB/s>', `${prefix}--profile: bandwidth of the link between GPUs, GB/s (default 16)`, positiveNumber('--link-gbps'))
     .option('--skew-fit', `${prefix}--profile: blend decode attention toward the longest context by the profile's skew fit`)
     .option('--calibration <file|none>', `${prefix}--profile: the overhead and link fitted by kvpool calibrate (docs/validation.md); none: no calibration (no overhead, the default link); default: the one the profile ships with (the RTX PRO 6000 presets), if any`)
+    .option('--gpu-memory-gib <GiB>', `${prefix}--profile: one GPU's memory in GiB, for --gpu-memory-utilization (default: the nominal memory of the profile's GPU, 24 for the RTX 4090 and 96 for the RTX PRO 6000; give it for another GPU)`, positiveNumber('--gpu-memory-gib'))
     .option('--kv-cache-gib <GiB>', `${prefix}timed: the KV cache of each GPU in GiB, in place of --num-blocks (blocks of the model's KV bytes per token)`, positiveNumber('--kv-cache-gib'))
     .option('--gpu-memory-utilization <x>', `${prefix}--profile: the share of each GPU's memory the engine uses (vLLM's); what weights and a 1.5 GiB activation reserve leave is the KV cache, in place of --num-blocks`, (v: string) => {
       const n = positiveNumber('--gpu-memory-utilization')(v);
@@ -102,7 +104,7 @@ export function calibrationOf(arg: string): Calibration | false {
 }
 
 /** The profile's parameters as flags name them, for refusals. */
-const PROFILE_FLAGS: Record<string, string> = { profile: '--profile', tp: '--tp', cpuOverheadMs: '--cpu-overhead-ms', linkLatencyUs: '--link-latency-us', linkGBps: '--link-gbps', skew: '--skew-fit', calibration: '--calibration' };
+const PROFILE_FLAGS: Record<string, string> = { profile: '--profile', tp: '--tp', cpuOverheadMs: '--cpu-overhead-ms', linkLatencyUs: '--link-latency-us', linkGBps: '--link-gbps', skew: '--skew-fit', calibration: '--calibration', gpuMemoryGib: '--gpu-memory-gib' };
 
 /**
  * `--profile` and its parameters as a timing spec (undefined: no --profile),
@@ -110,7 +112,7 @@ const PROFILE_FLAGS: Record<string, string> = { profile: '--profile', tp: '--tp'
  * is read and names the flag.
  */
 export function profileOf(f: ProfileFlags & { timing?: string }): ProfileTiming | undefined {
-  const params = (['tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit', 'calibration'] as const).filter((k) => f[k] !== undefined);
+  const params = (['tp', 'cpuOverheadMs', 'linkLatencyUs', 'linkGbps', 'skewFit', 'calibration', 'gpuMemoryGib'] as const).filter((k) => f[k] !== undefined);
   if (f.profile === undefined) {
     if (params.length > 0) throw new Error(`--${params[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} applies to --profile`);
     return undefined;
@@ -124,6 +126,7 @@ export function profileOf(f: ProfileFlags & { timing?: string }): ProfileTiming 
     ...(f.linkLatencyUs !== undefined && { linkLatencyUs: f.linkLatencyUs }),
     ...(f.linkGbps !== undefined && { linkGBps: f.linkGbps }),
     ...(f.skewFit === true && { skew: true }),
+    ...(f.gpuMemoryGib !== undefined && { gpuMemoryGib: f.gpuMemoryGib }),
     ...(f.calibration !== undefined && { calibration: calibrationOf(f.calibration) }),
   };
   try {

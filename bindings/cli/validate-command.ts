@@ -21,6 +21,8 @@ interface ValidateFlags {
   linkLatencyUs?: number;
   linkGbps?: number;
   skewFit?: boolean;
+  gpuMemoryGib?: number;
+  numBlocks?: number;
   json: boolean;
   report?: string;
 }
@@ -35,6 +37,8 @@ export function validateOptionsOf(f: Omit<ValidateFlags, 'json' | 'report'>): Va
     ...(f.linkLatencyUs !== undefined && { linkLatencyUs: f.linkLatencyUs }),
     ...(f.linkGbps !== undefined && { linkGBps: f.linkGbps }),
     ...(f.skewFit === true && { skew: true }),
+    ...(f.gpuMemoryGib !== undefined && { gpuMemoryGib: f.gpuMemoryGib }),
+    ...(f.numBlocks !== undefined && { numBlocks: f.numBlocks }),
   };
 }
 
@@ -56,6 +60,8 @@ export function validateCommand(): Command {
     .option('--cpu-overhead-ms <ms>', 'CPU time added to every step, ms (wins over the calibration)', nonNegativeNumber('--cpu-overhead-ms'))
     .option('--link-latency-us <us>', 'latency of one hop of a collective between GPUs, us (wins over the calibration)', nonNegativeNumber('--link-latency-us'))
     .option('--link-gbps <GB/s>', 'bandwidth of the link between GPUs, GB/s (wins over the calibration)', positiveNumber('--link-gbps'))
+    .option('--gpu-memory-gib <GiB>', "one GPU's memory in GiB, when the KV cache is derived (the run logs no num_gpu_blocks); wins over the run's logged memory and the profile GPU's nominal one (needed for a GPU kvpool does not know)", positiveNumber('--gpu-memory-gib'))
+    .option('--num-blocks <n>', "KV blocks per dp rank, in place of the run's logged or derived count", (v: string) => parseIntArg('--num-blocks', 2, v))
     .option('--json', 'print the comparison as JSON: { measured, predicted, differencePct, settings, ... }', false)
     .option('--report <file.html>', 'also write a page of charts: TTFT per request over arrival time, and running, waiting and throughput per second, predicted over measured')
     .addHelpText('after', [

@@ -145,12 +145,20 @@ export function kvSizedBlocks(o: TimedFleetOptions & { numBlocks?: number }, mod
   }
   const u = o.gpuMemoryUtilization;
   if (typeof u !== 'number' || !(u > 0 && u <= 1)) throw new RangeError(`options.gpuMemoryUtilization must be in (0, 1], got ${describe(u)}`);
-  if (kv.gpuBytes === undefined || kv.weightBytes === undefined) throw new RangeError(`options.gpuMemoryUtilization: timing model ${model.name} does not know its GPU's memory and its weights (a profile does; give its gpuMemoryGib for an unknown GPU)`);
+  if (kv.gpuBytes === undefined || kv.weightBytes === undefined) throw new RangeError(noGpuMemory(model));
   try {
     return kvCacheBlocks({ bytesPerToken: kv.bytesPerToken, blockSize, gpuMemoryUtilization: u, gpuMemoryGib: kv.gpuBytes / GIB, weightBytes: kv.weightBytes(dpSize) }).blocks;
   } catch (e) {
     throw new RangeError(`options.${(e as Error).message}`);
   }
+}
+
+/** Why a share of GPU memory cannot size `model`'s cache, and what to give. */
+function noGpuMemory(model: TimingModel): string {
+  // A profile knows its weights; of its GPU's memory, only that of the GPUs kvpool knows by name.
+  if (model instanceof ProfileModel) return `options.gpuMemoryUtilization: profile ${model.bundle.name} was measured on ${model.bundle.hardware}, a GPU whose memory kvpool does not know: give it in GiB (options.timing.gpuMemoryGib), or size the KV cache by options.kvCacheGib or options.numBlocks`;
+  if (model.kv?.weightBytes !== undefined) return `options.gpuMemoryUtilization: timing model ${model.name} does not know its GPU's memory (its kv.gpuBytes): size the KV cache by options.kvCacheGib or options.numBlocks`;
+  return `options.gpuMemoryUtilization: timing model ${model.name} does not know its GPU's memory and its weights (a GPU profile does): size the KV cache by options.kvCacheGib or options.numBlocks`;
 }
 
 /** What a timed run echoes of its KV cache: blocks and GiB per engine. */

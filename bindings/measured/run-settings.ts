@@ -48,9 +48,10 @@ function required(run: string, key: string, v: number | undefined): Setting<numb
 /**
  * The settings a run is replayed with. `model` is the profile model it is
  * timed with (its KV bytes per token and weights size a derived cache);
- * `numBlocks` given replaces the run's own.
+ * `numBlocks` given replaces the run's own; `gpuMemoryGiven`: the model's
+ * GPU memory was given (options.gpuMemoryGib) and wins over the run's.
  */
-export function engineSettings(run: string, meta: MeasuredMeta, model: ProfileModel, tp: Setting<number>, numBlocks?: number): EngineSettings {
+export function engineSettings(run: string, meta: MeasuredMeta, model: ProfileModel, tp: Setting<number>, numBlocks?: number, gpuMemoryGiven = false): EngineSettings {
   const dp: Setting<number> = meta.dataParallelSize !== undefined ? { value: meta.dataParallelSize, source: `${META} engine_kwargs.data_parallel_size` } : { value: 1, source: "vLLM's default (meta.json does not say)" };
   const expertParallel: Setting<boolean> = meta.enableExpertParallel !== undefined ? { value: meta.enableExpertParallel, source: `${META} engine_kwargs.enable_expert_parallel` } : { value: false, source: "vLLM's default (meta.json does not say)" };
   const blockSize: Setting<number> = meta.blockSize !== undefined ? { value: meta.blockSize, source: `${META} kv_cache.block_size` } : { value: VLLM_DEFAULTS.blockSize, source: "vLLM's default (meta.json does not say)" };
@@ -62,9 +63,10 @@ export function engineSettings(run: string, meta: MeasuredMeta, model: ProfileMo
   else {
     const util = meta.gpuMemoryUtilization ?? VLLM_DEFAULTS.gpuMemoryUtilization;
     const utilFrom = meta.gpuMemoryUtilization !== undefined ? 'kv_cache.gpu_memory_utilization' : "vLLM's default";
-    const gib = meta.deviceTotalMemoryBytes !== undefined ? meta.deviceTotalMemoryBytes / GIB : kv.gpuBytes !== undefined ? kv.gpuBytes / GIB : undefined;
-    if (gib === undefined) throw new RangeError(`${run}/${META}: neither kv_cache.num_gpu_blocks nor hardware.device_total_memory_bytes, and profile ${model.bundle.name} does not know its GPU's memory: give the KV cache (options.numBlocks)`);
-    const memFrom = meta.deviceTotalMemoryBytes !== undefined ? 'hardware.device_total_memory_bytes' : `the nominal memory of the profile's GPU (${model.bundle.hardware})`;
+    const given = gpuMemoryGiven && kv.gpuBytes !== undefined;
+    const gib = given ? kv.gpuBytes! / GIB : meta.deviceTotalMemoryBytes !== undefined ? meta.deviceTotalMemoryBytes / GIB : kv.gpuBytes !== undefined ? kv.gpuBytes / GIB : undefined;
+    if (gib === undefined) throw new RangeError(`${run}/${META}: neither kv_cache.num_gpu_blocks nor hardware.device_total_memory_bytes, and profile ${model.bundle.name} was measured on ${model.bundle.hardware}, a GPU whose memory kvpool does not know: give it in GiB (options.gpuMemoryGib), or the KV cache (options.numBlocks)`);
+    const memFrom = given ? 'given as options.gpuMemoryGib' : meta.deviceTotalMemoryBytes !== undefined ? 'hardware.device_total_memory_bytes' : `the nominal memory of the profile's GPU (${model.bundle.hardware})`;
     const weights = kv.weightBytes?.(model.bundle.sequence.moe ? dp.value : 1) ?? 0;
     const value = kvCacheBlocks({ bytesPerToken: kv.bytesPerToken, blockSize: blockSize.value, gpuMemoryUtilization: util, gpuMemoryGib: gib, weightBytes: weights }).blocks;
     const f = (x: number) => x.toFixed(2);

@@ -49,9 +49,15 @@ export interface ValidateOptions {
   skew?: boolean;
   /** KV blocks per dp rank, in place of the run's own or derived count. */
   numBlocks?: number;
+  /**
+   * One GPU's memory, GiB, when the KV cache is derived (the run logs no
+   * num_gpu_blocks): wins over the run's logged device memory and the
+   * profile's nominal one (needed for a GPU kvpool does not know).
+   */
+  gpuMemoryGib?: number;
 }
 
-const OPTION_KEYS = ['profile', 'tp', 'calibration', 'calibrationName', 'cpuOverheadMs', 'linkLatencyUs', 'linkGBps', 'skew', 'numBlocks'];
+const OPTION_KEYS = ['profile', 'tp', 'calibration', 'calibrationName', 'cpuOverheadMs', 'linkLatencyUs', 'linkGBps', 'skew', 'numBlocks', 'gpuMemoryGib'];
 
 export interface TimingSettings {
   /** The profile model's name (its bundle, hash and every parameter). */
@@ -128,6 +134,7 @@ export function validationModel(o: ValidateOptions, tp: number | Setting<number>
     ...(o.linkLatencyUs !== undefined && { linkLatencyUs: o.linkLatencyUs }),
     ...(o.linkGBps !== undefined && { linkGBps: o.linkGBps }),
     ...(o.skew !== undefined && { skew: o.skew }),
+    ...(o.gpuMemoryGib !== undefined && { gpuMemoryGib: o.gpuMemoryGib }),
   };
   return profileModel(spec, name);
 }
@@ -150,7 +157,7 @@ export function validateRun(run: MeasuredRun, o: ValidateOptions): Validation {
   checkValidateOptions(o);
   const tp = runTp(run.meta, o.tp);
   const model = validationModel(o, tp);
-  const settings = engineSettings(run.name, run.meta, model, tp, o.numBlocks);
+  const settings = engineSettings(run.name, run.meta, model, tp, o.numBlocks, o.gpuMemoryGib !== undefined);
   const trace = runTrace(run);
   const fleetRun = fleetSync({
     trace,

@@ -6,7 +6,8 @@
 // judged.
 
 import { closeSync, constants, fstatSync, openSync, readSync, statSync, type Stats } from 'node:fs';
-import { basename } from 'node:path';
+import { basename, dirname, isAbsolute, resolve } from 'node:path';
+import { PROFILE_PRESETS } from './profile-files.js';
 import { parseTimingTable } from '../timing/timing-table.js';
 import { parseTimingSpec, type TableTiming, type TimingSpecInput } from '../timing/timing-model.js';
 import { describe } from '../validate.js';
@@ -87,10 +88,22 @@ export function readTimingFile(path: string): TableTiming {
 }
 
 /**
+ * A profile spec's bundle folder, when a relative path, as seen from the
+ * spec file's folder (where its writer sees it), not the current one; a
+ * preset's name stays a name.
+ */
+function besideFile(spec: TimingSpecInput, file: string): TimingSpecInput {
+  if (spec.kind !== 'profile' || typeof spec.profile !== 'string' || isAbsolute(spec.profile)) return spec;
+  if (PROFILE_PRESETS[spec.profile.toLowerCase()] !== undefined) return spec;
+  return { ...spec, profile: resolve(dirname(resolve(file)), spec.profile) };
+}
+
+/**
  * What `kvpool fleet --timing FILE` takes, read once: a .json holding an
  * object with "kind" is a timing spec (a polynomial's coefficients, or a
- * table); any other .json, or a .csv, is a profiled table. `name` starts
- * every refusal (default: the path).
+ * table); any other .json, or a .csv, is a profiled table. A profile
+ * spec's relative bundle folder is resolved against the file's folder.
+ * `name` starts every refusal (default: the path).
  */
 export function readTimingSpecFile(path: string, name = JSON.stringify(path)): TimingSpecInput {
   if (typeof path !== 'string' || path === '') throw new TypeError(`path must be a non-empty string, got ${describe(path)}`);
@@ -105,7 +118,7 @@ export function readTimingSpecFile(path: string, name = JSON.stringify(path)): T
       } catch {
         v = undefined; // the table's parser says what is wrong with the text
       }
-      if (v !== null && typeof v === 'object' && !Array.isArray(v) && 'kind' in v) return parseTimingSpec(v, 'timing') as TimingSpecInput;
+      if (v !== null && typeof v === 'object' && !Array.isArray(v) && 'kind' in v) return besideFile(parseTimingSpec(v, 'timing') as TimingSpecInput, path);
     }
     const t = parseTimingTable(text, format);
     return { ...t, name: t.name ?? basename(path) }; // the model's name says which file made it

@@ -43,9 +43,12 @@ export function parseTimingSpec(spec: unknown, name = 'timing'): TimingSpec {
   throw new RangeError(`${name}.kind must be "polynomial", "table" or "profile", got ${describe(o['kind'])}`);
 }
 
-/** The model a spec describes (none: the default polynomial); a TimingModel of your own is used as it is. */
-export function timingModel(spec?: TimingSpecInput | TimingModel): TimingModel {
-  if (spec === undefined) return new Polynomial(parsePolynomial({}, 'timing'));
+/**
+ * The model a spec describes (none, or true as `fleet()`'s `timing: true`:
+ * the default polynomial); a TimingModel of your own is used as it is.
+ */
+export function timingModel(spec?: true | TimingSpecInput | TimingModel): TimingModel {
+  if (spec === undefined || spec === true) return new Polynomial(parsePolynomial({}, 'timing'));
   if (spec !== null && typeof spec === 'object' && typeof (spec as TimingModel).stepMs === 'function') {
     if (typeof (spec as TimingModel).name !== 'string') throw new TypeError(`timing: a TimingModel needs a string name, got ${describe((spec as TimingModel).name)}`);
     return spec as TimingModel;
