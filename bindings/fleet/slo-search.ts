@@ -45,7 +45,7 @@ export function checkSloTargets(slo: SloTargets): SloTargets {
 
 /** Requests a run did not serve in full: rejected, truncated, or finished early by the kernel to make room. */
 export function unserved(run: FleetRun): { rejected: number; truncated: number; finishedEarly: number } {
-  return { rejected: run.rejected, truncated: run.truncated, finishedEarly: run.engines.reduce((a, e) => a + e.finishedEarly, 0) };
+  return { rejected: run.rejected, truncated: run.truncated, finishedEarly: run.finishedEarly };
 }
 
 /** Whether a checked run meets checked targets. */
