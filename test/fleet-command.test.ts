@@ -2,7 +2,9 @@
 // figures as `fleet()`, a table with a row per engine, CSV, a glossary in
 // --help and in docs/fleet.md, errors before any trace is read.
 
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { FLEET_CONFIG_GLOSSARY, FLEET_ENGINE_GLOSSARY, FLEET_GLOSSARY } from '../bindings/cli/fleet-glossary.js';
@@ -99,5 +101,49 @@ describe('kvpool fleet', () => {
     const mode = await capture(() => main(['fleet', '/nonexistent.jsonl', '--sliding-window', '64', '--host-blocks', '100']));
     expect(mode.code).toBe(1);
     expect(mode.err).toMatch(/--host-blocks cannot be combined with --sliding-window/);
+  });
+});
+
+describe('requests finished early count in the fleet\'s summary, with a warning', () => {
+  // Six requests of 100 prompt and 200 output tokens, all at once, on two engines of 30 blocks: a pool holds one
+  // request's 19 blocks with room to spare, not two, so the kernel finishes the older to make room; none is truncated.
+  const trace = Array.from({ length: 6 }, (_, i) => JSON.stringify({ timestamp: i * 10, input_length: 100, output_length: 200, hash_ids: [i] })).join('\n') + '\n';
+  const file = join(mkdtempSync(join(tmpdir(), 'kvpool-early-')), 'early.jsonl');
+  writeFileSync(file, trace);
+  const args = ['fleet', file, '--engines', '2', '--num-blocks', '30', '--max-running', '4', '--arrival', 'instant'];
+
+  it('the library: the sum of the engines\' figure, said in a warning; truncated stays 0', async () => {
+    const run = await nodeFleet({ trace: file, engines: 2, numBlocks: 30, maxRunning: 4, arrival: 'instant' });
+    expect(run.truncated).toBe(0);
+    expect(run.finishedEarly).toBe(run.engines.reduce((a, e) => a + e.finishedEarly, 0));
+    expect(run.finishedEarly).toBeGreaterThan(0);
+    expect(run.warnings).toContain(
+      `${run.finishedEarly} requests stopped decoding early: an engine's pool ran out of blocks and the kernel finished them while they still decoded, to make room ` +
+        '(counted as finished early; more blocks or fewer running requests avoid it: numBlocks or maxRunning, --num-blocks or --max-running)',
+    );
+    // Enough blocks: none finished early, no warning.
+    const roomy = await nodeFleet({ trace: file, engines: 2, numBlocks: 60, maxRunning: 4, arrival: 'instant' });
+    expect(roomy.finishedEarly).toBe(0);
+    expect(roomy.warnings.filter((w) => w.includes('decoding early'))).toEqual([]);
+  });
+
+  it('the table, JSON and CSV carry it; the warning goes to stderr', async () => {
+    const run = await nodeFleet({ trace: file, engines: 2, numBlocks: 30, maxRunning: 4, arrival: 'instant' });
+    const t = await capture(() => main(args));
+    expect(t.code).toBe(0);
+    expect(t.out).toMatch(new RegExp(`\\n  truncated\\s+0\\n  finished early\\s+${run.finishedEarly}\\n`));
+    expect(t.err).toContain(`kvpool: warning: ${run.finishedEarly} requests stopped decoding early: an engine's pool ran out of blocks`);
+    expect(JSON.parse((await capture(() => main([...args, '--json']))).out).finishedEarly).toBe(run.finishedEarly);
+    const [header, row] = (await capture(() => main([...args, '--format', 'csv']))).out.split('\n');
+    expect(row!.split(',')[header!.split(',').indexOf('finishedEarly')]).toBe(String(run.finishedEarly));
+  });
+
+  it('continuous and vllm count the truncated requests as finished early: the same figure, one warning', async () => {
+    for (const o of [{ scheduler: 'continuous' as const }, { engine: 'vllm' as const, timing: true as const }]) {
+      const run = await nodeFleet({ trace: file, engines: 1, numBlocks: 16, maxRunning: 4, ...o });
+      expect(run.truncated).toBeGreaterThan(0);
+      expect(run.finishedEarly).toBe(run.truncated);
+      expect(run.warnings.filter((w) => w.includes('decoding early'))).toEqual([`${run.truncated} requests stopped decoding early for lack of blocks (counted as truncated)`]);
+    }
   });
 });

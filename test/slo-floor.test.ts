@@ -9,7 +9,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { main } from '../bindings/cli/main.js';
 import { fleetSync } from '../bindings/fleet/fleet.js';
-import { meetsSlo } from '../bindings/fleet/slo-search.js';
+import { meetsSlo, sloSearch } from '../bindings/fleet/slo-search.js';
+import { sloAnswer, sloAnswerLine } from '../bindings/fleet/slo-answer.js';
 import { cacheableTokens, noFleetReason, ttftFloor, ttftFloors } from '../bindings/fleet/slo-floor.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
 import { timingModel } from '../bindings/timing/timing-model.js';
@@ -88,6 +89,47 @@ describe('the floor never says no fleet can meet a target some fleet meets', () 
   });
 });
 
+describe('sloSearch runs only the largest count when the floor shows no count can meet the target', () => {
+  // Twenty prompts of 4,000 tokens, each its own: every floor is the same long prefill.
+  const trace = Array.from({ length: 20 }, (_, i) => req(i * 50, 4000, 5, Array.from({ length: 8 }, (_, j) => i * 100 + j)));
+  const options = { trace, numBlocks: 4096, scheduler: 'continuous' as const, maxNumBatchedTokens: 1024 };
+
+  it('one run, of the most engines, and the answer of the search that runs every count', () => {
+    const model = timingModel();
+    const floor = ttftFloor(trace, 20, model, { blockSize: 16, dpSize: 1, scheduler: 'continuous', maxNumBatchedTokens: 1024 }, 1);
+    const slo = { ttftMs: floor.p99 / 2 };
+    const found = sloSearch(options, slo, [3, 1, 4, 2]);
+    expect(found.runs.map((r) => r.config.engines)).toEqual([4]);
+    expect(found.engines).toBeNull();
+    expect(found.skipped).toBe(3);
+    expect(found.why).toMatch(/^no fleet can meet it: under the timing model \(polynomial\), 20 of the 20 requests take longer than/);
+    // The full search: every count run, none meets; its answer (and its reason afterwards) is the same.
+    const every = [1, 2, 3, 4].map((engines) => fleetSync({ ...options, engines }));
+    expect(every.some((r) => meetsSlo(r, slo))).toBe(false);
+    expect(found.runs[0]).toEqual(every[3]);
+    const full = { ...sloAnswer('round-robin', every, slo), why: noFleetReason(every[3]!, trace, model, slo)! };
+    const quick = sloAnswer('round-robin', found.runs, slo);
+    expect({ ...quick, why: found.why }).toEqual(full);
+    // The line says what the full search says, then that the smaller counts did not run.
+    expect(sloAnswerLine({ ...quick, why: found.why!, skipped: found.skipped }, slo, false)).toBe(`${sloAnswerLine(full, slo, false)}; so only the 4-engine fleet ran, not the 3 smaller ones`);
+  });
+
+  it('a target the floor allows runs the counts as before, from the smallest, and skips none', () => {
+    const found = sloSearch(options, { ttftMs: 1e9 }, 3);
+    expect(found.runs.map((r) => r.config.engines)).toEqual([1]);
+    expect(found).toMatchObject({ engines: 1, skipped: 0 });
+    expect(found.why).toBeUndefined();
+    // No TTFT target: no floor to judge by; every count runs until one meets the targets (none here).
+    const tpot = sloSearch(options, { tpotMs: 1e-3 }, 3);
+    expect(tpot.runs.map((r) => r.config.engines)).toEqual([1, 2, 3]);
+    expect(tpot).toMatchObject({ engines: null, skipped: 0 });
+  });
+
+  it('a step-clock fleet is refused as before, at its first run', () => {
+    expect(() => sloSearch({ trace, numBlocks: 4096 }, { ttftMs: 1 }, 3)).toThrow(/an SLO needs a timed fleet run/);
+  });
+});
+
 describe('kvpool fleet and sweep say why no fleet can meet a TTFT target', () => {
   const args = ['--requests', '60', '--max-running', '4', '--num-blocks', '3000', '--scheduler', 'continuous', '--speedup', '40', '--no-progress'];
 
@@ -95,11 +137,20 @@ describe('kvpool fleet and sweep say why no fleet can meet a TTFT target', () =>
     const r = await capture(() => main(['fleet', ...args, '--engines', '2', '--slo-ttft-ms', '50']));
     expect(r.code).toBe(0);
     expect(r.out).toMatch(
-      /no fleet up to 2 engines meets p99 TTFT <= 50 ms \(2 engines: p99 TTFT [\d,.]+ ms\); no fleet can meet it: under the timing model \(polynomial\), \d+ of the 60 requests take longer than 50 ms to their first token even alone on an idle engine with every prefix an earlier request shares already cached \(p99 of those times [\d,.]+ ms; the longest, request \d+ of [\d,]+ prompt tokens, [\d,.]+ ms\)\n/,
+      /no fleet up to 2 engines meets p99 TTFT <= 50 ms \(2 engines: p99 TTFT [\d,.]+ ms\); no fleet can meet it: under the timing model \(polynomial\), \d+ of the 60 requests take longer than 50 ms to their first token even alone on an idle engine with every prefix an earlier request shares already cached \(p99 of those times [\d,.]+ ms; the longest, request \d+ of [\d,]+ prompt tokens, [\d,.]+ ms\); so only the 2-engine fleet ran, not the 1 smaller one\n/,
     );
     const j = JSON.parse((await capture(() => main(['fleet', ...args, '--engines', '2', '--slo-ttft-ms', '50', '--json']))).out);
     expect(j.slo.answers[0].engines).toBeNull();
     expect(j.slo.answers[0].why).toMatch(/^no fleet can meet it: /);
+    expect(j.slo.answers[0].skipped).toBe(1);
+    // Only the largest count ran: one run in JSON, of 2 engines.
+    expect(j.runs.map((x: { config: { engines: number } }) => x.config.engines)).toEqual([2]);
+  });
+
+  it('kvpool fleet: two routers, each searched by itself; a list of counts runs only its largest', async () => {
+    const j = JSON.parse((await capture(() => main(['fleet', ...args, '--engines', '1,3,2', '--router', 'round-robin,least-loaded', '--slo-ttft-ms', '50', '--json']))).out);
+    expect(j.runs.map((x: { config: { engines: number; router: string } }) => `${x.config.router} x ${x.config.engines}`)).toEqual(['round-robin x 3', 'least-loaded x 3']);
+    expect(j.slo.answers.map((a: { engines: null; maxEngines: number; skipped: number }) => [a.engines, a.maxEngines, a.skipped])).toEqual([[null, 3, 2], [null, 3, 2]]);
   });
 
   it('says nothing more when more engines might meet it (the floor is under the target)', async () => {

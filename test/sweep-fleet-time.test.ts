@@ -180,6 +180,20 @@ describe('kvpool sweep, timed', () => {
     expect([...section('answers').matchAll(/<li>/g)].length).toBe(2);
   });
 
+  it('--report: an answer no fleet can meet gives the reason, as the printed line does', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvpool-timed-report-'));
+    const html = join(dir, 'unmeetable.html');
+    const small = ['sweep', '--requests', '60', '--max-running', '4', '--num-blocks', '3000', '--scheduler', 'continuous', '--speedup', '40', '--engines', '1,2', '--workers', '2', '--no-progress'];
+    const r = await capture(() => main([...small, '--slo-ttft-ms', '50', '--report', html]));
+    expect(r.code).toBe(0);
+    const line = r.out.split('\n').find((l) => l.startsWith('round-robin: no fleet tried meets'))!;
+    expect(line).toMatch(/; no fleet can meet it: under the timing model \(polynomial\), \d+ of the 60 requests take longer than 50 ms/);
+    const text = readFileSync(html, 'utf8');
+    const answers = text.slice(text.indexOf('<section id="answers">'), text.indexOf('</section>', text.indexOf('<section id="answers">')));
+    const items = [...answers.matchAll(/<li>(.*?)<\/li>/g)].map((m) => m[1]!.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&'));
+    expect(items).toEqual([line]);
+  });
+
   it('has no latency charts for step-clock fleets, and a mixed sweep draws only the timed bars', async () => {
     const step = await fleetSweep({ requests: 40, maxRunning: 4, numBlocks: 2400, grid: { engines: [1, 2] }, workers: 1 });
     expect(fleetReportCharts(step, ['router', 'engines']).map((c) => c.id)).not.toContain('ttft-p99');

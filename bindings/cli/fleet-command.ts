@@ -7,9 +7,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { fleetSync } from '../fleet/fleet.js';
 import { checkFleetFits } from '../fleet/fleet-memory.js';
-import { noFleetReason } from '../fleet/slo-floor.js';
-import { generateWorkload } from '../replay/workload.js';
-import { timingModel } from '../timing/timing-model.js';
 import { DEFAULT_STEP_MS, parseFleetOptions, type FleetOptions, type ParsedFleetOptions } from '../fleet/fleet-options.js';
 import type { SloTargets } from '../fleet/slo-search.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
@@ -169,15 +166,10 @@ export function fleetCommand(): Command {
       try {
         if (slo !== undefined) {
           const counts = o.engines.length === 1 ? o.engines[0]! : o.engines;
+          // Where the trace and the model alone show no count can meet the targets, the answer says why.
           const found = fleetSloSearch({ ...shared, ...trace }, o.router, slo, counts, spec, bar.onProgress);
           results.push(...found.runs);
-          // Where none met the targets, say why when the trace and the model alone show that none can.
-          const ran = requests ?? generateWorkload({ requests: o.requests, seed: o.seed });
-          const model = timingModel(typeof shared.timing === 'object' ? shared.timing : undefined);
-          answers = found.answers.map((a) => {
-            const why = a.engines === null ? noFleetReason(a.run, ran, model, slo) : undefined;
-            return why === undefined ? a : { ...a, why };
-          });
+          answers = found.answers;
         } else {
           for (const [i, options] of all.entries()) {
             const onProgress = bar.onProgress(`${i + 1}/${all.length} ${options.router as string} x ${options.engines}`);

@@ -64,7 +64,7 @@ export function formatFleetCsv(runs: readonly FleetRun[]): string {
 
 /** Several fleets side by side: a row each (router, engines, the fleet's figures), the shared configuration above. */
 export function formatFleetComparison(runs: readonly FleetRun[], title: string): string {
-  const cols = FLEET_GLOSSARY.filter((e) => !['requests', 'truncated', 'promptBlocks'].includes(e.key));
+  const cols = FLEET_GLOSSARY.filter((e) => !['requests', 'truncated', 'finishedEarly', 'promptBlocks'].includes(e.key));
   const timed = runs.some((r) => r.latency !== undefined);
   const head = ['router', 'engines', ...cols.map((e) => e.label), ...(timed ? COMPARISON_LATENCY_HEAD : [])];
   const body = runs.map((r) => [r.config.router, String(r.config.engines), ...cols.map((e) => num(e.key, get(r, e.key) as number)), ...(timed ? comparisonLatencyCells(r) : [])]);

@@ -8,6 +8,7 @@ export const FLEET_GLOSSARY: readonly GlossaryEntry[] = [
   { key: 'requests', label: 'requests', meaning: 'requests read from the trace (after --limit), rejected ones included' },
   { key: 'rejected', label: 'rejected', meaning: 'requests whose prompt could not be placed on their engine even with nothing else running there' },
   { key: 'truncated', label: 'truncated', meaning: 'requests that stopped decoding early because no block was left for the next token' },
+  { key: 'finishedEarly', label: 'finished early', meaning: "engines[].finishedEarly summed: requests cut short while they still decoded (xllm: the kernel finished them to make room when a pool ran out of blocks; --scheduler continuous and --engine vllm: the truncated requests)" },
   { key: 'promptBlocks', label: 'prompt blocks', meaning: 'full prompt blocks of the requests placed, over every engine' },
   { key: 'matchedBlocks', label: 'matched blocks', meaning: 'prompt blocks found in the prefix cache of the engine the request was sent to' },
   { key: 'hitRate', label: 'hit rate', meaning: 'matched blocks / prompt blocks over the fleet (a fraction in JSON and CSV, a percentage in the table)' },

@@ -1,6 +1,7 @@
 // `kvpool fleet --slo-ttft-ms/--slo-itl-ms`: for each router given, the
 // library's sloSearch over the engine counts (smallest first, stopping at
-// the first that meets the targets), and the answer it gives.
+// the first that meets the targets; only the largest when the TTFT floor
+// shows none can), and the answer it gives, with the floor's reason.
 
 import type { FleetOptions } from '../fleet/fleet-options.js';
 import type { FleetRun } from '../fleet/fleet-result.js';
@@ -23,7 +24,8 @@ export function fleetSloSearch(
     const onProgress = progress(`SLO search, ${router}`);
     const found = sloSearch({ ...shared, router, ...(onProgress && { onProgress }) }, slo, counts, traceName);
     runs.push(...found.runs);
-    answers.push(sloAnswer(router, found.runs, slo));
+    const a = sloAnswer(router, found.runs, slo);
+    answers.push(found.why === undefined ? a : { ...a, why: found.why, skipped: found.skipped });
   }
   return { runs, answers };
 }

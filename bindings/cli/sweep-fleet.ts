@@ -265,7 +265,7 @@ export async function fleetSweepCommand(o: Flags, grid: SweepGrid, base: Omit<Re
   if (o.format === 'jsonl' || o.format === 'csv') for (const l of lines) process.stderr.write(`kvpool: ${l}\n`);
   warn(groupWarnings(runs).map(({ message, configs }) => `${message} (fleet${configs.length > 1 ? 's' : ''} ${ranges(configs.map((i) => i + 1))})`));
   if (o.report !== undefined) {
-    await writeFleetReport(o.report, runs, varied, slo);
+    await writeFleetReport(o.report, runs, varied, slo, answers);
     process.stderr.write(`kvpool: report written to ${o.report}\n`);
   }
 }

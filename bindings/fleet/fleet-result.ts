@@ -35,6 +35,13 @@ export interface FleetRun {
   requests: number;
   rejected: number;
   truncated: number;
+  /**
+   * engines[].finishedEarly summed: requests cut short while they still
+   * decoded (xllm's kernel finished them to make room after a failed
+   * allocation; scheduler 'continuous' and engine 'vllm': the truncated
+   * requests, so the same as `truncated`).
+   */
+  finishedEarly: number;
   promptBlocks: number;
   matchedBlocks: number;
   /** matchedBlocks / promptBlocks over the fleet, rounded to 1e-6. */
@@ -91,6 +98,14 @@ export function fleetWarnings(r: Omit<FleetRun, 'warnings'>): string[] {
   if (r.requests === 0) out.push('nothing was replayed: the trace has no requests (or the limit is 0)');
   else if (r.rejected > 0) out.push(`${r.rejected} of ${r.requests} requests were rejected: their prompt needs more blocks than an engine's rank has`);
   if (r.truncated > 0) out.push(`${r.truncated} requests stopped decoding early for lack of blocks (counted as truncated)`);
+  // Only xLLM's kernel finishes requests early other than by truncating them (elsewhere the two counts are the same requests).
+  const kernel = r.config.engine === undefined && r.config.scheduler !== 'continuous';
+  if (kernel && r.finishedEarly > 0) {
+    out.push(
+      `${r.finishedEarly} requests stopped decoding early: an engine's pool ran out of blocks and the kernel finished them while they still decoded, to make room ` +
+        '(counted as finished early; more blocks or fewer running requests avoid it: numBlocks or maxRunning, --num-blocks or --max-running)',
+    );
+  }
   const idle = r.engines.filter((e) => e.requests === 0).length;
   if (idle > 0 && r.requests >= r.engines.length) out.push(`${idle} of ${r.engines.length} engines were sent no request by the router`);
   return out;
@@ -109,6 +124,7 @@ export function assembleRun(
     requests: n,
     rejected: sum((x) => x.rejected),
     truncated: sum((x) => x.run.truncated),
+    finishedEarly: sum((x) => x.finishedEarly),
     promptBlocks,
     matchedBlocks,
     hitRate: ratio6(matchedBlocks, promptBlocks),

@@ -26,6 +26,8 @@ export interface SloAnswer {
   maxEngines: number;
   /** When none met the targets and the reason is knowable (slo-floor.ts: no fleet can), the reason. */
   why?: string;
+  /** Engine counts not run because `why` showed, before any run, that none can meet the targets (sloSearch). */
+  skipped?: number;
 }
 
 /** The answer of a group of runs (timed, at least one). */
@@ -50,11 +52,17 @@ function figuresText(r: FleetRun, slo: SloTargets): string {
   return [...given(slo).map((k) => `p99 ${SLO_NAMES[k]} ${ms(l[k].p99)} ms`), ...lost].join(', ');
 }
 
+/** "; so only the 32-engine fleet ran, not the 31 smaller ones" when the floor made the search skip counts. */
+function skippedText(a: SloAnswer): string {
+  const n = a.skipped ?? 0;
+  return n === 0 ? '' : `; so only the ${a.maxEngines}-engine fleet ran, not the ${n.toLocaleString('en-US')} smaller one${n === 1 ? '' : 's'}`;
+}
+
 /** The answer as a sentence, prefixed with its label when there are several. */
 export function sloAnswerLine(a: SloAnswer, slo: SloTargets, labelled: boolean): string {
   const head = labelled ? `${a.label}: ` : '';
   return a.engines === null
-    ? `${head}no fleet up to ${a.maxEngines} engines meets ${sloText(slo)} (${a.maxEngines} engines: ${figuresText(a.run, slo)})${a.why === undefined ? '' : `; ${a.why}`}`
+    ? `${head}no fleet up to ${a.maxEngines} engines meets ${sloText(slo)} (${a.maxEngines} engines: ${figuresText(a.run, slo)})${a.why === undefined ? '' : `; ${a.why}`}${skippedText(a)}`
     : `${head}fewest engines meeting ${sloText(slo)}: ${a.engines} (${figuresText(a.run, slo)})`;
 }
 
@@ -72,6 +80,7 @@ export function sloJson(slo: SloTargets, answers: readonly SloAnswer[]): unknown
       tpotMsP99: a.run.latency!.tpotMs.p99,
       itlMsP99: a.run.latency!.itlMs.p99,
       ...(a.why !== undefined && { why: a.why }),
+      ...(a.skipped !== undefined && a.skipped > 0 && { skipped: a.skipped }),
     })),
   };
 }

@@ -9,6 +9,7 @@
 import type { TraceRequest } from '../replay/trace.js';
 import { latencyFigures } from './latency-figures.js';
 import { addChunk, clearStepBatch, emptyStepBatch, type TimingModel } from '../timing/timing-model.js';
+import type { FleetConfig } from './fleet-options.js';
 import type { FleetRun } from './fleet-result.js';
 import type { TimedScheduler } from './timed-options.js';
 
@@ -140,18 +141,27 @@ export function ttftFloorReason(f: TtftFloor, targetMs: number, modelName: strin
 }
 
 /**
+ * Why no fleet of configuration `c` (any engine count) can meet `slo`, when
+ * the TTFT floor of the first `n` requests of `trace` under `model` says
+ * so: the reason, or undefined. Needs no run: sloSearch asks it before the
+ * first.
+ */
+export function floorReason(c: FleetConfig, trace: readonly TraceRequest[], n: number, model: TimingModel, slo: { ttftMs?: number }): string | undefined {
+  if (slo.ttftMs === undefined || c.scheduler === undefined) return undefined;
+  const floor = ttftFloor(trace, Math.min(n, trace.length), model, {
+    blockSize: c.blockSize, dpSize: c.dpSize, scheduler: c.scheduler,
+    ...(c.maxNumBatchedTokens !== undefined && { maxNumBatchedTokens: c.maxNumBatchedTokens }),
+    ...(c.longPrefillTokenThreshold !== undefined && { longPrefillTokenThreshold: c.longPrefillTokenThreshold }),
+  }, slo.ttftMs);
+  return ttftFloorReason(floor, slo.ttftMs, model.name);
+}
+
+/**
  * Why `run` (the largest fleet tried, which did not meet `slo`) could not,
  * when the TTFT floor says so: the reason, or undefined. `trace` is the
  * run's trace (its first `run.requests` requests ran), `model` its timing
  * model.
  */
 export function noFleetReason(run: FleetRun, trace: readonly TraceRequest[], model: TimingModel, slo: { ttftMs?: number }): string | undefined {
-  const c = run.config;
-  if (slo.ttftMs === undefined || c.scheduler === undefined) return undefined;
-  const floor = ttftFloor(trace, Math.min(run.requests, trace.length), model, {
-    blockSize: c.blockSize, dpSize: c.dpSize, scheduler: c.scheduler,
-    ...(c.maxNumBatchedTokens !== undefined && { maxNumBatchedTokens: c.maxNumBatchedTokens }),
-    ...(c.longPrefillTokenThreshold !== undefined && { longPrefillTokenThreshold: c.longPrefillTokenThreshold }),
-  }, slo.ttftMs);
-  return ttftFloorReason(floor, slo.ttftMs, model.name);
+  return floorReason(run.config, trace, run.requests, model, slo);
 }

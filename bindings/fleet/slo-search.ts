@@ -2,12 +2,18 @@
 // answer): how few engines keep the 99th-percentile TTFT, time per output
 // token and inter-token latency under their targets? Tried in ascending order of engine count,
 // stopping at the first that meets every target -- exact whatever the
-// shape of the curve, since no count below it was skipped.
+// shape of the curve, since no count below it was skipped. Before the
+// first run, the TTFT floor (slo-floor.ts) may show that no count can meet
+// a TTFT target: then only the largest count runs, for its figures.
 
 import { checkInt, checkObject, describe } from '../validate.js';
+import { traceArg } from '../replay/replay.js';
+import { checkRequests } from '../replay/stepper.js';
+import { generateWorkload } from '../replay/workload.js';
 import { fleetSync } from './fleet.js';
-import type { FleetOptions } from './fleet-options.js';
+import { fleetConfig, parseFleetOptions, type FleetOptions } from './fleet-options.js';
 import type { FleetRun } from './fleet-result.js';
+import { floorReason } from './slo-floor.js';
 
 /** p99 targets in milliseconds; at least one. */
 export interface SloTargets {
@@ -27,6 +33,14 @@ export interface SloSearchResult {
   engines: number | null;
   /** Every run made, in ascending engine count (the last meets the targets when `engines` is set). */
   runs: FleetRun[];
+  /**
+   * Set when the TTFT floor showed, before any run, that no engine count
+   * can meet the targets ("no fleet can meet it: ..."): then `engines` is
+   * null and `runs` holds only the largest count's run.
+   */
+  why?: string;
+  /** Engine counts not run because `why` rules them out (0 unless `why` is set). */
+  skipped: number;
 }
 
 /** The targets, checked: an object of finite numbers > 0 under known names, at least one given. */
@@ -45,7 +59,7 @@ export function checkSloTargets(slo: SloTargets): SloTargets {
 
 /** Requests a run did not serve in full: rejected, truncated, or finished early by the kernel to make room. */
 export function unserved(run: FleetRun): { rejected: number; truncated: number; finishedEarly: number } {
-  return { rejected: run.rejected, truncated: run.truncated, finishedEarly: run.engines.reduce((a, e) => a + e.finishedEarly, 0) };
+  return { rejected: run.rejected, truncated: run.truncated, finishedEarly: run.finishedEarly };
 }
 
 /** Whether a checked run meets checked targets. */
@@ -90,22 +104,44 @@ export function fewestMeeting(runs: readonly FleetRun[], slo: SloTargets): Fleet
 }
 
 /**
+ * Why no engine count can meet `slo` with these options, known before any
+ * run from the trace and the timing model alone (slo-floor.ts); undefined:
+ * some count may, or the fleet is not timed (its first run refuses it).
+ */
+function unmeetable(options: FleetOptions, slo: SloTargets, engines: number): string | undefined {
+  if (slo.ttftMs === undefined) return undefined;
+  const p = parseFleetOptions({ ...options, engines });
+  if (p.timed === undefined) return undefined;
+  const trace = traceArg(options) ?? generateWorkload({ requests: p.replay.requests, seed: p.replay.seed });
+  checkRequests(trace, p.replay.limit);
+  const n = Math.min(trace.length, p.replay.limit ?? Infinity);
+  return floorReason(fleetConfig(p, '', undefined), trace, n, p.timed.model, slo);
+}
+
+/**
  * Runs `options` (a timed fleet; its `engines` is ignored) at each engine
  * count, smallest first, until one meets every target. `engineCounts`: a
  * list, or N for 1..N. Synchronous: the core must be loaded (as for
  * fleetSync; `await fleet({})` or Node's entry loads it). Returns the
- * fewest engines that meet the targets (null: none tried) and every run made.
+ * fewest engines that meet the targets (null: none tried) and every run
+ * made. When the TTFT floor shows no count can meet a TTFT target, only
+ * the largest count runs (the answer is the one the full search gives)
+ * and `why` says so.
  */
 export function sloSearch(options: FleetOptions, slo: SloTargets, engineCounts: number | readonly number[], traceName?: string): SloSearchResult {
   checkSloTargets(slo);
   const counts = typeof engineCounts === 'number' ? Array.from({ length: checkInt('engineCounts', engineCounts, 1, 4096) }, (_, i) => i + 1) : engineCounts;
   if (!Array.isArray(counts) || counts.length === 0) throw new TypeError(`engineCounts must be a number or a non-empty array of engine counts, got ${describe(engineCounts)}`);
   const ascending = [...new Set(counts.map((c, i) => checkInt(`engineCounts[${i}]`, c, 1, 4096)))].sort((a, b) => a - b);
+  const largest = ascending[ascending.length - 1]!;
+  const why = unmeetable(options, slo, largest);
+  // The floor's p99 is never above a run's p99 TTFT: every smaller count would miss too.
+  if (why !== undefined) return { engines: null, runs: [fleetSync({ ...options, engines: largest }, traceName)], why, skipped: ascending.length - 1 };
   const runs: FleetRun[] = [];
   for (const engines of ascending) {
     const run = fleetSync({ ...options, engines }, traceName);
     runs.push(run);
-    if (meets(run, slo)) return { engines, runs };
+    if (meets(run, slo)) return { engines, runs, skipped: 0 };
   }
-  return { engines: null, runs };
+  return { engines: null, runs, skipped: 0 };
 }

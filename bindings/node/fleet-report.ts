@@ -10,7 +10,7 @@ import { esc, reportPage } from './report-page.js';
 import { barChart, barLayout, type BarAxis } from './bar-chart.js';
 import { configValue, FLEET_GRID_KEYS, FLEET_NAME_KEYS, type FleetGridKey } from './fleet-sweep.js';
 import { checkSloTargets, type SloTargets } from '../fleet/slo-search.js';
-import { ms, sloText, sweepSloAnswers, sweepSloLine } from '../fleet/slo-answer.js';
+import { ms, sloText, sweepSloAnswers, sweepSloLine, type SweepSloAnswer } from '../fleet/slo-answer.js';
 import { SWEEP_GRID_KEYS, type SweepGridKey } from './sweep.js';
 import { checkReportArgs } from './report-args.js';
 import { describe } from '../validate.js';
@@ -112,8 +112,14 @@ export function fleetReportCharts(runs: readonly FleetRun[], varied: FleetVaried
   ];
 }
 
-/** The HTML page: fixed options, the charts, a row per fleet. */
-export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVaried, slo?: SloTargets): Promise<string> {
+/**
+ * The HTML page: fixed options, the charts, a row per fleet. With `slo`,
+ * the answers above the charts: `answers` as given (kvpool sweep's, with
+ * the reason no fleet can meet a target where it knows one, slo-floor.ts),
+ * else worked out from the runs (without reasons: the report has neither
+ * the trace nor the timing model).
+ */
+export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVaried, slo?: SloTargets, answers?: readonly SweepSloAnswer[]): Promise<string> {
   checkReportArgs(runs, varied, FLEET_VARIED_KEYS);
   checkReportSlo(runs, slo);
   const charts = fleetReportCharts(runs, varied, slo);
@@ -139,7 +145,7 @@ export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVa
     warnings: groupWarnings(runs).map(({ message, configs }) => `${message} (${configs.map((i) => fleetLabel(runs[i]!, varied)).join('; ')})`),
     charts,
     svgs,
-    ...(slo !== undefined && { answers: { title: `Smallest fleet meeting ${sloText(slo)}`, lines: sweepSloAnswers(runs, slo, (r) => sloGroupLabel(r, varied)).map((a) => sweepSloLine(a, slo)) } }),
+    ...(slo !== undefined && { answers: { title: `Smallest fleet meeting ${sloText(slo)}`, lines: (answers ?? sweepSloAnswers(runs, slo, (r) => sloGroupLabel(r, varied))).map((a) => sweepSloLine(a, slo)) } }),
     head: [...varied.map(flag), 'fleet hit rate', 'matched blocks', 'prompt blocks', `queueing mean (${stepUnit})`, `queueing p99 (${stepUnit})`, 'load imbalance', 'rejected', 'truncated', 'steps', ...figures.map((c) => c.axis), ...(timed ? ['output tokens/s'] : [])],
     rows: runs.map((r) => [
       ...varied.map((k) => cell(k, String(configValue(r.config, k)), String(configValue(r.config, k)))),
@@ -173,9 +179,9 @@ function checkReportSlo(runs: readonly FleetRun[], slo: SloTargets | undefined):
   if (runs.some((r) => r.latency === undefined)) throw new RangeError('slo: every fleet of the report must be timed (a step-clock fleet has no latency to hold to it)');
 }
 
-/** Writes the report: `.svg` the charts alone, anything else (`.html`) the page. */
-export async function writeFleetReport(file: string, runs: readonly FleetRun[], varied: FleetVaried, slo?: SloTargets): Promise<void> {
+/** Writes the report: `.svg` the charts alone, anything else (`.html`) the page (`answers`: as fleetReportHtml's). */
+export async function writeFleetReport(file: string, runs: readonly FleetRun[], varied: FleetVaried, slo?: SloTargets, answers?: readonly SweepSloAnswer[]): Promise<void> {
   if (typeof file !== 'string') throw new TypeError(`file must be a path, got ${describe(file)}`);
-  const text = /\.svg$/i.test(file) ? await fleetReportSvg(runs, varied, slo) : await fleetReportHtml(runs, varied, slo);
+  const text = /\.svg$/i.test(file) ? await fleetReportSvg(runs, varied, slo) : await fleetReportHtml(runs, varied, slo, answers);
   writeFileSync(file, text);
 }
