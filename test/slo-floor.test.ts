@@ -13,7 +13,7 @@ import { meetsSlo, sloSearch } from '../bindings/fleet/slo-search.js';
 import { sloAnswer, sloAnswerLine } from '../bindings/fleet/slo-answer.js';
 import { cacheableTokens, noFleetReason, ttftFloor, ttftFloors } from '../bindings/fleet/slo-floor.js';
 import type { TraceRequest } from '../bindings/replay/trace.js';
-import { timingModel } from '../bindings/timing/timing-model.js';
+import { timingModel, type TimingModel } from '../bindings/timing/timing-model.js';
 import { capture } from './support/capture.js';
 
 function req(timestamp: number, L: number, O: number, ids: number[]): TraceRequest {
@@ -123,6 +123,22 @@ describe('sloSearch runs only the largest count when the floor shows no count ca
     const tpot = sloSearch(options, { tpotMs: 1e-3 }, 3);
     expect(tpot.runs.map((r) => r.config.engines)).toEqual([1, 2, 3]);
     expect(tpot).toMatchObject({ engines: null, skipped: 0 });
+  });
+
+  it("a model of one's own that beats the floor gets the full search: its largest fleet meeting the target shows it", () => {
+    // Slow for every step the floor times, fast for every step a fleet runs after it: not a model whose step time
+    // grows with its batch, so the floor is no floor under it.
+    let calls = 0;
+    let slowFor = 0;
+    const model: TimingModel = { name: 'slow at first', stepMs: () => (calls++ < slowFor ? 1e6 : 1) };
+    ttftFloor(trace, 20, model, { blockSize: 16, dpSize: 1, scheduler: 'continuous', maxNumBatchedTokens: 1024 }, 1);
+    slowFor = calls;
+    calls = 0;
+    const found = sloSearch({ ...options, timing: model }, { ttftMs: 1000 }, 3);
+    expect(calls).toBeGreaterThan(slowFor); // the floor was asked, and said no fleet can
+    expect(found.why).toBeUndefined();
+    expect(found).toMatchObject({ engines: 1, skipped: 0 });
+    expect(found.runs.map((r) => r.config.engines)).toEqual([1]);
   });
 
   it('a step-clock fleet is refused as before, at its first run', () => {

@@ -135,8 +135,13 @@ export function sloSearch(options: FleetOptions, slo: SloTargets, engineCounts: 
   const ascending = [...new Set(counts.map((c, i) => checkInt(`engineCounts[${i}]`, c, 1, 4096)))].sort((a, b) => a - b);
   const largest = ascending[ascending.length - 1]!;
   const why = unmeetable(options, slo, largest);
-  // The floor's p99 is never above a run's p99 TTFT: every smaller count would miss too.
-  if (why !== undefined) return { engines: null, runs: [fleetSync({ ...options, engines: largest }, traceName)], why, skipped: ascending.length - 1 };
+  if (why !== undefined) {
+    // The floor's p99 is never above a run's p99 TTFT under a model whose step time grows with its batch, as the
+    // built-in ones do: every smaller count would miss too. A model of one's own that does not can beat the floor;
+    // its largest fleet meeting the targets shows it, and then the search runs in full, as if no floor were known.
+    const run = fleetSync({ ...options, engines: largest }, traceName);
+    if (!meets(run, slo)) return { engines: null, runs: [run], why, skipped: ascending.length - 1 };
+  }
   const runs: FleetRun[] = [];
   for (const engines of ascending) {
     const run = fleetSync({ ...options, engines }, traceName);
