@@ -102,6 +102,29 @@ describe('kvpool validate', () => {
 });
 
 describe('kvpool calibrate', () => {
+  it('--gpu-memory-gib and --num-blocks size a run\'s KV cache as validate\'s do: a GPU kvpool does not know can be calibrated', async () => {
+    const { bundle } = unknownGpuBundle();
+    const no = await capture(() => main(['calibrate', LLAMA, '--profile', bundle, '--no-progress']));
+    expect(no.code).toBe(1);
+    expect(no.err).toMatch(/a GPU whose memory kvpool does not know: give it in GiB \(--gpu-memory-gib\)/);
+    // 96 GiB is the RTX PRO 6000's nominal memory, which the preset of the same tables derives the run's cache from: the same fit.
+    const h100 = await capture(() => main(['calibrate', LLAMA, '--profile', bundle, '--gpu-memory-gib', '96', '--json', '--no-progress']));
+    expect(h100.code, h100.err).toBe(0);
+    const preset = await capture(() => main(['calibrate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--json', '--no-progress']));
+    const a = JSON.parse(h100.out);
+    const b = JSON.parse(preset.out);
+    expect(a.hardware).toBe('H100');
+    expect(a.parameters).toEqual(b.parameters);
+    expect(a.runs[0].after).toEqual(b.runs[0].after);
+    // --num-blocks: the cache given, whatever the GPU.
+    const blocks = await capture(() => main(['calibrate', LLAMA, '--profile', bundle, '--num-blocks', '35810', '--json', '--no-progress']));
+    expect(blocks.code, blocks.err).toBe(0);
+    expect(JSON.parse(blocks.out).runs[0].after).toEqual(b.runs[0].after);
+    const twice = await capture(() => main(['calibrate', LLAMA, '--profile', bundle, '--gpu-memory-gib', '96', '--gpu-memory-gib', '80', '--no-progress']));
+    expect(twice.code).toBe(1);
+    expect(twice.err).toMatch(/--gpu-memory-gib is given 2 times for 1 runs/);
+  }, 60_000);
+
   it('writes a calibration that validate and fleet read back, with what it fitted and why', async () => {
     const file = join(tmp(), 'llama.json');
     const r = await capture(() => main(['calibrate', LLAMA, '--profile', 'rtxpro6000/llama-3.1-8b', '--out', file, '--no-progress']));

@@ -10,13 +10,15 @@ import { readMeasuredRun, MEASURED_RUNS } from '../node/measured-files.js';
 import { PROFILE_PRESETS } from '../node/profile-files.js';
 import { writeCalibrationFile } from '../node/calibration-file.js';
 import type { Calibration } from '../timing/calibration.js';
-import { parseIntArg } from './options.js';
+import { parseIntArg, positiveNumber } from './options.js';
 import { packageVersion } from './version.js';
 import { progressBar } from './progress-bar.js';
 
 interface CalibrateFlags {
   profile: string[];
   tp?: number[];
+  gpuMemoryGib?: number[];
+  numBlocks?: number[];
   skewFit?: boolean;
   out?: string;
   json: boolean;
@@ -72,6 +74,8 @@ export function calibrateCommand(): Command {
     .argument('<runs...>', `run folders (meta.json, requests.jsonl, timeseries.csv) or shipped runs: ${Object.keys(MEASURED_RUNS).join(', ')}`)
     .requiredOption('--profile <name|dir>', `the GPU profile of the runs' model: once for every run, or once per run in order; a preset (${Object.keys(PROFILE_PRESETS).join(', ')}) or a bundle folder`, collect((v) => v))
     .option('--tp <n>', "tensor-parallel GPUs, once or once per run (default: each run's tensor_parallel_size)", collect((v) => parseIntArg('--tp', 1, v)))
+    .option('--gpu-memory-gib <GiB>', "one GPU's memory in GiB, once or once per run, when a run's KV cache is derived (it logs no num_gpu_blocks): needed for a GPU kvpool does not know", collect(positiveNumber('--gpu-memory-gib')))
+    .option('--num-blocks <n>', "KV blocks per dp rank, once or once per run, in place of a run's logged or derived count", collect((v) => parseIntArg('--num-blocks', 2, v)))
     .option('--skew-fit', "blend decode attention toward the longest context by the profiles' skew fit")
     .option('--out <file.json>', 'write the calibration here (JSON, docs/validation.md); without it the calibration is printed')
     .option('--json', 'print the calibration as JSON (as --out writes it)', false)
@@ -79,6 +83,8 @@ export function calibrateCommand(): Command {
     .action((runs: string[], o: CalibrateFlags) => {
       const profiles = perRun('--profile', o.profile, runs.length);
       const tps = perRun('--tp', o.tp, runs.length);
+      const gibs = perRun('--gpu-memory-gib', o.gpuMemoryGib, runs.length);
+      const blocks = perRun('--num-blocks', o.numBlocks, runs.length);
       const measured = runs.map((r) => readMeasuredRun(r));
       const bar = o.progress && process.stderr.isTTY ? progressBar('calibrate [{bar}] {value} replays | best worst error {best} % | {duration}s') : null;
       const max = 160;
@@ -86,7 +92,12 @@ export function calibrateCommand(): Command {
       let c: Calibration;
       try {
         c = calibrate(
-          measured.map((run, i) => ({ run, profile: profiles[i]!, ...(tps[i] !== undefined && { tp: tps[i] }) })),
+          measured.map((run, i) => ({
+            run, profile: profiles[i]!,
+            ...(tps[i] !== undefined && { tp: tps[i] }),
+            ...(gibs[i] !== undefined && { gpuMemoryGib: gibs[i] }),
+            ...(blocks[i] !== undefined && { numBlocks: blocks[i] }),
+          })),
           { ...(o.skewFit === true && { skew: true }), maxEvaluations: max, kvpoolVersion: packageVersion(), onProgress: (n, best) => bar?.update(n, { best: best.toFixed(2) }) },
         );
       } catch (e) {

@@ -28,6 +28,10 @@ export interface CalibrateRun {
   profile: string | ProfileBundle;
   /** Default: the run's tensor_parallel_size. */
   tp?: number;
+  /** One GPU's memory in GiB, when the run's KV cache is derived (validateRun's option): a GPU kvpool does not know needs it. */
+  gpuMemoryGib?: number;
+  /** The run's KV blocks per rank, when its meta.json logs none (validateRun's option). */
+  numBlocks?: number;
 }
 
 export interface CalibrateOptions {
@@ -91,7 +95,7 @@ function checkRuns(runs: unknown): asserts runs is CalibrateRun[] {
   if (!Array.isArray(runs) || runs.length === 0) throw new TypeError(`runs must be a non-empty list of { run, profile }, got ${describe(runs)}`);
   runs.forEach((r, i) => {
     checkObject(`runs[${i}]`, r);
-    checkKeys(`runs[${i}]`, r as object, ['run', 'profile', 'tp']);
+    checkKeys(`runs[${i}]`, r as object, ['run', 'profile', 'tp', 'gpuMemoryGib', 'numBlocks']);
     const x = r as CalibrateRun;
     if (x.run === null || typeof x.run !== 'object' || !Array.isArray(x.run.requests)) throw new TypeError(`runs[${i}].run must be a measured run, got ${describe(x.run)}`);
   });
@@ -122,7 +126,8 @@ export function calibrate(runs: readonly CalibrateRun[], o: CalibrateOptions = {
   const other = setups.find((s) => s.model.bundle.hardware !== hardware);
   if (other !== undefined) throw new RangeError(`runs: a calibration is for one GPU; profile ${setups[0]!.model.bundle.name} is ${hardware}, profile ${other.model.bundle.name} is ${other.model.bundle.hardware}`);
 
-  const replay = (p: Params) => setups.map((s) => validateRun(s.r.run, { profile: s.model.bundle, tp: s.tp, calibration: false, skew, ...p }));
+  const kvOf = (r: CalibrateRun) => ({ ...(r.gpuMemoryGib !== undefined && { gpuMemoryGib: r.gpuMemoryGib }), ...(r.numBlocks !== undefined && { numBlocks: r.numBlocks }) });
+  const replay = (p: Params) => setups.map((s) => validateRun(s.r.run, { profile: s.model.bundle, tp: s.tp, calibration: false, skew, ...kvOf(s.r), ...p }));
   const start: Params = { cpuOverheadMs: PROFILE_DEFAULTS.cpuOverheadMs, linkLatencyUs: PROFILE_DEFAULTS.linkLatencyUs, linkGBps: PROFILE_DEFAULTS.linkGBps };
   const before = replay(start);
 
