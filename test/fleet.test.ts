@@ -118,6 +118,10 @@ describe('options and misuse', () => {
     expect(() => fleetSync({ trace, engines: 0 })).toThrow(new RangeError('options.engines must be in [1, 4096], got 0'));
     expect(() => fleetSync({ trace, router: 'random' as never })).toThrow(/options.router must be one of round-robin, least-loaded/);
     expect(() => fleetSync({ trace, stepMs: 0 })).toThrow(new RangeError('options.stepMs must be a finite number > 0, got 0'));
+    // A step so short that an arrival's step is past 2^53 - 1: the clock could not tell its steps apart.
+    const late = [{ timestamp: 0, inputLength: 16, outputLength: 1, hashIds: Int32Array.of(1) }, { timestamp: 3000, inputLength: 16, outputLength: 1, hashIds: Int32Array.of(2) }];
+    expect(() => fleetSync({ trace: late, stepMs: 1e-300 })).toThrow(/^trace\[1\] would arrive at step 3e\+303 \(timestamp 3000 ms \/ options\.stepMs 1e-300\), past the step clock's range of 2\^53 - 1 steps/);
+    expect(fleetSync({ trace: late, stepMs: 3000 / Number.MAX_SAFE_INTEGER }).requests).toBe(2);
     expect(() => fleetSync({ trace, loadWeight: 0.5 })).toThrow(/options.loadWeight must be an integer/);
     expect(() => fleetSync({ trace, numBlock: 5 } as never)).toThrow(/numBlock/);
     // An unknown key is named with every key a fleet takes, its own included.

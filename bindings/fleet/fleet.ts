@@ -38,6 +38,8 @@ export function arrivalSteps(trace: readonly TraceRequest[], n: number, stepMs: 
   for (let r = 0; r < n; r++) {
     const ts = trace[r]!.timestamp;
     if (!instant && ts !== undefined) prev = Math.max(prev, Math.floor(ts / stepMs));
+    // Past 2^53 steps are not whole numbers: the run would count steps it cannot tell apart (--step-ms 1e-300).
+    if (prev > Number.MAX_SAFE_INTEGER) throw new RangeError(`trace[${r}] would arrive at step ${prev} (timestamp ${ts} ms / options.stepMs ${stepMs}), past the step clock's range of 2^53 - 1 steps: give a larger options.stepMs`);
     out[r] = prev;
   }
   return out;
