@@ -6,9 +6,9 @@
 
 import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
-import { TraceError, type TraceRequest } from '../replay/trace.js';
+import type { TraceRequest } from '../replay/trace.js';
 import { checkInt } from '../validate.js';
-import { lineTaker, MAX_TRACE_LINE_BYTES, resolveTrace } from './trace-file.js';
+import { lineTaker, MAX_TRACE_LINE_BYTES, readFailure, resolveTrace, tooLong } from './trace-file.js';
 
 /** Chunks of the source's bytes: a plain file's as read, or a gzipped file's (or stdin's) inflated at once. */
 function* chunksOf(where: ReturnType<typeof resolveTrace>): Generator<Buffer> {
@@ -43,7 +43,7 @@ export function readTraceFileSync(spec: string, limit = Infinity): TraceRequest[
   if (limit === 0) return out;
   const taker = lineTaker(out, limit);
   const take = (bytes: Buffer): boolean => {
-    if (bytes.length > MAX_TRACE_LINE_BYTES) throw new TraceError(taker.line + 1, `longer than ${MAX_TRACE_LINE_BYTES} bytes (not a JSONL trace?)`);
+    if (bytes.length > MAX_TRACE_LINE_BYTES) throw tooLong(taker.line + 1, MAX_TRACE_LINE_BYTES);
     return taker.take(bytes);
   };
   try {
@@ -56,16 +56,12 @@ export function readTraceFileSync(spec: string, limit = Infinity): TraceRequest[
         start = nl + 1;
         if (!more) break read;
       }
-      if (buf.length - start > MAX_TRACE_LINE_BYTES) throw new TraceError(taker.line + 1, `longer than ${MAX_TRACE_LINE_BYTES} bytes (not a JSONL trace?)`);
+      if (buf.length - start > MAX_TRACE_LINE_BYTES) throw tooLong(taker.line + 1, MAX_TRACE_LINE_BYTES);
       rest = Buffer.from(buf.subarray(start));
     }
     if (rest.length > 0 && out.length < limit) take(rest);
   } catch (e) {
-    if (e instanceof TraceError) throw e;
-    const err = e as NodeJS.ErrnoException;
-    const what = 'stdin' in where ? 'standard input' : JSON.stringify(spec);
-    const why = err.code === 'ENOENT' ? 'no such file' : err.code?.startsWith('Z_') ? `not a valid gzip stream (${err.message})` : err.message;
-    throw new Error(`cannot read trace ${what}: ${why}`);
+    throw readFailure(e, spec, where);
   }
   return out;
 }

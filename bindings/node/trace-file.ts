@@ -64,6 +64,15 @@ export function lineTaker(out: TraceRequest[], limit: number): { take(bytes: Buf
   };
 }
 
+/** What a failed read of trace `spec` throws: a TraceError as it is; a read or gunzip error as one line naming the trace. */
+export function readFailure(e: unknown, spec: string, where: { path: string } | { stdin: true }): Error {
+  if (e instanceof TraceError) return e;
+  const err = e as NodeJS.ErrnoException;
+  const what = 'stdin' in where ? 'standard input' : JSON.stringify(spec);
+  const why = err.code === 'ENOENT' ? 'no such file' : err.code?.startsWith('Z_') ? `not a valid gzip stream (${err.message})` : err.message;
+  return new Error(`cannot read trace ${what}: ${why}`);
+}
+
 /**
  * Reads a Mooncake-style JSONL trace: a `.jsonl` or gzipped file, `-` for
  * standard input, or a built-in trace's name. A malformed line throws a
@@ -103,11 +112,7 @@ export async function readTraceFile(spec: string, limitOrOptions: number | ReadT
     }
     if (partBytes > 0 && out.length < limit) take(Buffer.concat(parts));
   } catch (e) {
-    if (e instanceof TraceError) throw e;
-    const err = e as NodeJS.ErrnoException;
-    const what = 'stdin' in where ? 'standard input' : JSON.stringify(spec);
-    const why = err.code === 'ENOENT' ? 'no such file' : err.code?.startsWith('Z_') ? `not a valid gzip stream (${err.message})` : err.message;
-    throw new Error(`cannot read trace ${what}: ${why}`);
+    throw readFailure(e, spec, where);
   } finally {
     if (!('stdin' in where)) source.destroy();
   }
@@ -133,7 +138,8 @@ function readOptions(v: number | ReadTraceOptions): { limit: number; maxLine: nu
   return { limit, maxLine, stdin };
 }
 
-function tooLong(line: number, max: number): TraceError {
+/** The refusal of line `line`, longer than `max` bytes. */
+export function tooLong(line: number, max: number): TraceError {
   return new TraceError(line, `longer than ${max} bytes (not a JSONL trace?)`);
 }
 
