@@ -17,6 +17,7 @@ import { readTraceFile } from '../bindings/node/trace-file.js';
 import { replaySync, type ReplayRun } from '../bindings/replay/replay.js';
 import { replayWithEventHook } from '../bindings/replay/replay-events.js';
 import { phase, progress } from './progress.js';
+import { median } from './median.js';
 
 const TRACE = process.env['KVPOOL_TRACE'] ?? 'mooncake-conversation';
 const arg = process.argv.indexOf('--rounds');
@@ -91,7 +92,6 @@ for (let r = 0; r < ROUNDS; r++) {
 }
 rmSync(dir, { recursive: true });
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const base = median(times[0]!);
 const cpuBase = median(cpu[0]!);
 console.log(`\nReplay of ${TRACE} (${trace.length} requests) with KV-cache events, median of ${ROUNDS} alternating rounds`);

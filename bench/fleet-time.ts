@@ -7,9 +7,10 @@
 // 1.5x of the step clock.
 
 import '../bindings/wasm-node.js';
-import { Fleet } from '../bindings/fleet/fleet.js';
 import type { FleetOptions } from '../bindings/fleet/fleet-options.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
+import { fleetsInTurns } from './fleet-turns.js';
+import { median } from './median.js';
 import { phase } from './progress.js';
 
 const TRACE = process.env['KVPOOL_TRACE'] ?? 'mooncake-conversation';
@@ -25,22 +26,7 @@ const kinds: Array<[string, FleetOptions]> = [
 ];
 
 phase(`fleet time: ${TRACE}, ${ENGINES} engines, least-loaded, ${kinds.length} kinds in turns, ${ROUNDS} rounds`, '~1-3 min');
-const seconds: number[][] = kinds.map(() => []);
-// Round 0 warms the process (the first fleet of a process runs ~1.8x slower) and is not counted.
-for (let round = -1; round < ROUNDS; round++) {
-  for (const [i, [name, o]] of kinds.entries()) {
-    phase(round < 0 ? `  warm-up: ${name}` : `  round ${round + 1}: ${name}`);
-    const f = new Fleet(o);
-    try {
-      const t = performance.now();
-      f.run();
-      if (round >= 0) seconds[i]!.push((performance.now() - t) / 1000);
-    } finally {
-      f.dispose();
-    }
-  }
-}
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const { seconds } = fleetsInTurns(kinds, ROUNDS);
 const ref = median(seconds[0]!);
 console.log(`\nfleet time on ${TRACE}: ${ENGINES} engines, least-loaded, median of ${ROUNDS} runs in turns\n`);
 console.log('| run | s (median) | ratio to the step clock |');

@@ -11,6 +11,7 @@ import { encode } from '@msgpack/msgpack';
 import '../bindings/wasm-node.js';
 import { KVEventIndex } from '../bindings/events/kv-event-index.js';
 import { phase } from './progress.js';
+import { median } from './median.js';
 
 const arg = process.argv.indexOf('--rounds');
 const ROUNDS = arg > 0 ? Number(process.argv[arg + 1]) : 5;
@@ -66,7 +67,6 @@ for (let r = 0; r < ROUNDS; r++) {
     if (idx.sourcesInfo()[0]?.blocks !== 0) throw new Error('the stream did not remove every block it stored');
   });
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const base = median(times[0]!);
 console.log(`\nKVEventIndex: store then remove ${N} blocks of ${B} tokens (${PER_EVENT} per event), median of ${ROUNDS} alternating rounds`);
 console.log('| stream | events (KB) | ms | all rounds | / ordinary |');

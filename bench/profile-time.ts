@@ -11,9 +11,10 @@
 
 import '../bindings/wasm-node.js';
 import '../bindings/node/profile-files.js';
-import { Fleet } from '../bindings/fleet/fleet.js';
 import type { FleetOptions } from '../bindings/fleet/fleet-options.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
+import { fleetsInTurns } from './fleet-turns.js';
+import { median } from './median.js';
 import { phase } from './progress.js';
 
 const TRACE = process.env['KVPOOL_TRACE'] ?? 'mooncake-conversation';
@@ -36,24 +37,7 @@ const kinds: Array<[string, FleetOptions]> = [
 ];
 
 phase(`profile time: ${TRACE}, ${ENGINES} engines, least-loaded, ${kinds.length} kinds in turns, ${ROUNDS} rounds`, '~2-5 min');
-const seconds: number[][] = kinds.map(() => []);
-const steps: number[] = kinds.map(() => 0);
-// Round 0 warms the process (the first fleet of a process runs slower) and is not counted.
-for (let round = -1; round < ROUNDS; round++) {
-  for (const [i, [name, o]] of kinds.entries()) {
-    phase(round < 0 ? `  warm-up: ${name}` : `  round ${round + 1}: ${name}`);
-    const f = new Fleet(o);
-    try {
-      const t = performance.now();
-      const run = f.run();
-      if (round >= 0) seconds[i]!.push((performance.now() - t) / 1000);
-      steps[i] = run.latency === undefined ? run.steps : run.latency.engines.reduce((a, e) => a + e.steps, 0);
-    } finally {
-      f.dispose();
-    }
-  }
-}
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const { seconds, steps } = fleetsInTurns(kinds, ROUNDS);
 const ref = median(seconds[0]!);
 const vllmAt = kinds.findIndex(([, o]) => o.engine === 'vllm');
 console.log(`\nprofile time on ${TRACE}: ${ENGINES} engines, least-loaded, median of ${ROUNDS} runs in turns\n`);

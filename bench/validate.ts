@@ -26,6 +26,7 @@ import { validateRun } from '../bindings/measured/validate-run.js';
 import { calibrate } from '../bindings/measured/calibrate.js';
 import { loadCore } from '../bindings/core/plain-core.js';
 import { phase } from './progress.js';
+import { median } from './median.js';
 
 const ROUNDS = Number(process.env['KVPOOL_ROUNDS'] ?? 7);
 /** vLLM's scheduler on each run's requests (sched_replay.py, loop wall seconds), measured once: bench/README.md. */
@@ -75,7 +76,6 @@ const tc = performance.now();
 const c = calibrate(RUNS.map(([name, profile]) => ({ run: readMeasuredRun(name), profile })));
 const calibrateSeconds = seconds(tc);
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const s3 = (x: number | null) => (x === null ? '-' : x.toFixed(3));
 console.log('\nkvpool validate on a 300-request measured run (s): the profile read once; the run read, replayed on one timed engine and compared\n');
 console.log('| run | profile read | first validation | median of later | whole command | vLLM scheduler | faster (first) | faster (later) | peer | faster (first) |');

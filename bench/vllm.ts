@@ -15,6 +15,7 @@ import '../bindings/wasm-node.js';
 import { replaySync } from '../bindings/engines/replay.js';
 import { readTraceFile } from '../bindings/node/trace-file.js';
 import { phase } from './progress.js';
+import { median } from './median.js';
 
 const TRACE = process.env['KVPOOL_TRACE'] ?? 'mooncake-conversation';
 const ROUNDS = Number(process.env['KVPOOL_ROUNDS'] ?? 5);
@@ -49,7 +50,6 @@ for (let round = -1; round < ROUNDS; round++) {
     }
   }
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const ratio = (xs: number[][]) => `${(median(xs[1]!) / median(xs[0]!)).toFixed(2)}x of the medians, ${median(xs[1]!.map((v, k) => v / xs[0]![k]!)).toFixed(2)}x the median round`;
 console.log(`\nthe vLLM engine on ${TRACE}: median of ${ROUNDS} rounds in turns (loop: the replay loop's wall seconds; wall: the whole call; CPU: the process's CPU seconds during the call)\n`);
 console.log('| run | loop s | wall s | CPU s |');
