@@ -94,6 +94,11 @@ export class VllmKvCacheManager implements VllmKvCache {
     return this.pool.numFreeBlocks();
   }
 
+  /** Blocks a request can ever hold: its prompt and every output it may have. */
+  private capOf(req: VllmRequest): number {
+    return Math.ceil((req.promptLength + req.maxOutputs) / this.blockSize);
+  }
+
   /** The slot of a request, made (its region and keys) on its first use; throws for a request another manager serves. */
   private slotOf(req: VllmRequest): number {
     const s = req.kvSlot;
@@ -103,9 +108,8 @@ export class VllmKvCacheManager implements VllmKvCache {
     }
     this.pool.live();
     const B = this.blockSize;
-    const total = req.promptLength + req.maxOutputs;
-    const cap = Math.ceil(total / B);
-    const nKeys = Math.floor(total / B);
+    const cap = this.capOf(req);
+    const nKeys = Math.floor((req.promptLength + req.maxOutputs) / B);
     const tableBytes = (cap * 4 + 15) & ~15;
     const bytes = tableBytes + nKeys * 16;
     const c = Math.max(MIN_CLASS, Math.ceil(Math.log2(bytes)));
@@ -197,7 +201,7 @@ export class VllmKvCacheManager implements VllmKvCache {
     }
     const needSlots = req.numComputed + hitBlocks * B + numNewTokens;
     const need = Math.ceil(needSlots / B);
-    if (!(need <= (fresh ? Math.ceil((req.promptLength + req.maxOutputs) / B) : this.cap[s]!))) {
+    if (!(need <= (fresh ? this.capOf(req) : this.cap[s]!))) {
       throw new RangeError(`kvpool: allocateSlots of request ${req.index}: ${numNewTokens} new tokens after ${needSlots - numNewTokens} is not within its ${req.promptLength + req.maxOutputs} tokens`);
     }
     if (fresh) s = this.slotOf(req);
