@@ -61,10 +61,10 @@ function layer(file: string): string {
 }
 
 // Lower layers first; a layer may import its own and the ones before it.
-// (validate.ts, hash.ts and pair-table.ts are "top" utilities the layers use;
+// (validate.ts, hash.ts, pair-table.ts and number-text.ts are "top" utilities the layers use;
 // index*.ts and wasm-*.ts are entries, allowed to import everything.)
 const ORDER = ['core', 'validate', 'managers', 'linear-state', 'ranks', 'pool', 'events', 'replay', 'timing', 'vllm', 'engines', 'fleet', 'measured', 'node', 'cli'];
-const UTILITIES = new Set(['bindings/validate.ts', 'bindings/hash.ts', 'bindings/pair-table.ts']);
+const UTILITIES = new Set(['bindings/validate.ts', 'bindings/hash.ts', 'bindings/pair-table.ts', 'bindings/number-text.ts']);
 
 function rank(file: string): number {
   if (UTILITIES.has(file)) return ORDER.indexOf('validate');

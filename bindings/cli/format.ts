@@ -14,9 +14,7 @@ export function count(n: number, noun: string): string {
 }
 
 /** `x` with `digits` decimals and thousands separators, as the tables' other figures (7,962.20, not 7962.20). */
-export function fixed(x: number, digits: number): string {
-  return x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
-}
+export { fixed } from '../number-text.js';
 
 /** A fraction as a percentage for people: 0.0543 -> "5.43 %". */
 export function percent(x: number): string {

@@ -6,11 +6,12 @@
 import { FIGURE_KEYS, STAT_KEYS, type FigureKey, type StatKey } from '../measured/measured-figures.js';
 import type { Validation } from '../measured/validate-run.js';
 import { columnWidths } from './format.js';
+import { fixed } from '../number-text.js';
 
 const NAMES: Record<FigureKey, string> = { ttftMs: 'TTFT', tpotMs: 'TPOT', itlMs: 'ITL', e2eMs: 'E2E' };
 const PEER: Partial<Record<FigureKey, 'ttftMs' | 'tpotMs' | 'e2eMs'>> = { ttftMs: 'ttftMs', tpotMs: 'tpotMs', e2eMs: 'e2eMs' };
 
-const ms = (v: number | null | undefined) => (v === null || v === undefined ? '-' : v.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 }));
+const ms = (v: number | null | undefined) => (v === null || v === undefined ? '-' : fixed(v, 1));
 const pct = (v: number | null | undefined) => (v === null || v === undefined ? '-' : `${v > 0 ? '+' : ''}${v.toFixed(2)}`);
 
 /** The comparison as rows: figure, stat, measured, kvpool, diff %, and the peer's two columns when there is a peer. */

@@ -5,13 +5,14 @@
 
 import type { FleetRun } from './fleet-result.js';
 import { compareFleetSize, fewestMeeting, SLO_TARGETS, unserved, type SloTargets } from './slo-search.js';
+import { fixed } from '../number-text.js';
 
 /** How each target is named in words. */
 const SLO_NAMES: Record<(typeof SLO_TARGETS)[number], string> = { ttftMs: 'TTFT', tpotMs: 'TPOT', itlMs: 'ITL' };
 
 /** Milliseconds (and per-second rates) for people: one decimal, thousands separated. */
 export function ms(x: number): string {
-  return x.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+  return fixed(x, 1);
 }
 
 /** What one group of runs (a router's, in a sweep also a panel's) answers. */

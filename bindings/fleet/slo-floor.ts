@@ -12,6 +12,7 @@ import { addChunk, clearStepBatch, emptyStepBatch, type TimingModel } from '../t
 import type { FleetConfig } from './fleet-options.js';
 import type { FleetRun } from './fleet-result.js';
 import type { TimedScheduler } from './timed-options.js';
+import { fixed } from '../number-text.js';
 
 /** Tokens of a hash id's chunk (the kernel's prompt: hash_ids[p / 512] * 512 + p % 512). */
 const CHUNK = 512;
@@ -123,7 +124,7 @@ export function ttftFloor(trace: readonly TraceRequest[], n: number, model: Timi
   return { p99: latencyFigures(floors, n).p99, over, count: n, longest };
 }
 
-const ms1 = (x: number) => x.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+const ms1 = (x: number) => fixed(x, 1);
 
 /**
  * "no fleet can meet it: ..." when the floors' p99 is above the TTFT target

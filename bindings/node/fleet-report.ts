@@ -14,6 +14,7 @@ import { ms, sloText, sweepSloAnswers, sweepSloLine, type SweepSloAnswer } from 
 import { SWEEP_GRID_KEYS, type SweepGridKey } from './sweep.js';
 import { checkReportArgs } from './report-args.js';
 import { describe } from '../validate.js';
+import { fixed } from '../number-text.js';
 
 export type FleetVaried = ReadonlyArray<SweepGridKey | FleetGridKey>;
 
@@ -152,7 +153,7 @@ export async function fleetReportHtml(runs: readonly FleetRun[], varied: FleetVa
       cell('hitRate', `${(r.hitRate * 100).toFixed(4)} %`, r.hitRate),
       cell('matchedBlocks', n(r.matchedBlocks), r.matchedBlocks),
       cell('promptBlocks', n(r.promptBlocks), r.promptBlocks),
-      cell('queueMean', r.queueing.meanSteps.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 }), r.queueing.meanSteps),
+      cell('queueMean', fixed(r.queueing.meanSteps, 2), r.queueing.meanSteps),
       cell('queueP99', n(r.queueing.p99Steps), r.queueing.p99Steps),
       cell('loadImbalance', r.loadImbalance.toFixed(3), r.loadImbalance),
       cell('rejected', n(r.rejected), r.rejected),

@@ -10,6 +10,7 @@ import { FIGURE_KEYS, STAT_KEYS } from '../measured/measured-figures.js';
 import { describe } from '../validate.js';
 import { renderSvg } from './report.js';
 import { esc, reportPage, type ReportChart, type ReportCell, type VegaLiteSpec } from './report-page.js';
+import { fixed } from '../number-text.js';
 
 const SCHEMA = 'https://vega.github.io/schema/vega-lite/v6.json';
 const SOURCE = { field: 'source', type: 'nominal' as const, title: null, scale: { domain: ['measured', 'kvpool'], range: ['#4c78a8', '#e45756'] } };
@@ -71,7 +72,7 @@ export async function validationReportHtml(v: Validation): Promise<string> {
   const svgs = await Promise.all(charts.map((c) => (c.spec ? renderSvg(c.spec) : Promise.resolve(''))));
   const s = v.settings;
   const cell = (key: string, text: string, value: number | string | null): ReportCell => ({ key, text, value: value === null ? '' : String(value) });
-  const f = (x: number | null) => (x === null ? '-' : x.toLocaleString('en-US', { maximumFractionDigits: 1, minimumFractionDigits: 1 }));
+  const f = (x: number | null) => (x === null ? '-' : fixed(x, 1));
   const peer = v.peer;
   const rows = FIGURE_KEYS.flatMap((k) =>
     STAT_KEYS.map((st) => {
