@@ -92,3 +92,12 @@ export function checkObject(name: string, v: unknown): object {
   if (v === null || typeof v !== 'object') throw new TypeError(`${name} must be an object, got ${describe(v)}`);
   return v;
 }
+
+/**
+ * A refusal restated in the caller's words: `message`, of `e`'s class
+ * (RangeError or TypeError; anything else becomes `other`), `e` its cause.
+ */
+export function restated(e: unknown, message: string, other: ErrorConstructor = Error): Error {
+  const E = e instanceof RangeError ? RangeError : e instanceof TypeError ? TypeError : other;
+  return new E(message, { cause: e });
+}

@@ -10,6 +10,7 @@ import { readMeasuredRun, MEASURED_RUNS } from '../node/measured-files.js';
 import { PROFILE_PRESETS } from '../node/profile-files.js';
 import { writeCalibrationFile } from '../node/calibration-file.js';
 import type { Calibration } from '../timing/calibration.js';
+import { restated } from '../validate.js';
 import { parseIntArg, positiveNumber } from './options.js';
 import { packageVersion } from './version.js';
 import { progressBar } from './progress-bar.js';
@@ -39,9 +40,7 @@ function perRun<T>(flag: string, values: readonly T[] | undefined, runs: number)
 function runFlags(e: unknown, runs: readonly string[]): unknown {
   if (!(e instanceof Error)) return e;
   const message = e.message.replace(/runs\[(\d+)\]\.(profile|tp)\b/g, (_, i: string, k: string) => `--${k} (run ${runs[Number(i)] ?? i})`);
-  if (message === e.message) return e;
-  const E = e instanceof RangeError ? RangeError : e instanceof TypeError ? TypeError : Error;
-  return new E(message, { cause: e });
+  return message === e.message ? e : restated(e, message);
 }
 
 function pct(x: number): string {

@@ -15,6 +15,7 @@ import type { Calibration } from '../timing/calibration.js';
 import { timingModel, type ProfileTiming, type TimingSpecInput } from '../timing/timing-model.js';
 import { didYouMean } from './did-you-mean.js';
 import { nonNegativeNumber, parseIntArg, positiveNumber } from './options.js';
+import { restated } from '../validate.js';
 
 /** The flags of a profile (docs/timing.md, the profile model). */
 export interface ProfileFlags {
@@ -132,8 +133,7 @@ export function profileOf(f: ProfileFlags & { timing?: string }): ProfileTiming 
   try {
     timingModel(spec);
   } catch (e) {
-    const E = e instanceof RangeError ? RangeError : TypeError;
-    throw new E((e as Error).message.replace(/timing\.([a-zA-Z]+)/g, (whole, k: string) => PROFILE_FLAGS[k] ?? whole));
+    throw restated(e, (e as Error).message.replace(/timing\.([a-zA-Z]+)/g, (whole, k: string) => PROFILE_FLAGS[k] ?? whole), TypeError);
   }
   return spec;
 }

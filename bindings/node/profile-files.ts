@@ -12,6 +12,7 @@ import { gunzipSync } from 'node:zlib';
 import { parse as parseYaml } from 'yaml';
 import { parseProfileBundle, type ProfileBundle } from '../timing/profile-bundle.js';
 import { setProfileReader } from '../timing/profile-source.js';
+import { restated } from '../validate.js';
 
 /** The presets shipped in the package: name -> bundle folder under profiles/ (profiles/README.md says where they come from). */
 export const PROFILE_PRESETS: Readonly<Record<string, string>> = Object.freeze({
@@ -139,8 +140,7 @@ export function readProfileDir(dir: string, name = dir): ProfileBundle {
   try {
     return parseProfileBundle({ name, meta, model: readText(modelPath, where)!, architecture: readText(archPath, where)!, tp, ...(calibration !== undefined && { calibration }) });
   } catch (e) {
-    const E = e instanceof RangeError ? RangeError : TypeError;
-    throw new E(`${where}: ${(e as Error).message}`);
+    throw restated(e, `${where}: ${(e as Error).message}`, TypeError);
   }
 }
 

@@ -10,7 +10,7 @@ import { basename, dirname, isAbsolute, resolve } from 'node:path';
 import { PROFILE_PRESETS } from './profile-files.js';
 import { parseTimingTable } from '../timing/timing-table.js';
 import { parseTimingSpec, type TableTiming, type TimingSpecInput } from '../timing/timing-model.js';
-import { describe } from '../validate.js';
+import { describe, restated } from '../validate.js';
 
 /**
  * The largest timing file read: 16 MiB. A profiled table is a few kilobytes
@@ -67,12 +67,6 @@ function formatOf(path: string): 'json' | 'csv' | null {
   return /\.json$/i.test(path) ? 'json' : /\.csv$/i.test(path) ? 'csv' : null;
 }
 
-/** A parse error, of the same class, with `prefix` in front. */
-function restated(e: unknown, prefix: string): Error {
-  const E = e instanceof RangeError ? RangeError : TypeError;
-  return new E(`${prefix}: ${(e as Error).message}`);
-}
-
 /** A profiled table from a .json or .csv file (docs/timing.md, profiled tables). */
 export function readTimingFile(path: string): TableTiming {
   if (typeof path !== 'string' || path === '') throw new TypeError(`path must be a non-empty string, got ${describe(path)}`);
@@ -83,7 +77,7 @@ export function readTimingFile(path: string): TableTiming {
     const t = parseTimingTable(text, format);
     return { ...t, name: t.name ?? basename(path) }; // the model's name says which file made it
   } catch (e) {
-    throw restated(e, path);
+    throw restated(e, `${path}: ${(e as Error).message}`, TypeError);
   }
 }
 
@@ -123,6 +117,6 @@ export function readTimingSpecFile(path: string, name = JSON.stringify(path)): T
     const t = parseTimingTable(text, format);
     return { ...t, name: t.name ?? basename(path) }; // the model's name says which file made it
   } catch (e) {
-    throw restated(e, name);
+    throw restated(e, `${name}: ${(e as Error).message}`, TypeError);
   }
 }

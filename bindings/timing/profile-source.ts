@@ -3,7 +3,7 @@
 // folders here (node/profile-files.ts); elsewhere a profile is given parsed
 // (parseProfileBundle) and a name is refused, saying so.
 
-import { describe } from '../validate.js';
+import { describe, restated } from '../validate.js';
 import type { ProfileBundle } from './profile-bundle.js';
 
 /** Reads a preset (by name) or a bundle folder (by path) into a parsed bundle. */
@@ -26,8 +26,7 @@ export function resolveProfile(where: string, v: unknown): ProfileBundle {
     } catch (e) {
       // The reader names the file and line; the caller's field (a flag, on the command line) goes first.
       if (!(e instanceof Error)) throw e;
-      const E = e instanceof RangeError ? RangeError : e instanceof TypeError ? TypeError : Error;
-      throw new E(`${where}: ${e.message}`, { cause: e });
+      throw restated(e, `${where}: ${e.message}`);
     }
   }
   const b = v as Partial<ProfileBundle> | null;
