@@ -117,6 +117,23 @@ describe('docs/validation.md, recomputed from measured/', () => {
     expect(readProfileBundle('rtx4090/llama-3.1-8b').calibration).toBeUndefined();
   }, 60_000);
 
+  it('refuses a run entry it cannot use before any replay, naming runs[i] and the field', () => {
+    const run = runs.get(RUNS[0].name)!;
+    const profile = RUNS[0].profile;
+    const cases: Array<[unknown, RegExp]> = [
+      [[{ run, profile, numBlocks: 1 }], /^runs\[0\]\.numBlocks must be an integer >= 2, got 1$/],
+      [[{ run, profile, numBlocks: 2.5 }], /^runs\[0\]\.numBlocks must be an integer >= 2, got 2\.5$/],
+      [[{ run, profile }, { run, profile, gpuMemoryGib: -80 }], /^runs\[1\]\.gpuMemoryGib must be/],
+      [[{ run, profile, gpuMemoryGib: '80' }], /^runs\[0\]\.gpuMemoryGib must be/],
+      [[{ run, profile, blocks: 5 }], /runs\[0\].*"blocks"/],
+    ];
+    for (const [arg, message] of cases) {
+      let calls = 0;
+      expect(() => calibrate(arg as never, { onProgress: () => calls++ }), String(message)).toThrow(message);
+      expect(calls).toBe(0);
+    }
+  });
+
   it('holds the bar with the shipped calibration: TTFT, TPOT and E2E (mean, p99) within 2 % on both runs', () => {
     for (const r of RUNS) for (const e of six(shipped.get(r.name)!)) expect(Math.abs(e!)).toBeLessThan(2);
   });

@@ -98,6 +98,7 @@ function checkRuns(runs: unknown): asserts runs is CalibrateRun[] {
     checkKeys(`runs[${i}]`, r as object, ['run', 'profile', 'tp', 'gpuMemoryGib', 'numBlocks']);
     const x = r as CalibrateRun;
     if (x.run === null || typeof x.run !== 'object' || !Array.isArray(x.run.requests)) throw new TypeError(`runs[${i}].run must be a measured run, got ${describe(x.run)}`);
+    if (x.numBlocks !== undefined && (typeof x.numBlocks !== 'number' || !Number.isInteger(x.numBlocks) || x.numBlocks < 2)) throw new RangeError(`runs[${i}].numBlocks must be an integer >= 2, got ${describe(x.numBlocks)}`);
   });
 }
 
@@ -116,7 +117,8 @@ export function calibrate(runs: readonly CalibrateRun[], o: CalibrateOptions = {
   // Every run's model and profile checked before any replay.
   const setups = runs.map((r, i) => {
     const tp = runTp(r.run.meta, r.tp);
-    const model = validationModel({ profile: r.profile, calibration: false, skew, ...(r.tp !== undefined && { tp: r.tp }) }, tp, `runs[${i}]`);
+    // Its GPU memory too, so that a bad one is refused (as runs[i].gpuMemoryGib) before any replay.
+    const model = validationModel({ profile: r.profile, calibration: false, skew, ...(r.tp !== undefined && { tp: r.tp }), ...(r.gpuMemoryGib !== undefined && { gpuMemoryGib: r.gpuMemoryGib }) }, tp, `runs[${i}]`);
     if (r.run.meta.model.toLowerCase() !== model.bundle.model.name.toLowerCase()) {
       throw new RangeError(`runs[${i}]: run ${r.run.name} served ${r.run.meta.model}, but profile ${model.bundle.name} was measured with ${model.bundle.model.name} (give each run the profile of its model)`);
     }
